@@ -1,0 +1,227 @@
+"""One processor per job command intent, with Zeebe's semantics (SEMANTICS.md section 10).
+
+Each processor validates the command against the partition state and either writes the
+event(s) that follow and the state they imply, or a rejection with a reason. A timeout
+never consumes a retry (Zeebe's rule for jobs); FAIL sets retries to the value sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from streamproc.engine.context import ProcessingContext
+from streamproc.protocol.records import IncidentIntent, JobIntent, Record, RejectionType, ValueType
+from streamproc.protocol.topics import check_task_queue
+from streamproc.state.jobs import JobState
+
+JOB = ValueType.JOB
+NO_RETRIES_MESSAGE = "No more retries left."
+
+
+def _json_error(text: Any, what: str, limit: int) -> str | None:
+    if not isinstance(text, str):
+        return f"{what} must be JSON text, got {type(text).__name__}"
+    if len(text) > limit:
+        return f"{what} is {len(text)} bytes, more than the limit of {limit}"
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        return f"{what} is not valid JSON: {exc}"
+    return None
+
+
+def create(cmd: Record, ctx: ProcessingContext) -> None:
+    v = cmd.value
+    problem = (check_task_queue(v["type"])
+               or _json_error(v["payload"], "payload", ctx.limits.max_payload_bytes))
+    if problem is None and not 0 <= v["retries"] <= ctx.limits.max_retries:
+        problem = f"retries must be in [0, {ctx.limits.max_retries}], got {v['retries']}"
+    if problem is None and not 0 < v["timeout_ms"] <= ctx.limits.max_timeout_ms:
+        problem = f"timeout_ms must be in [1, {ctx.limits.max_timeout_ms}], got {v['timeout_ms']}"
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"Expected to create a job, but {problem}")
+        return
+    key = ctx.keys.next_key()
+    job = {**v, "attempt": 1, "worker": "", "deadline_ms": -1, "error_message": "",
+           "retry_backoff_ms": 0, "recur_at_ms": -1, "result": None,
+           "state": JobState.ACTIVATABLE}
+    ctx.jobs.put(key, job)
+    ctx.out.event(JOB, JobIntent.CREATED, key, job)
+    ctx.out.task(job["type"], key, job)
+
+
+def _current(cmd: Record, ctx: ProcessingContext, verb: str) -> dict | None:
+    """The job the command names, or None after writing the NOT_FOUND rejection."""
+    job = ctx.jobs.get(cmd.key) if cmd.key >= 0 else None
+    if job is None:
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND,
+                       f"Expected to {verb} job with key '{cmd.key}', but no such job was found")
+    return job
+
+
+def _attempt_problem(cmd: Record, job: dict, verb: str, wanted: JobState) -> str | None:
+    asked = cmd.value["attempt"]
+    if asked != job["attempt"]:
+        return (f"Expected to {verb} job with key '{cmd.key}' at attempt {asked}, but that attempt "
+                f"is over: the job is {job['state']} at attempt {job['attempt']}")
+    if job["state"] != wanted:
+        return (f"Expected to {verb} job with key '{cmd.key}' at attempt {asked}, but it is "
+                f"{job['state']}, not {wanted}")
+    return None
+
+
+def start(cmd: Record, ctx: ProcessingContext) -> None:
+    job = _current(cmd, ctx, "start")
+    if job is None:
+        return
+    problem = _attempt_problem(cmd, job, "start", JobState.ACTIVATABLE)
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE, problem)
+        return
+    ctx.jobs.start(cmd.key, job, cmd.value["worker"], ctx.now_ms + job["timeout_ms"])
+    ctx.out.event(JOB, JobIntent.STARTED, cmd.key, job)
+
+
+def complete(cmd: Record, ctx: ProcessingContext) -> None:
+    job = _current(cmd, ctx, "complete")
+    if job is None:
+        return
+    problem = _attempt_problem(cmd, job, "complete", JobState.STARTED)
+    result = cmd.value["result"] if cmd.value["result"] is not None else "null"
+    problem = problem or _json_error(result, "result", ctx.limits.max_payload_bytes)
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE, problem)
+        return
+    ctx.jobs.remove(cmd.key, job)
+    job.update(result=result, state=JobIntent.COMPLETED)
+    ctx.out.event(JOB, JobIntent.COMPLETED, cmd.key, job)
+
+
+def fail(cmd: Record, ctx: ProcessingContext) -> None:
+    job = _current(cmd, ctx, "fail")
+    if job is None:
+        return
+    v = cmd.value
+    problem = _attempt_problem(cmd, job, "fail", JobState.STARTED)
+    if problem is None and v["retries"] > ctx.limits.max_retries:
+        problem = f"retries must be at most {ctx.limits.max_retries}, got {v['retries']}"
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE, problem)
+        return
+    job.update(retries=v["retries"], error_message=v["error_message"][:8192],
+               retry_backoff_ms=v["retry_backoff_ms"])
+    if v["retries"] > 0 and v["retry_backoff_ms"] > 0:
+        ctx.jobs.fail(cmd.key, job, recur_at_ms=ctx.now_ms + v["retry_backoff_ms"])
+        ctx.out.event(JOB, JobIntent.FAILED, cmd.key, job)
+    elif v["retries"] > 0:
+        ctx.jobs.fail(cmd.key, job, recur_at_ms=-1)
+        ctx.out.event(JOB, JobIntent.FAILED, cmd.key, job)
+        _republish(cmd.key, job, ctx)
+    else:
+        incident_key = ctx.keys.next_key()
+        job["incident_key"] = incident_key
+        ctx.jobs.fail(cmd.key, job, recur_at_ms=-1)
+        ctx.out.event(JOB, JobIntent.FAILED, cmd.key, job)
+        incident = {"error_type": "JOB_NO_RETRIES", "job_key": cmd.key, "job_type": job["type"],
+                    "error_message": job["error_message"] or NO_RETRIES_MESSAGE}
+        ctx.incidents.open(incident_key, incident)
+        ctx.out.event(ValueType.INCIDENT, IncidentIntent.CREATED, incident_key, incident)
+
+
+def _republish(key: int, job: dict, ctx: ProcessingContext) -> None:
+    ctx.jobs.make_activatable(key, job, next_attempt=True)
+    ctx.out.task(job["type"], key, job)
+
+
+def time_out(cmd: Record, ctx: ProcessingContext) -> None:
+    """TIME_OUT comes from the due-date checker, maybe twice or late: re-check everything."""
+    job = ctx.jobs.get(cmd.key)
+    deadline = cmd.value["deadline_ms"]
+    prefix = f"Expected to time out started job with key '{cmd.key}' and deadline {deadline}, but"
+    if job is None:
+        reason = f"{prefix} no such job was found"
+    elif job["state"] != JobState.STARTED:
+        reason = f"{prefix} it is {job['state']}"
+    elif job["deadline_ms"] != deadline:
+        reason = f"{prefix} its deadline is now {job['deadline_ms']}"
+    elif not deadline < ctx.now_ms:
+        reason = f"{prefix} the deadline has not passed (now {ctx.now_ms})"
+    else:
+        reason = None
+    if reason:
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND if job is None else RejectionType.INVALID_STATE, reason)
+        return
+    ctx.out.event(JOB, JobIntent.TIMED_OUT, cmd.key, job)
+    _republish(cmd.key, job, ctx)
+
+
+def recur_after_backoff(cmd: Record, ctx: ProcessingContext) -> None:
+    job = ctx.jobs.get(cmd.key)
+    at = cmd.value["recur_at_ms"]
+    prefix = f"Expected to recur failed job with key '{cmd.key}' after backoff until {at}, but"
+    if job is None:
+        reason = f"{prefix} no such job was found"
+    elif job["state"] != JobState.FAILED or job["recur_at_ms"] != at:
+        reason = f"{prefix} it is {job['state']} with backoff until {job['recur_at_ms']}"
+    elif not at < ctx.now_ms:
+        reason = f"{prefix} the backoff has not passed (now {ctx.now_ms})"
+    else:
+        reason = None
+    if reason:
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND if job is None else RejectionType.INVALID_STATE, reason)
+        return
+    ctx.out.event(JOB, JobIntent.RECURRED_AFTER_BACKOFF, cmd.key, job)
+    _republish(cmd.key, job, ctx)
+
+
+def update_retries(cmd: Record, ctx: ProcessingContext) -> None:
+    """Give a job retries again; a job in an incident is resolved and published again."""
+    retries = cmd.value["retries"]
+    if not 0 < retries <= ctx.limits.max_retries:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT,
+                       f"Expected to update retries of job with key '{cmd.key}' to a value in "
+                       f"[1, {ctx.limits.max_retries}], got {retries}")
+        return
+    job = _current(cmd, ctx, "update retries of")
+    if job is None:
+        return
+    job["retries"] = retries
+    incident_key = job.pop("incident_key", None)
+    ctx.jobs.put(cmd.key, job)
+    ctx.out.event(JOB, JobIntent.RETRIES_UPDATED, cmd.key, job)
+    if incident_key is not None:
+        incident = ctx.incidents.get(incident_key)
+        ctx.incidents.resolve(incident_key)
+        ctx.out.event(ValueType.INCIDENT, IncidentIntent.RESOLVED, incident_key, incident or {})
+        _republish(cmd.key, job, ctx)
+
+
+def cancel(cmd: Record, ctx: ProcessingContext) -> None:
+    job = _current(cmd, ctx, "cancel")
+    if job is None:
+        return
+    incident_key = job.get("incident_key")
+    if incident_key is not None:
+        incident = ctx.incidents.get(incident_key)
+        ctx.incidents.resolve(incident_key)
+        ctx.out.event(ValueType.INCIDENT, IncidentIntent.RESOLVED, incident_key, incident or {})
+    ctx.jobs.remove(cmd.key, job)
+    job["state"] = JobIntent.CANCELED
+    ctx.out.event(JOB, JobIntent.CANCELED, cmd.key, job)
+
+
+Processor = Callable[[Record, ProcessingContext], None]
+
+JOB_PROCESSORS: dict[str, Processor] = {
+    JobIntent.CREATE: create,
+    JobIntent.START: start,
+    JobIntent.COMPLETE: complete,
+    JobIntent.FAIL: fail,
+    JobIntent.TIME_OUT: time_out,
+    JobIntent.RECUR_AFTER_BACKOFF: recur_after_backoff,
+    JobIntent.UPDATE_RETRIES: update_retries,
+    JobIntent.CANCEL: cancel,
+}

@@ -1,0 +1,81 @@
+"""What processing a command produces, besides state writes: follow-up records by destination."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from streamproc.protocol.records import Record, RecordType
+
+
+@dataclasses.dataclass(slots=True)
+class Output:
+    """Follow-up records of a batch, in order; the shell produces them in one transaction."""
+
+    events: list[Record] = dataclasses.field(default_factory=list)     # -> events topic
+    commands: list[Record] = dataclasses.field(default_factory=list)   # -> commands topic
+    tasks: list[tuple[str, Record]] = dataclasses.field(default_factory=list)  # -> tasks.<queue>
+
+    def __len__(self) -> int:
+        return len(self.events) + len(self.commands) + len(self.tasks)
+
+    def clear(self) -> None:
+        self.events.clear()
+        self.commands.clear()
+        self.tasks.clear()
+
+
+class RecordWriter:
+    """Writes the follow-ups of the command being processed, stamped with its position and time.
+
+    A command's records are kept apart until the command is accepted or discarded, like
+    its state writes, so a processor that raises half-way leaves nothing behind.
+    """
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self._pending = Output()
+        self._command: Record | None = None
+        self._position = -1
+        self.now_ms = 0
+
+    def begin(self, command: Record | None, position: int, now_ms: int) -> None:
+        self._command = command
+        self._position = position
+        self.now_ms = now_ms
+        self._pending.clear()
+
+    def _stamp(self, record: Record) -> Record:
+        record.partition_id = self.partition
+        record.source_position = self._position
+        record.timestamp_ms = self.now_ms
+        if self._command is not None and record.request_id is None:
+            record.request_id = self._command.request_id
+        return record
+
+    def event(self, value_type: str, intent: str, key: int, value: dict[str, Any]) -> None:
+        self._pending.events.append(self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key)))
+
+    def reject(self, command: Record, rejection_type: str, reason: str,
+               value: dict[str, Any] | None = None) -> None:
+        """A rejection repeats the command (or `value` instead) with the reason."""
+        record = Record(RecordType.COMMAND_REJECTION, command.value_type, command.intent,
+                        value if value is not None else command.value, key=command.key,
+                        rejection_type=str(rejection_type), rejection_reason=reason)
+        self._pending.events.append(self._stamp(record))
+
+    def command(self, value_type: str, intent: str, key: int, value: dict[str, Any]) -> None:
+        self._pending.commands.append(self._stamp(Record(RecordType.COMMAND, value_type, intent, dict(value), key=key)))
+
+    def task(self, queue: str, key: int, job: dict[str, Any]) -> None:
+        record = Record(RecordType.EVENT, "JOB", "ACTIVATABLE", dict(job), key=key)
+        self._pending.tasks.append((queue, self._stamp(record)))
+
+    def accept_into(self, output: Output) -> None:
+        output.events.extend(self._pending.events)
+        output.commands.extend(self._pending.commands)
+        output.tasks.extend(self._pending.tasks)
+        self._pending.clear()
+
+    def discard(self) -> None:
+        self._pending.clear()

@@ -1,0 +1,100 @@
+"""The stream processor of one partition: decode, dispatch, and keep bad input from stopping it.
+
+No Kafka here: it takes the bytes of a command and its offset, and leaves follow-up
+records in `output` and state writes in `writes`, for the shell to commit. Every
+command gets an answer: its events, or a rejection with a reason.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from streamproc.clock import Clock
+from streamproc.engine.context import Limits, ProcessingContext
+from streamproc.engine.job_processors import JOB_PROCESSORS, Processor
+from streamproc.engine.output import Output, RecordWriter
+from streamproc.protocol import codec
+from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType
+from streamproc.state.db import PartitionDb, PendingWrites
+from streamproc.state.incidents import Incidents
+from streamproc.state.jobs import Jobs
+from streamproc.state.keygen import KeyGenerator
+
+log = structlog.get_logger("streamproc.engine")
+
+PROCESSORS: dict[tuple[str, str], Processor] = {
+    (ValueType.JOB, intent): proc for intent, proc in JOB_PROCESSORS.items()
+}
+
+
+class PartitionProcessor:
+    def __init__(self, partition: int, db: PartitionDb, clock: Clock,
+                 limits: Limits = Limits()) -> None:
+        self.partition = partition
+        self.db = db
+        self.clock = clock
+        self.limits = limits
+        self.writes = PendingWrites(db)
+        self.output = Output()
+        self._writer = RecordWriter(partition)
+        self._ctx = ProcessingContext(jobs=Jobs(self.writes), incidents=Incidents(self.writes),
+                                      keys=KeyGenerator(self.writes, partition),
+                                      out=self._writer, limits=limits)
+        #: Called with each processed command (accepted or rejected): the checker's hook.
+        self.on_processed = None
+
+    def process(self, data: bytes | None, headers: list | None, position: int) -> Record | None:
+        """Process one command from the log; returns it decoded (None if undecodable)."""
+        now_ms = self.clock.now_ms()
+        size = len(data) if data else 0
+        if size > self.limits.max_command_bytes:
+            self._reject_raw(position, now_ms, RejectionType.EXCEEDED_SIZE,
+                             f"command is {size} bytes, more than the limit of "
+                             f"{self.limits.max_command_bytes}")
+            return None
+        try:
+            cmd = codec.decode(data, headers)
+        except codec.DecodeError as exc:
+            self._reject_raw(position, now_ms, RejectionType.UNDECODABLE, f"cannot decode command: {exc}")
+            return None
+        self._writer.begin(cmd, position, now_ms)
+        if cmd.record_type is not RecordType.COMMAND:
+            self._writer.reject(cmd, RejectionType.UNKNOWN_COMMAND,
+                                f"expected a COMMAND on the commands topic, got a {cmd.record_type}")
+        else:
+            processor = PROCESSORS.get((cmd.value_type, cmd.intent))
+            if processor is None:
+                self._writer.reject(cmd, RejectionType.UNKNOWN_COMMAND,
+                                    f"no processor for {cmd.value_type} {cmd.intent}")
+            else:
+                self._run(processor, cmd, position, now_ms)
+        self._writer.accept_into(self.output)
+        self.writes.accept()
+        if self.on_processed is not None:
+            self.on_processed(cmd)
+        return cmd
+
+    def _run(self, processor: Processor, cmd: Record, position: int, now_ms: int) -> None:
+        cmd.value = codec.with_defaults(cmd.value_type, cmd.value)
+        try:
+            processor(cmd, self._ctx)
+        except Exception as exc:  # a bug must cost one command, not the partition
+            log.exception("processor_failed", partition=self.partition, position=position,
+                          value_type=cmd.value_type, intent=cmd.intent, key=cmd.key)
+            self.writes.discard()
+            self._writer.begin(cmd, position, now_ms)
+            self._writer.reject(cmd, RejectionType.PROCESSING_ERROR,
+                                f"processing failed: {type(exc).__name__}: {exc}")
+
+    def _reject_raw(self, position: int, now_ms: int, rejection_type: str, reason: str) -> None:
+        self._writer.begin(None, position, now_ms)
+        placeholder = Record(RecordType.COMMAND, ValueType.UNKNOWN, "UNKNOWN")
+        self._writer.reject(placeholder, rejection_type, reason)
+        self._writer.accept_into(self.output)
+        log.warning("command_rejected", partition=self.partition, position=position,
+                    rejection_type=rejection_type, reason=reason)
+
+    def reset_batch(self) -> None:
+        """Forget the batch's writes and output (after an aborted transaction)."""
+        self.writes.clear()
+        self.output.clear()

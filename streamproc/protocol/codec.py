@@ -1,0 +1,157 @@
+"""Avro (binary, schemaless) encoding of `Record`, with the schemas from `schemas/`.
+
+Every value on our topics is one Avro-encoded `streamproc.Record`; its writer schema is
+named by the `content-type` header so that any Kafka client can decode it with the
+schema files. Commands may also be sent as JSON (header `content-type:
+application/json`) by clients that have no Avro library; the engine answers in Avro.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from importlib import resources
+from typing import Any
+
+import fastavro
+import orjson
+
+from streamproc.protocol.records import Record, RecordType
+
+AVRO_CONTENT_TYPE = b"application/vnd.streamproc.record.v1+avro"
+JSON_CONTENT_TYPE = b"application/json"
+CONTENT_TYPE_HEADER = "content-type"
+
+#: Which Record field holds the value of each value type.
+VALUE_FIELDS = {"JOB": "job", "INCIDENT": "incident"}
+
+
+class DecodeError(ValueError):
+    """The bytes are not a streamproc record."""
+
+
+def _load_schema() -> dict:
+    named: dict = {}
+    folder = resources.files("streamproc.protocol") / "schemas"
+    for name in ("JobRecord", "IncidentRecord", "Record"):
+        text = (folder / f"{name}.avsc").read_text(encoding="utf-8")
+        parsed = fastavro.parse_schema(json.loads(text), named_schemas=named)
+    return parsed
+
+
+RECORD_SCHEMA = _load_schema()
+def _value_defaults(schema_name: str) -> dict[str, Any]:
+    folder = resources.files("streamproc.protocol") / "schemas"
+    fields = json.loads((folder / f"{schema_name}.avsc").read_text(encoding="utf-8"))["fields"]
+    return {f["name"]: f["default"] for f in fields}
+
+
+VALUE_DEFAULTS = {"JOB": _value_defaults("JobRecord"), "INCIDENT": _value_defaults("IncidentRecord")}
+
+
+def with_defaults(value_type: str, value: dict[str, Any] | None) -> dict[str, Any]:
+    """The value with every schema field present, so processors can index it freely."""
+    defaults = VALUE_DEFAULTS.get(value_type)
+    if defaults is None:
+        return dict(value or {})
+    merged = dict(defaults)
+    if value:
+        merged.update(value)
+    return merged
+
+
+def _to_avro_dict(record: Record) -> dict[str, Any]:
+    out = {
+        "record_type": record.record_type.value,
+        "value_type": record.value_type,
+        "intent": record.intent,
+        "key": record.key,
+        "partition_id": record.partition_id,
+        "source_position": record.source_position,
+        "timestamp_ms": record.timestamp_ms,
+        "request_id": record.request_id,
+        "rejection_type": record.rejection_type,
+        "rejection_reason": record.rejection_reason,
+        "job": None,
+        "incident": None,
+    }
+    field = VALUE_FIELDS.get(record.value_type)
+    if field is not None and record.value is not None:
+        out[field] = with_defaults(record.value_type, record.value)
+    return out
+
+
+def encode(record: Record) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, RECORD_SCHEMA, _to_avro_dict(record))
+    return buf.getvalue()
+
+
+def _from_dict(d: dict[str, Any]) -> Record:
+    value_type = d["value_type"]
+    field = VALUE_FIELDS.get(value_type)
+    return Record(
+        record_type=RecordType(d["record_type"]),
+        value_type=value_type,
+        intent=d["intent"],
+        value=d.get(field) if field else None,
+        key=d.get("key", -1),
+        partition_id=d.get("partition_id", -1),
+        source_position=d.get("source_position", -1),
+        timestamp_ms=d.get("timestamp_ms", 0),
+        request_id=d.get("request_id"),
+        rejection_type=d.get("rejection_type"),
+        rejection_reason=d.get("rejection_reason"),
+    )
+
+
+def decode(data: bytes | None, headers: list[tuple[str, bytes]] | None = None) -> Record:
+    """Decode a record; raises `DecodeError` with the reason when it is not one."""
+    if not data:
+        raise DecodeError("empty record value")
+    content_type = header(headers, CONTENT_TYPE_HEADER)
+    if content_type == JSON_CONTENT_TYPE:
+        return _decode_json(data)
+    try:
+        buf = io.BytesIO(data)
+        d = fastavro.schemaless_reader(buf, RECORD_SCHEMA)
+        if buf.tell() != len(data):
+            raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after the Avro record")
+    except DecodeError:
+        raise
+    except Exception as exc:  # fastavro raises many types on garbage input
+        raise DecodeError(f"not an Avro streamproc.Record: {type(exc).__name__}: {exc}") from None
+    try:
+        return _from_dict(d)
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+
+
+def _decode_json(data: bytes) -> Record:
+    try:
+        d = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError(f"invalid JSON: {exc}") from None
+    if not isinstance(d, dict):
+        raise DecodeError("a JSON command must be an object")
+    d.setdefault("record_type", "COMMAND")
+    for required in ("value_type", "intent"):
+        if not isinstance(d.get(required), str):
+            raise DecodeError(f"a JSON command needs a string field {required!r}")
+    field = VALUE_FIELDS.get(d["value_type"])
+    if field and d.get(field) is not None and not isinstance(d[field], dict):
+        raise DecodeError(f"field {field!r} must be an object")
+    try:
+        return _from_dict(d)
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+
+
+def header(headers: list[tuple[str, bytes]] | None, name: str) -> bytes | None:
+    for k, v in headers or ():
+        if k == name:
+            return v
+    return None
+
+
+AVRO_HEADERS = [(CONTENT_TYPE_HEADER, AVRO_CONTENT_TYPE)]

@@ -1,0 +1,91 @@
+"""The record envelope shared by commands, events and rejections, and the vocabulary of intents.
+
+Names follow Zeebe for jobs (CREATE, TIME_OUT, RECUR_AFTER_BACKOFF, ...): a command is
+imperative, the event that answers it is in the past tense.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import StrEnum
+from typing import Any
+
+
+class RecordType(StrEnum):
+    COMMAND = "COMMAND"
+    EVENT = "EVENT"
+    COMMAND_REJECTION = "COMMAND_REJECTION"
+
+
+class ValueType(StrEnum):
+    JOB = "JOB"
+    INCIDENT = "INCIDENT"
+    #: Only on rejections of commands that could not be decoded.
+    UNKNOWN = "UNKNOWN"
+
+
+class JobIntent(StrEnum):
+    # commands
+    CREATE = "CREATE"
+    START = "START"
+    COMPLETE = "COMPLETE"
+    FAIL = "FAIL"
+    TIME_OUT = "TIME_OUT"
+    RECUR_AFTER_BACKOFF = "RECUR_AFTER_BACKOFF"
+    UPDATE_RETRIES = "UPDATE_RETRIES"
+    CANCEL = "CANCEL"
+    # events
+    CREATED = "CREATED"
+    STARTED = "STARTED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    RECURRED_AFTER_BACKOFF = "RECURRED_AFTER_BACKOFF"
+    RETRIES_UPDATED = "RETRIES_UPDATED"
+    CANCELED = "CANCELED"
+    #: Not an event: the record a worker receives on tasks.<type> when the job is startable.
+    ACTIVATABLE = "ACTIVATABLE"
+
+
+class IncidentIntent(StrEnum):
+    CREATED = "CREATED"
+    RESOLVED = "RESOLVED"
+
+
+class RejectionType(StrEnum):
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    NOT_FOUND = "NOT_FOUND"
+    INVALID_STATE = "INVALID_STATE"
+    #: The bytes are not a record of any schema we know.
+    UNDECODABLE = "UNDECODABLE"
+    #: A well-formed record whose value type or intent no processor handles.
+    UNKNOWN_COMMAND = "UNKNOWN_COMMAND"
+    EXCEEDED_SIZE = "EXCEEDED_SIZE"
+    #: The processor raised: a bug, reported instead of stopping the partition.
+    PROCESSING_ERROR = "PROCESSING_ERROR"
+
+
+@dataclasses.dataclass(slots=True)
+class Record:
+    """One record on any streamproc topic; `value` is the JobRecord/IncidentRecord as a dict."""
+
+    record_type: RecordType
+    value_type: str
+    intent: str
+    value: dict[str, Any] | None = None
+    key: int = -1
+    partition_id: int = -1
+    source_position: int = -1
+    timestamp_ms: int = 0
+    request_id: str | None = None
+    rejection_type: str | None = None
+    rejection_reason: str | None = None
+
+    @classmethod
+    def command(cls, value_type: str, intent: str, value: dict[str, Any] | None = None,
+                key: int = -1, request_id: str | None = None) -> Record:
+        return cls(RecordType.COMMAND, value_type, intent, value, key=key, request_id=request_id)
+
+    @property
+    def is_command(self) -> bool:
+        return self.record_type is RecordType.COMMAND

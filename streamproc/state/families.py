@@ -1,0 +1,25 @@
+"""The column families of a partition database and their one-byte changelog ids.
+
+The id prefixes every changelog key, so it must never change once released: add new
+families with new ids, never renumber.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Family(IntEnum):
+    META = 0          # key generator and other partition-wide values
+    JOBS = 1          # job key -> job
+    JOB_DEADLINES = 2  # (deadline_ms, job key) -> b"" : started jobs, ordered by timeout
+    JOB_BACKOFF = 3   # (recur_at_ms, job key) -> b"" : failed jobs waiting out a retry backoff
+    INCIDENTS = 4     # incident key -> incident
+
+    @property
+    def cf_name(self) -> str:
+        return self.name.lower()
+
+
+#: Local only, never on the changelog: what this copy of the state reflects.
+LOCAL_CF = "local"
