@@ -1,0 +1,6 @@
+"""The Python client: send commands, read events."""
+
+from streamproc.client.client import Client
+from streamproc.client.events import EventReader
+
+__all__ = ["Client", "EventReader"]

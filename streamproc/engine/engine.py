@@ -1,0 +1,266 @@
+"""The Kafka shell around the partition processors: consume, process, commit, recover.
+
+One engine process owns the partitions the `engine` consumer group gives it. Its loop
+consumes a batch of commands, runs each partition's processor, and commits everything
+in one Kafka transaction (see `_commit`, whose steps are the exactly-once contract).
+Only then is local RocksDB written, with the changelog offset it reflects, so a crash
+at any point leaves either the old state and old offsets or the new ones.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+
+from streamproc.clock import Clock, SystemClock
+from streamproc.due.checker import DueDateChecker
+from streamproc.engine.changelog import StaleLocalState, changelog_key, restore
+from streamproc.engine.context import Limits
+from streamproc.engine.partition import PartitionProcessor
+from streamproc.kafka.admin import TopicAdmin
+from streamproc.kafka.config import consumer_config, producer_config
+from streamproc.protocol import codec
+from streamproc.protocol.partitioning import partition_for
+from streamproc.protocol.records import Record
+from streamproc.protocol.topics import Topics
+from streamproc.settings import Settings
+from streamproc.state.db import PartitionDb
+from streamproc.state.jobs import JobDueDates
+
+log = structlog.get_logger("streamproc.engine")
+
+
+@dataclass
+class _Partition:
+    """What the engine holds for one partition it owns."""
+
+    id: int
+    db: PartitionDb
+    processor: PartitionProcessor
+    checker: DueDateChecker
+    changelog_offset: int = -1
+
+
+@dataclass
+class EngineStats:
+    batches: int = 0
+    commands: int = 0
+    due_commands: int = 0
+    restored_records: int = 0
+    restore_seconds: list[float] = field(default_factory=list)
+
+
+class Engine:
+    def __init__(self, settings: Settings, clock: Clock | None = None, limits: Limits = Limits(),
+                 max_batch: int = 2000, idle_poll_ms: int = 100,
+                 transaction_timeout_ms: int = 10_000) -> None:
+        self.settings = settings
+        self.topics = Topics(settings.namespace)
+        self.clock = clock or SystemClock()
+        self.limits = limits
+        self.max_batch = max_batch
+        self.idle_poll_ms = idle_poll_ms
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.stats = EngineStats()
+        self.partitions: dict[int, _Partition] = {}
+        self.ready = threading.Event()
+        self._stop = threading.Event()
+        self._admin = TopicAdmin(settings.bootstrap, self.topics)
+        self._state_root = settings.state_dir / settings.engine_id
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._delivered: dict[int, int] = {}
+        self._delivery_error: Exception | None = None
+        self._task_partitions: dict[str, int] = {}
+        self.on_batch_committed: Callable[[int], None] | None = None
+
+    # lifecycle ----------------------------------------------------------------------------
+    def run(self) -> None:
+        """Process until `stop()`; a failed transaction restarts the session from committed state."""
+        self.partition_count = self._admin.ensure_engine_topics(self.settings.partitions)
+        while not self._stop.is_set():
+            self._open_session()
+            try:
+                while not self._stop.is_set():
+                    self._step()
+            except KafkaException as exc:
+                log.error("transaction_failed_restarting_session", error=str(exc))
+                self._abort_quietly()
+            finally:
+                self._close_session()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _open_session(self) -> None:
+        s = self.settings
+        self._producer = Producer(producer_config(s.bootstrap, **{
+            "transactional.id": f"{s.namespace}.engine.{s.engine_id}",
+            "transaction.timeout.ms": self.transaction_timeout_ms,
+            "linger.ms": 5,
+            "batch.num.messages": 10_000,
+        }))
+        # Aborts whatever a previous incarnation with our id left open, and fences it.
+        self._producer.init_transactions(60)
+        self._consumer = Consumer(consumer_config(s.bootstrap, self.topics.engine_group, **{
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+            "max.poll.interval.ms": 600_000,
+        }))
+        self._consumer.subscribe([self.topics.commands], on_assign=self._on_assign,
+                                 on_revoke=self._on_revoke, on_lost=self._on_revoke)
+
+    def _close_session(self) -> None:
+        if self._consumer is not None:
+            try:
+                self._consumer.close()  # leaves the group: partitions move at once
+            except KafkaException:
+                pass
+            self._consumer = None
+        for pid in list(self.partitions):
+            self._close_partition(pid)
+        self._producer = None
+        self.ready.clear()
+
+    def _abort_quietly(self) -> None:
+        try:
+            self._producer.abort_transaction(10)
+        except KafkaException:
+            pass
+
+    # rebalance ----------------------------------------------------------------------------
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._open_partition(tp.partition)
+        log.info("partitions_assigned", assigned=sorted(p.partition for p in partitions),
+                 owned=sorted(self.partitions))
+        self.ready.set()
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._close_partition(tp.partition)
+        log.info("partitions_revoked", revoked=sorted(p.partition for p in partitions),
+                 owned=sorted(self.partitions))
+
+    def _open_partition(self, pid: int) -> None:
+        path = self._state_root / f"partition-{pid}"
+        started = time.monotonic()
+        db = PartitionDb(path, pid)
+        try:
+            applied = restore(db, self.settings.bootstrap, self.topics.changelog, pid, self.clock.now_ms())
+        except StaleLocalState as exc:
+            log.warning("local_state_stale_rebuilding", partition=pid, reason=str(exc))
+            db.close()
+            PartitionDb.destroy(path)
+            db = PartitionDb(path, pid)
+            applied = restore(db, self.settings.bootstrap, self.topics.changelog, pid, self.clock.now_ms())
+        seconds = time.monotonic() - started
+        self.stats.restored_records += applied
+        self.stats.restore_seconds.append(seconds)
+        processor = PartitionProcessor(pid, db, self.clock, self.limits)
+        checker = DueDateChecker(JobDueDates(db))
+        processor.on_processed = checker.processed
+        self.partitions[pid] = _Partition(pid, db, processor, checker, db.checkpoint()["changelog_offset"])
+        log.info("partition_restored", partition=pid, records=applied, seconds=round(seconds, 3))
+
+    def _close_partition(self, pid: int) -> None:
+        part = self.partitions.pop(pid, None)
+        if part is not None:
+            part.db.close()
+
+    # processing ---------------------------------------------------------------------------
+    def _poll_timeout_s(self) -> float:
+        now = self.clock.now_ms()
+        waits = [w for p in self.partitions.values() if (w := p.checker.wait_ms(now)) is not None]
+        return min([self.idle_poll_ms, *waits]) / 1000
+
+    def _step(self) -> None:
+        messages = self._consumer.consume(self.max_batch, self._poll_timeout_s())
+        now = self.clock.now_ms()
+        due = [(p.id, cmd) for p in self.partitions.values()
+               if p.checker.wait_ms(now) == 0 for cmd in p.checker.collect(now)]
+        commands = []
+        for msg in messages:
+            if msg.error() is not None:
+                log.warning("consume_error", error=str(msg.error()))
+            elif msg.partition() in self.partitions:
+                commands.append(msg)
+        if commands or due:
+            self._commit(commands, due)
+
+    def _commit(self, messages: list[Message], due: list[tuple[int, Record]]) -> None:
+        producer = self._producer
+        # 1. Process every command; processors only stage writes and follow-up records.
+        offsets: dict[int, int] = {}
+        for msg in messages:
+            part = self.partitions[msg.partition()]
+            part.processor.process(msg.value(), msg.headers(), msg.offset())
+            offsets[msg.partition()] = msg.offset() + 1
+        touched = [self.partitions[pid] for pid in offsets]
+        # 2. Produce follow-ups, the changelog of every staged write, and due commands.
+        producer.begin_transaction()
+        self._delivered.clear()
+        for part in touched:
+            self._produce_output(part)
+        for pid, cmd in due:
+            self._produce(self.topics.commands, pid, cmd)
+        # 3. The consumed offsets join the transaction (fenced by our group generation).
+        if offsets:
+            producer.send_offsets_to_transaction(
+                [TopicPartition(self.topics.commands, pid, off) for pid, off in offsets.items()],
+                self._consumer.consumer_group_metadata(), 30)
+        # 4. Commit: outputs, changelog and offsets become visible together or not at all.
+        producer.commit_transaction(30)
+        producer.poll(0)
+        if self._delivery_error is not None:
+            raise KafkaException(self._delivery_error)
+        # 5. Only now write local state, with the changelog offset it reflects.
+        now = self.clock.now_ms()
+        for part in touched:
+            part.changelog_offset = self._delivered.get(part.id, part.changelog_offset)
+            part.db.apply(part.processor.writes.batch,
+                          {"changelog_offset": part.changelog_offset, "written_at_ms": now})
+            part.processor.reset_batch()
+            part.checker.refresh()
+        self.stats.batches += 1
+        self.stats.commands += len(messages)
+        self.stats.due_commands += len(due)
+        if self.on_batch_committed is not None:
+            self.on_batch_committed(len(messages))
+
+    def _produce_output(self, part: _Partition) -> None:
+        out = part.processor.output
+        for record in out.events:
+            self._produce(self.topics.events, part.id, record)
+        for record in out.commands:
+            self._produce(self.topics.commands, part.id, record)
+        for queue, record in out.tasks:
+            topic = self._admin.ensure_task_queue(queue, self.partition_count)
+            partitions = self._task_partitions.get(topic) or self._task_partitions.setdefault(
+                topic, self._admin.partitions(topic))
+            self._produce(topic, partition_for(str(record.key), partitions), record)
+        changelog = self.topics.changelog
+        for (family, key), value in part.processor.writes.batch.items():
+            self._producer.produce(changelog, value, changelog_key(family, key), partition=part.id,
+                                   on_delivery=self._on_changelog_delivery)
+
+    def _produce(self, topic: str, partition: int, record: Record) -> None:
+        key = str(record.key).encode() if record.key >= 0 else None
+        self._producer.produce(topic, codec.encode(record), key, partition=partition,
+                               headers=codec.AVRO_HEADERS, on_delivery=self._on_delivery)
+
+    def _on_delivery(self, err, msg) -> None:
+        if err is not None:
+            self._delivery_error = err
+
+    def _on_changelog_delivery(self, err, msg) -> None:
+        if err is not None:
+            self._delivery_error = err
+        else:
+            pid = msg.partition()
+            if msg.offset() > self._delivered.get(pid, -1):
+                self._delivered[pid] = msg.offset()

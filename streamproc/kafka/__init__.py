@@ -1,0 +1,1 @@
+"""The thin Kafka layer: client configurations and topic administration."""

@@ -1,0 +1,81 @@
+"""Topic creation: the engine's topics with the configs exactly-once and recovery rely on."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streamproc.protocol.topics import Topics
+
+#: The changelog is compacted soon after writes, so a takeover reads live state, not history.
+CHANGELOG_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.ms": "60000",
+    "min.cleanable.dirty.ratio": "0.1",
+    "delete.retention.ms": "86400000",
+}
+#: Events are kept a week by default: the slowest exporter we support must keep up.
+EVENTS_CONFIG = {"retention.ms": str(7 * 24 * 3600 * 1000)}
+
+
+class TopicAdmin:
+    def __init__(self, bootstrap: str, topics: Topics) -> None:
+        self.topics = topics
+        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+        self._known: set[str] = set()
+
+    def ensure_engine_topics(self, partitions: int) -> int:
+        """Create commands/events/changelog if missing; returns the commands topic's partitions."""
+        t = self.topics
+        self.ensure({t.commands: (partitions, {}), t.events: (partitions, EVENTS_CONFIG),
+                     t.changelog: (partitions, CHANGELOG_CONFIG)})
+        return self.partitions(t.commands)
+
+    def ensure_task_queue(self, queue: str, partitions: int) -> str:
+        name = self.topics.tasks(queue)
+        if name not in self._known:
+            self.ensure({name: (partitions, {})})
+        return name
+
+    def ensure(self, wanted: dict[str, tuple[int, dict[str, str]]], timeout: float = 30) -> None:
+        missing = [n for n in wanted if n not in self._known]
+        if not missing:
+            return
+        existing = self._admin.list_topics(timeout=timeout).topics
+        new = [NewTopic(n, wanted[n][0], 1, config=wanted[n][1]) for n in missing if n not in existing]
+        if new:
+            for name, future in self._admin.create_topics(new, operation_timeout=timeout).items():
+                try:
+                    future.result(timeout=timeout)
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                        raise
+        self._wait_for_leaders(missing, timeout)
+        self._known.update(missing)
+
+    def _wait_for_leaders(self, names: list[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            md = self._admin.list_topics(timeout=timeout).topics
+            if all(n in md and md[n].error is None and md[n].partitions
+                   and all(p.leader >= 0 for p in md[n].partitions.values()) for n in names):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topics {names} have no leader after {timeout} s")
+            time.sleep(0.05)
+
+    def partitions(self, topic: str, timeout: float = 30) -> int:
+        md = self._admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        if md is None or md.error is not None:
+            raise RuntimeError(f"topic {topic} does not exist: {md.error if md else 'unknown'}")
+        return len(md.partitions)
+
+    def delete(self, names: list[str], timeout: float = 30) -> None:
+        for future in self._admin.delete_topics(names, operation_timeout=timeout).values():
+            try:
+                future.result(timeout=timeout)
+            except KafkaException:
+                pass
+        self._known.difference_update(names)

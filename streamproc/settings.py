@@ -1,0 +1,48 @@
+"""Configuration from environment variables, the same for dev mode, the CLI and docker compose."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from pathlib import Path
+
+#: Every variable streamproc reads, with what it means (also checked against docker-compose.yml).
+ENVIRONMENT = {
+    "STREAMPROC_BOOTSTRAP": "Kafka bootstrap servers (default 127.0.0.1:19092)",
+    "STREAMPROC_NAMESPACE": "prefix of every topic and consumer group (default streamproc)",
+    "STREAMPROC_PARTITIONS": "partitions of the commands/events/changelog topics, used when creating them (default 4)",
+    "STREAMPROC_STATE_DIR": "where engines keep their RocksDB state (default ~/.local/state/streamproc)",
+    "STREAMPROC_ENGINE_ID": "stable id of an engine process: its transactional id (default: host name)",
+    "STREAMPROC_LOG_FORMAT": "console or json (default: console on a terminal, json otherwise)",
+    "STREAMPROC_LOG_LEVEL": "debug, info, warning or error (default info)",
+}
+
+
+def _env(name: str, default: str) -> str:
+    value = os.environ.get(name, "").strip()
+    return value or default
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    bootstrap: str = "127.0.0.1:19092"
+    namespace: str = "streamproc"
+    partitions: int = 4
+    state_dir: Path = Path.home() / ".local" / "state" / "streamproc"
+    engine_id: str = dataclasses.field(default_factory=socket.gethostname)
+
+    @classmethod
+    def from_env(cls, **overrides) -> Settings:
+        partitions = _env("STREAMPROC_PARTITIONS", "4")
+        if not partitions.isdigit() or not 1 <= int(partitions) <= 8192:
+            raise ValueError(f"STREAMPROC_PARTITIONS must be an integer in [1, 8192], got {partitions!r}")
+        values = dict(
+            bootstrap=_env("STREAMPROC_BOOTSTRAP", cls.bootstrap),
+            namespace=_env("STREAMPROC_NAMESPACE", cls.namespace),
+            partitions=int(partitions),
+            state_dir=Path(_env("STREAMPROC_STATE_DIR", str(cls.state_dir))).expanduser(),
+            engine_id=_env("STREAMPROC_ENGINE_ID", socket.gethostname()),
+        )
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
