@@ -40,7 +40,7 @@ class Client:
     @property
     def partitions(self) -> int:
         if self._partitions is None:
-            self._partitions = TopicAdmin(self.bootstrap, self.topics).partitions(self.topics.commands)
+            self._partitions = TopicAdmin(self.bootstrap, self.topics).partitions(self.topics.commands, 120)
         return self._partitions
 
     # jobs -------------------------------------------------------------------------------

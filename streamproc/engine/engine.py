@@ -110,6 +110,9 @@ class Engine:
         self._consumer = Consumer(consumer_config(s.bootstrap, self.topics.engine_group, **{
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 600_000,
+            # Static membership: a restarted engine gets its partitions back at once,
+            # without waiting for the session timeout or moving other partitions.
+            "group.instance.id": s.engine_id,
         }))
         self._consumer.subscribe([self.topics.commands], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_revoke)

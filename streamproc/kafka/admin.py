@@ -67,10 +67,19 @@ class TopicAdmin:
             time.sleep(0.05)
 
     def partitions(self, topic: str, timeout: float = 30) -> int:
-        md = self._admin.list_topics(topic, timeout=timeout).topics.get(topic)
-        if md is None or md.error is not None:
-            raise RuntimeError(f"topic {topic} does not exist: {md.error if md else 'unknown'}")
-        return len(md.partitions)
+        """Partitions of a topic, waiting up to `timeout` for it to be created (by the engine)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            # Metadata for all topics: asking for one by name would auto-create it on
+            # brokers that allow that, with the wrong partition count.
+            md = self._admin.list_topics(timeout=timeout).topics.get(topic)
+            if md is not None and md.error is None and md.partitions:
+                return len(md.partitions)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {topic} does not exist after waiting {timeout} s "
+                                   f"(is the engine running with this namespace?): "
+                                   f"{md.error if md else 'unknown'}")
+            time.sleep(0.2)
 
     def delete(self, names: list[str], timeout: float = 30) -> None:
         for future in self._admin.delete_topics(names, operation_timeout=timeout).values():

@@ -82,7 +82,7 @@ class JobWorker:
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
         }))
-        consumer.subscribe([topic])
+        consumer.subscribe([topic], on_assign=self._on_assign)
         log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id)
         try:
             while not self._stop.is_set() and (max_jobs is None or self.handled < max_jobs):
@@ -94,6 +94,10 @@ class JobWorker:
         finally:
             consumer.close()
             self.client.flush()
+
+    def _on_assign(self, consumer, partitions) -> None:
+        log.info("tasks_assigned", task_queue=self.task_queue, worker=self.worker_id,
+                 partitions=sorted(tp.partition for tp in partitions))
 
     def _handle(self, record) -> None:
         v = record.value

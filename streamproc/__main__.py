@@ -1,0 +1,3 @@
+from streamproc.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The `streamproc` command line."""

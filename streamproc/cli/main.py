@@ -1,0 +1,136 @@
+"""`streamproc`: dev mode, the local broker, the engine, jobs, events and workers."""
+
+from __future__ import annotations
+
+import signal
+
+import click
+import orjson
+
+from streamproc.logs import configure_logging
+from streamproc.settings import Settings
+
+
+@click.group()
+@click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
+              help="Log format (default: console on a terminal, json otherwise).")
+def main(log_format: str | None) -> None:
+    """streamproc: a durable workflow and job engine on Kafka."""
+    configure_logging(log_format)
+
+
+def _run_until_signal(engine) -> None:
+    """Run the engine in this thread; SIGINT/SIGTERM stop it cleanly."""
+    def handle(signum, frame):
+        engine.stop()
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)
+    engine.run()
+
+
+@main.command()
+@click.option("--partitions", type=click.IntRange(1, 8192), default=None,
+              help="Partitions of new topics (default STREAMPROC_PARTITIONS or 4).")
+@click.option("--example/--no-example", default=True, show_default=True,
+              help="Also run an example worker and create a few jobs, printing their events.")
+def dev(partitions: int | None, example: bool) -> None:
+    """Run everything locally: a broker (unless STREAMPROC_BOOTSTRAP names one), topics, an engine."""
+    from streamproc.devenv.broker import ensure_broker
+    from streamproc.devenv.example import start_example
+    from streamproc.engine.engine import Engine
+
+    bootstrap, broker = ensure_broker()
+    settings = Settings.from_env(bootstrap=bootstrap, partitions=partitions)
+    click.echo(f"streamproc dev: broker {bootstrap}" + (" (started locally)" if broker else ""), err=True)
+    engine = Engine(settings)
+    stop_example = start_example(settings, engine) if example else None
+    try:
+        _run_until_signal(engine)
+    finally:
+        if stop_example is not None:
+            stop_example()
+        if broker is not None:
+            click.echo("stopping the local broker", err=True)
+            broker.stop()
+
+
+@main.group()
+def broker() -> None:
+    """The local single-node Kafka broker (KRaft, from Maven Central jars, no Docker)."""
+
+
+def _local_broker():
+    from streamproc.devenv.broker import LocalBroker
+    return LocalBroker()
+
+
+@broker.command("start")
+def broker_start() -> None:
+    click.echo(_local_broker().start())
+
+
+@broker.command("stop")
+def broker_stop() -> None:
+    _local_broker().stop()
+
+
+@broker.command("kill")
+def broker_kill() -> None:
+    """SIGKILL the broker, keeping its data (crash tests)."""
+    _local_broker().kill()
+
+
+@broker.command("reset")
+def broker_reset() -> None:
+    """Stop the broker and delete its data."""
+    _local_broker().reset()
+
+
+@broker.command("status")
+def broker_status() -> None:
+    status = _local_broker().status()
+    click.echo(orjson.dumps(status, default=str).decode())
+    if not status.get("running"):
+        raise SystemExit(1)
+
+
+@main.group()
+def engine() -> None:
+    """The engine process."""
+
+
+@engine.command("run")
+@click.option("--engine-id", default=None, help="Stable id of this process (STREAMPROC_ENGINE_ID).")
+@click.option("--max-batch", type=click.IntRange(1, 100_000), default=2000, show_default=True)
+def engine_run(engine_id: str | None, max_batch: int) -> None:
+    """Own the partitions the engine group gives this process, until SIGINT/SIGTERM."""
+    from streamproc.engine.engine import Engine
+
+    _run_until_signal(Engine(Settings.from_env(engine_id=engine_id), max_batch=max_batch))
+
+
+@main.group()
+def topics() -> None:
+    """Topic administration."""
+
+
+@topics.command("create")
+@click.option("--partitions", type=click.IntRange(1, 8192), default=None)
+def topics_create(partitions: int | None) -> None:
+    """Create the commands, events and changelog topics if they do not exist."""
+    from streamproc.kafka.admin import TopicAdmin
+    from streamproc.protocol.topics import Topics
+
+    s = Settings.from_env(partitions=partitions)
+    n = TopicAdmin(s.bootstrap, Topics(s.namespace)).ensure_engine_topics(s.partitions)
+    click.echo(f"{s.namespace}: commands, events, changelog with {n} partitions")
+
+
+from streamproc.cli.job_commands import job  # noqa: E402
+from streamproc.cli.worker_commands import events, worker  # noqa: E402
+
+main.add_command(job)
+main.add_command(events)
+main.add_command(worker)
+
+__all__ = ["main"]

@@ -1,0 +1,65 @@
+"""The example dev mode runs: a worker for `hello` jobs and a few jobs, their events printed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import click
+
+from streamproc.client.client import Client
+from streamproc.client.events import EventReader
+from streamproc.protocol.records import Record, RecordType
+from streamproc.settings import Settings
+from streamproc.worker.job_worker import ActivatedJob, JobWorker
+
+EXAMPLE_QUEUE = "hello"
+
+
+def echo_handler(job: ActivatedJob) -> dict:
+    """Answers every job with a greeting built from its payload."""
+    name = job.payload.get("name", "world") if isinstance(job.payload, dict) else job.payload
+    return {"greeting": f"hello, {name}", "attempt": job.attempt}
+
+
+def describe(record: Record) -> str:
+    head = f"p{record.partition_id} {record.value_type} {record.intent} key={record.key}"
+    if record.record_type is RecordType.COMMAND_REJECTION:
+        return f"{head} REJECTED {record.rejection_type}: {record.rejection_reason}"
+    v = record.value or {}
+    detail = {k: v[k] for k in ("type", "attempt", "retries", "worker", "result", "error_message")
+              if v.get(k) not in (None, "", -1)}
+    return f"{head} {detail}"
+
+
+def start_example(settings: Settings, engine) -> Callable[[], None]:
+    """Start the example worker and event printer once the engine is ready; returns a stopper."""
+    stop = threading.Event()
+    worker = JobWorker(EXAMPLE_QUEUE, echo_handler, bootstrap=settings.bootstrap,
+                       namespace=settings.namespace, worker_id="example-worker")
+
+    def printer() -> None:
+        with EventReader(settings.bootstrap, settings.namespace, from_beginning=False) as reader:
+            reader.poll(1.0)  # join the group before the jobs are created
+            with Client(settings.bootstrap, settings.namespace) as client:
+                for name in ("ada", "grace", "edsger"):
+                    client.create_job(EXAMPLE_QUEUE, {"name": name})
+            click.echo("example: created 3 jobs on task queue 'hello'", err=True)
+            while not stop.is_set():
+                for record, _, _ in reader.poll():
+                    click.echo(describe(record))
+
+    def run() -> None:
+        engine.ready.wait()
+        threading.Thread(target=worker.run, name="example-worker", daemon=True).start()
+        printer()
+
+    threading.Thread(target=run, name="example", daemon=True).start()
+
+    def stopper() -> None:
+        stop.set()
+        worker.stop()
+        time.sleep(0.3)
+
+    return stopper

@@ -1,0 +1,99 @@
+"""Engines and workers for end-to-end tests: in a thread of the test, or as real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from streamproc.engine.engine import Engine
+
+
+class EngineThread:
+    """An engine in a thread of the test process (for a manual clock)."""
+
+    def __init__(self, settings, **kwargs) -> None:
+        self.engine = Engine(settings, **kwargs)
+        self.thread = threading.Thread(target=self.engine.run, daemon=True)
+
+    def __enter__(self) -> Engine:
+        self.thread.start()
+        if not self.engine.ready.wait(60):
+            raise TimeoutError("engine got no partitions within 60 s")
+        return self.engine
+
+    def __exit__(self, *exc) -> None:
+        self.engine.stop()
+        self.thread.join(30)
+
+
+def _env(bootstrap: str, namespace: str, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(STREAMPROC_BOOTSTRAP=bootstrap, STREAMPROC_NAMESPACE=namespace,
+               STREAMPROC_LOG_FORMAT="json", PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+class Process:
+    """A `python -m streamproc ...` child process with its log in a file."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.args = args
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Process:
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "streamproc", *self.args], env=self.env,
+                                     stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[2])
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, no flush, no leaving the group."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait_for_log(self, needle: str, timeout: float = 60, since: int = 0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if needle in self.log_text()[since:]:
+                return
+            if not self.alive():
+                raise RuntimeError(f"process exited ({self.proc.returncode}):\n{self.log_text()[-3000:]}")
+            time.sleep(0.05)
+        raise TimeoutError(f"{needle!r} not in the log within {timeout} s:\n{self.log_text()[-3000:]}")
+
+
+def engine_process(bootstrap: str, namespace: str, engine_id: str, state_dir: Path,
+                   log_dir: Path, partitions: int = 4) -> Process:
+    env = _env(bootstrap, namespace, STREAMPROC_ENGINE_ID=engine_id,
+               STREAMPROC_STATE_DIR=str(state_dir), STREAMPROC_PARTITIONS=str(partitions))
+    return Process(["engine", "run"], env, log_dir / f"engine-{engine_id}.log")
+
+
+def worker_process(bootstrap: str, namespace: str, queue: str, worker_id: str, log_dir: Path,
+                   handler: str = "tests.support.handlers:double") -> Process:
+    env = _env(bootstrap, namespace)
+    return Process(["worker", "run", queue, "--handler", handler, "--worker-id", worker_id],
+                   env, log_dir / f"worker-{worker_id}.log")

@@ -1,0 +1,46 @@
+"""Read back everything the engine wrote to the events topic and check invariants over it."""
+
+from __future__ import annotations
+
+import collections
+import time
+
+from streamproc.client.events import EventReader
+from streamproc.protocol.records import RecordType
+
+
+class EventLog:
+    def __init__(self, bootstrap: str, namespace: str) -> None:
+        self.reader = EventReader(bootstrap, namespace)
+        self.records: list = []
+
+    def read_until(self, done, timeout: float) -> None:
+        """Keep reading until `done(self)` is true; raises with a summary on timeout."""
+        deadline = time.monotonic() + timeout
+        while not done(self):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"events so far: {self.summary()}")
+            self.records += [r for r, _, _ in self.reader.poll(0.2)]
+
+    def events(self, value_type: str = "JOB", intent: str | None = None) -> list:
+        return [r for r in self.records if r.record_type is RecordType.EVENT
+                and r.value_type == value_type and (intent is None or r.intent == intent)]
+
+    def rejections(self) -> list:
+        return [r for r in self.records if r.record_type is RecordType.COMMAND_REJECTION]
+
+    def count(self, intent: str) -> int:
+        return len(self.events(intent=intent))
+
+    def summary(self) -> dict:
+        c = collections.Counter(f"{r.record_type.value}:{r.intent}" for r in self.records)
+        return dict(c)
+
+    def duplicates(self) -> list:
+        """Records written twice: the same answer to the same command (position) twice."""
+        seen = collections.Counter((r.partition_id, r.source_position, r.record_type, r.value_type,
+                                    r.intent, r.key) for r in self.records)
+        return [k for k, n in seen.items() if n > 1]
+
+    def close(self) -> None:
+        self.reader.close()
