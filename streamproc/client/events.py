@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 
 from confluent_kafka import Consumer
 
+from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
@@ -29,7 +30,7 @@ class EventReader:
     def poll(self, timeout: float = 0.2, max_records: int = 5000) -> list[tuple[Record, int, int]]:
         """Decoded records with (partition, offset), in order per partition."""
         out = []
-        for msg in self._consumer.consume(max_records, timeout):
+        for msg in consume_available(self._consumer, max_records, timeout):
             if msg.error() is None:
                 out.append((codec.decode(msg.value(), msg.headers()), msg.partition(), msg.offset()))
         return out

@@ -12,6 +12,7 @@ import time
 import structlog
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config
 from streamproc.state.db import PartitionDb, Write
 from streamproc.state.families import Family
@@ -49,7 +50,7 @@ def restore(db: PartitionDb, bootstrap: str, topic: str, partition: int, now_ms:
     start = checkpoint["changelog_offset"] + 1
     consumer = Consumer(consumer_config(bootstrap, group=None, **{
         "group.id": f"{topic}.restore", "enable.partition.eof": True,
-        "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 262144,
+        "fetch.wait.max.ms": 10, "queued.max.messages.kbytes": 262144,
     }))
     try:
         tp = TopicPartition(topic, partition)
@@ -75,7 +76,7 @@ def _apply_until_end(consumer: Consumer, db: PartitionDb, high: int, now_ms: int
         if time.monotonic() > deadline:
             raise TimeoutError(f"changelog restore did not reach the end within {timeout_s} s")
         writes: dict[Write, bytes | None] = {}
-        for msg in consumer.consume(_RESTORE_CHUNK, 0.5):
+        for msg in consume_available(consumer, _RESTORE_CHUNK, 0.5):
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:

@@ -23,6 +23,7 @@ from streamproc.engine.changelog import StaleLocalState, changelog_key, restore
 from streamproc.engine.context import Limits
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.kafka.admin import TopicAdmin
+from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config, producer_config
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
@@ -182,7 +183,7 @@ class Engine:
         return min([self.idle_poll_ms, *waits]) / 1000
 
     def _step(self) -> None:
-        messages = self._consumer.consume(self.max_batch, self._poll_timeout_s())
+        messages = consume_available(self._consumer, self.max_batch, self._poll_timeout_s())
         now = self.clock.now_ms()
         due = [(p.id, cmd) for p in self.partitions.values()
                if p.checker.wait_ms(now) == 0 for cmd in p.checker.collect(now)]

@@ -84,6 +84,12 @@ class PartitionDb:
         self._db.write(batch)
 
     def close(self) -> None:
+        # Column family objects keep the database open (and its lock held) until they
+        # are gone, so drop them before closing: the partition may be reopened in this
+        # process when it comes back after a rebalance.
+        self._cfs.clear()
+        self._handles.clear()
+        self._local = self._local_handle = None
         self._db.close()
 
     @staticmethod

@@ -25,6 +25,7 @@ from confluent_kafka import Consumer
 
 from streamproc.client.client import Client
 from streamproc.kafka.admin import TopicAdmin
+from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol import codec
 from streamproc.protocol.topics import Topics, check_task_queue
@@ -86,7 +87,7 @@ class JobWorker:
         log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id)
         try:
             while not self._stop.is_set() and (max_jobs is None or self.handled < max_jobs):
-                for msg in consumer.consume(100, 0.1):
+                for msg in consume_available(consumer, 100, 0.1):
                     if msg.error() is not None:
                         log.warning("task_consume_error", error=str(msg.error()))
                         continue

@@ -1,0 +1,57 @@
+"""Partition database: atomic batches with their checkpoint, ordered due-date scans, reopening."""
+
+from __future__ import annotations
+
+from streamproc.state.db import PartitionDb, PendingWrites
+from streamproc.state.families import Family
+from streamproc.state.jobs import JobDueDates, Jobs
+from streamproc.state.keys import time_key
+
+
+def test_a_closed_partition_can_be_reopened_in_the_same_process(tmp_path):
+    db = PartitionDb(tmp_path, 0)
+    db.apply({(Family.JOBS, b"k"): b"v"}, {"changelog_offset": 7, "written_at_ms": 1})
+    db.close()
+    again = PartitionDb(tmp_path, 0)
+    assert again.get(Family.JOBS, b"k") == b"v"
+    assert again.checkpoint() == {"changelog_offset": 7, "written_at_ms": 1}
+    again.close()
+
+
+def test_pending_writes_see_their_own_writes_and_discard_a_failed_command(tmp_path):
+    db = PartitionDb(tmp_path, 0)
+    w = PendingWrites(db)
+    w.put(Family.JOBS, b"a", b"1")
+    w.accept()
+    w.put(Family.JOBS, b"b", b"2")
+    assert w.get(Family.JOBS, b"b") == b"2"
+    w.discard()
+    assert w.get(Family.JOBS, b"b") is None and w.get(Family.JOBS, b"a") == b"1"
+    assert db.get(Family.JOBS, b"a") is None  # nothing reaches RocksDB before the commit
+    db.close()
+
+
+def test_due_scan_is_ordered_by_time_and_bounded_strictly_before_now(tmp_path):
+    db = PartitionDb(tmp_path, 0)
+    writes = {(Family.JOB_DEADLINES, time_key(t, k)): b"" for t, k in [(300, 1), (100, 9), (200, 5), (100, 2)]}
+    db.apply(writes, {"changelog_offset": 0, "written_at_ms": 0})
+    due = JobDueDates(db)
+    assert due.timed_out(now_ms=201, limit=10) == [(100, 2), (100, 9), (200, 5)]
+    assert due.timed_out(now_ms=200, limit=10) == [(100, 2), (100, 9)]
+    assert due.timed_out(now_ms=1000, limit=2) == [(100, 2), (100, 9)]
+    assert due.next_due_ms() == 100
+    db.close()
+
+
+def test_jobs_keep_their_deadline_index_consistent(tmp_path):
+    db = PartitionDb(tmp_path, 0)
+    w = PendingWrites(db)
+    jobs = Jobs(w)
+    job = {"attempt": 1, "deadline_ms": -1, "recur_at_ms": -1, "state": "ACTIVATABLE"}
+    jobs.start(42, job, "w", deadline_ms=500)
+    jobs.fail(42, job, recur_at_ms=900)
+    w.accept()
+    db.apply(w.batch, {"changelog_offset": 0, "written_at_ms": 0})
+    assert JobDueDates(db).timed_out(10_000, 10) == []
+    assert JobDueDates(db).backoff_over(10_000, 10) == [(900, 42)]
+    db.close()
