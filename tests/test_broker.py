@@ -1,0 +1,167 @@
+"""LocalBroker against a real JVM: start, produce/consume, crash, recover, stop.
+
+Uses the default jar cache (downloaded once with Maven) and its own state directory and ports,
+so it never touches a developer's broker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streamproc.devenv.broker import BrokerError, LocalBroker, broker_reachable, ensure_broker
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
+                       reason="needs a Java 17+ runtime"),
+]
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=15)[name].result(timeout=15)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        t = admin.list_topics(name, timeout=5).topics.get(name)
+        if t and t.error is None and len(t.partitions) == partitions and \
+                all(p.leader >= 0 for p in t.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"topic {name} has no leaders")
+
+
+def _consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 30.0) -> list[tuple[bytes, bytes]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex[:8]}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "fetch.wait.max.ms": 10})
+    got = []
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + timeout
+        while len(got) < expected and time.monotonic() < deadline:
+            for m in c.consume(500, 0.5):
+                assert m.error() is None, m.error()
+                got.append((m.key(), m.value()))
+    finally:
+        c.close()
+    return got
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "streamproc.devenv.broker", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_port_taken_by_another_process_is_a_clear_error(tmp_path):
+    (cport,) = _free_ports(1)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        broker = LocalBroker(port=port, controller_port=cport, state_dir=tmp_path / "kafka")
+        with pytest.raises(BrokerError, match=f"port 127.0.0.1:{port} is already in use"):
+            broker.start(timeout=10)
+    assert not broker.is_running()
+
+
+@pytest.mark.timeout(180)
+def test_lifecycle_with_crash_and_recovery(tmp_path, monkeypatch):
+    port, cport = _free_ports(2)
+    state = tmp_path / "kafka"
+    broker = LocalBroker(port=port, controller_port=cport, state_dir=state, heap="-Xms128m -Xmx512m")
+    try:
+        bootstrap = broker.start(timeout=90)
+        assert bootstrap == f"127.0.0.1:{port}"
+        assert broker.launched
+        st = broker.status()
+        assert st["running"] and st["bootstrap"] == bootstrap
+        assert st["pid"] > 0 and st["rss"] > 10 * 2**20
+        first_pid = st["pid"]
+        assert (state / "data" / "meta.properties").is_file()
+        assert "KafkaConfig values" in broker.log_tail(2000)
+
+        # already running: returns at once, from this object or another one for the same dir
+        t0 = time.monotonic()
+        assert LocalBroker(port=port, controller_port=cport, state_dir=state).start() == bootstrap
+        assert time.monotonic() - t0 < 5
+        # ... but not for the same state directory on another port
+        with pytest.raises(BrokerError, match="already runs on port"):
+            LocalBroker(port=_free_ports(1)[0], state_dir=state).start()
+
+        monkeypatch.setenv("STREAMPROC_BOOTSTRAP", bootstrap)
+        assert ensure_broker() == (bootstrap, None)
+
+        # the CLI sees it
+        res = _cli("status", "--json", "--port", str(port), "--dir", str(state))
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["pid"] == first_pid
+
+        # plain and transactional writes (transaction state log with RF 1 must work)
+        topic = f"lifecycle-{uuid.uuid4().hex[:6]}"
+        _create_topic(bootstrap, topic, 3)
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+        for i in range(300):
+            p.produce(topic, key=f"k{i % 7}".encode(), value=f"v{i}".encode())
+        assert p.flush(30) == 0
+        tp = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+        tp.init_transactions(30)
+        tp.begin_transaction()
+        for i in range(20):
+            tp.produce(topic, key=b"tx", value=f"t{i}".encode())
+        tp.commit_transaction(30)
+        tp.begin_transaction()
+        tp.produce(topic, key=b"tx", value=b"aborted")
+        tp.abort_transaction(30)
+        expected = sorted([(f"k{i % 7}".encode(), f"v{i}".encode()) for i in range(300)]
+                          + [(b"tx", f"t{i}".encode()) for i in range(20)])
+        assert sorted(_consume_all(bootstrap, topic, len(expected))) == expected
+        del p, tp
+
+        # crash: SIGKILL, data kept; start() recovers
+        assert broker.kill()
+        assert not broker.is_running()
+        assert not broker.status()["running"]
+        with pytest.raises(ProcessLookupError):
+            os.kill(first_pid, 0)
+        assert broker.start(timeout=90) == bootstrap
+        assert broker.status()["pid"] != first_pid
+        assert sorted(_consume_all(bootstrap, topic, len(expected))) == expected
+
+        # controlled shutdown
+        assert broker.stop()
+        st = broker.status()
+        assert not st["running"] and st["pid"] is None and st["rss"] is None
+        assert not broker.is_running()
+        assert not broker_reachable(bootstrap, timeout=2)
+        assert broker.stop() is False  # nothing left to stop
+        res = _cli("status", "--port", str(port), "--dir", str(state))
+        assert res.returncode == 3 and "not running" in res.stdout
+
+        broker.reset()
+        assert not (state / "data").exists()
+    finally:
+        broker.kill()
