@@ -546,9 +546,9 @@ class LocalBroker:
             "share.coordinator.state.topic.min.isr": 1,
             # the first consumer of a group gets its partitions at once
             "group.initial.rebalance.delay.ms": 0,
-            # NOTE: the engine creates its topics explicitly and false would catch a topic it forgot;
-            # kept true for now so ad-hoc tools and tests can produce to new topics.
-            "auto.create.topics.enable": True,
+            # the engine creates every topic with its partitions and configs; a topic created
+            # by accident (e.g. by a metadata request naming it) would have the wrong ones
+            "auto.create.topics.enable": False,
             # compaction acts within seconds when a topic asks for it (segment.ms, min.cleanable...)
             "log.cleaner.backoff.ms": 1000,
             "log.retention.check.interval.ms": 10000,
