@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from streamproc.engine.output import RecordWriter
+from streamproc.state.activities import Activities
 from streamproc.state.incidents import Incidents
 from streamproc.state.jobs import Jobs
 from streamproc.state.keygen import KeyGenerator
@@ -27,6 +28,7 @@ class ProcessingContext:
     keys: KeyGenerator
     out: RecordWriter
     limits: Limits
+    activities: Activities
 
     @property
     def now_ms(self) -> int:

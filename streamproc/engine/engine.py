@@ -18,7 +18,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from streamproc.clock import Clock, SystemClock
-from streamproc.due.checker import DueDateChecker
+from streamproc.due.checker import DueDateChecker, partition_checker
 from streamproc.engine.changelog import StaleLocalState, changelog_key, restore
 from streamproc.engine.context import Limits
 from streamproc.engine.partition import PartitionProcessor
@@ -31,7 +31,6 @@ from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
 from streamproc.settings import Settings
 from streamproc.state.db import PartitionDb
-from streamproc.state.jobs import JobDueDates
 
 log = structlog.get_logger("streamproc.engine")
 
@@ -166,7 +165,7 @@ class Engine:
         self.stats.restored_records += applied
         self.stats.restore_seconds.append(seconds)
         processor = PartitionProcessor(pid, db, self.clock, self.limits)
-        checker = DueDateChecker(JobDueDates(db))
+        checker = partition_checker(db)
         processor.on_processed = checker.processed
         self.partitions[pid] = _Partition(pid, db, processor, checker, db.checkpoint()["changelog_offset"])
         log.info("partition_restored", partition=pid, records=applied, seconds=round(seconds, 3))
@@ -247,6 +246,8 @@ class Engine:
             partitions = self._task_partitions.get(topic) or self._task_partitions.setdefault(
                 topic, self._admin.partitions(topic))
             self._produce(topic, partition_for(str(record.key), partitions), record)
+        for reply_partition, record in out.replies:
+            self._produce(self.topics.replies, reply_partition % self.partition_count, record)
         changelog = self.topics.changelog
         for (family, key), value in part.processor.writes.batch.items():
             self._producer.produce(changelog, value, changelog_key(family, key), partition=part.id,

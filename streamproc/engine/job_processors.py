@@ -8,11 +8,8 @@ never consumes a retry (Zeebe's rule for jobs); FAIL sets retries to the value s
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import orjson
-
 from streamproc.engine.context import ProcessingContext
+from streamproc.engine.validation import check_json
 from streamproc.protocol.records import IncidentIntent, JobIntent, Record, RejectionType, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.state.jobs import JobState
@@ -21,22 +18,10 @@ JOB = ValueType.JOB
 NO_RETRIES_MESSAGE = "No more retries left."
 
 
-def _json_error(text: Any, what: str, limit: int) -> str | None:
-    if not isinstance(text, str):
-        return f"{what} must be JSON text, got {type(text).__name__}"
-    if len(text) > limit:
-        return f"{what} is {len(text)} bytes, more than the limit of {limit}"
-    try:
-        orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        return f"{what} is not valid JSON: {exc}"
-    return None
-
-
 def create(cmd: Record, ctx: ProcessingContext) -> None:
     v = cmd.value
     problem = (check_task_queue(v["type"])
-               or _json_error(v["payload"], "payload", ctx.limits.max_payload_bytes))
+               or check_json(v["payload"], "payload", ctx.limits.max_payload_bytes))
     if problem is None and not 0 <= v["retries"] <= ctx.limits.max_retries:
         problem = f"retries must be in [0, {ctx.limits.max_retries}], got {v['retries']}"
     if problem is None and not 0 < v["timeout_ms"] <= ctx.limits.max_timeout_ms:
@@ -91,7 +76,7 @@ def complete(cmd: Record, ctx: ProcessingContext) -> None:
         return
     problem = _attempt_problem(cmd, job, "complete", JobState.STARTED)
     result = cmd.value["result"] if cmd.value["result"] is not None else "null"
-    problem = problem or _json_error(result, "result", ctx.limits.max_payload_bytes)
+    problem = problem or check_json(result, "result", ctx.limits.max_payload_bytes)
     if problem:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE, problem)
         return

@@ -15,14 +15,16 @@ class Output:
     events: list[Record] = dataclasses.field(default_factory=list)     # -> events topic
     commands: list[Record] = dataclasses.field(default_factory=list)   # -> commands topic
     tasks: list[tuple[str, Record]] = dataclasses.field(default_factory=list)  # -> tasks.<queue>
+    replies: list[tuple[int, Record]] = dataclasses.field(default_factory=list)  # -> replies[p]
 
     def __len__(self) -> int:
-        return len(self.events) + len(self.commands) + len(self.tasks)
+        return len(self.events) + len(self.commands) + len(self.tasks) + len(self.replies)
 
     def clear(self) -> None:
         self.events.clear()
         self.commands.clear()
         self.tasks.clear()
+        self.replies.clear()
 
 
 class RecordWriter:
@@ -54,7 +56,18 @@ class RecordWriter:
         return record
 
     def event(self, value_type: str, intent: str, key: int, value: dict[str, Any]) -> None:
-        self._pending.events.append(self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key)))
+        """An event: on the events topic, and to the caller if it asked for a reply."""
+        record = self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key))
+        self._pending.events.append(record)
+        self._reply_with(record)
+
+    def reply(self, value_type: str, intent: str, key: int, value: dict[str, Any]) -> None:
+        """An answer for the caller only (e.g. a heartbeat's), not a fact for the events topic."""
+        self._reply_with(self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key)))
+
+    def _reply_with(self, record: Record) -> None:
+        if self._command is not None and self._command.reply_partition >= 0:
+            self._pending.replies.append((self._command.reply_partition, record))
 
     def reject(self, command: Record, rejection_type: str, reason: str,
                value: dict[str, Any] | None = None) -> None:
@@ -63,18 +76,22 @@ class RecordWriter:
                         value if value is not None else command.value, key=command.key,
                         rejection_type=str(rejection_type), rejection_reason=reason)
         self._pending.events.append(self._stamp(record))
+        self._reply_with(record)
 
     def command(self, value_type: str, intent: str, key: int, value: dict[str, Any]) -> None:
         self._pending.commands.append(self._stamp(Record(RecordType.COMMAND, value_type, intent, dict(value), key=key)))
 
-    def task(self, queue: str, key: int, job: dict[str, Any]) -> None:
-        record = Record(RecordType.EVENT, "JOB", "ACTIVATABLE", dict(job), key=key)
+    def task(self, queue: str, key: int, value: dict[str, Any], value_type: str = "JOB",
+             intent: str = "ACTIVATABLE") -> None:
+        """A record for the workers of `queue`, on topic tasks.<queue>."""
+        record = Record(RecordType.EVENT, value_type, intent, dict(value), key=key)
         self._pending.tasks.append((queue, self._stamp(record)))
 
     def accept_into(self, output: Output) -> None:
         output.events.extend(self._pending.events)
         output.commands.extend(self._pending.commands)
         output.tasks.extend(self._pending.tasks)
+        output.replies.extend(self._pending.replies)
         self._pending.clear()
 
     def discard(self) -> None:

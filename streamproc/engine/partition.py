@@ -10,11 +10,13 @@ from __future__ import annotations
 import structlog
 
 from streamproc.clock import Clock
+from streamproc.engine.activity_processors import ACTIVITY_PROCESSORS
 from streamproc.engine.context import Limits, ProcessingContext
 from streamproc.engine.job_processors import JOB_PROCESSORS, Processor
 from streamproc.engine.output import Output, RecordWriter
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType
+from streamproc.state.activities import Activities
 from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.incidents import Incidents
 from streamproc.state.jobs import Jobs
@@ -23,7 +25,8 @@ from streamproc.state.keygen import KeyGenerator
 log = structlog.get_logger("streamproc.engine")
 
 PROCESSORS: dict[tuple[str, str], Processor] = {
-    (ValueType.JOB, intent): proc for intent, proc in JOB_PROCESSORS.items()
+    **{(ValueType.JOB, intent): proc for intent, proc in JOB_PROCESSORS.items()},
+    **{(ValueType.ACTIVITY_TASK, intent): proc for intent, proc in ACTIVITY_PROCESSORS.items()},
 }
 
 
@@ -39,7 +42,8 @@ class PartitionProcessor:
         self._writer = RecordWriter(partition)
         self._ctx = ProcessingContext(jobs=Jobs(self.writes), incidents=Incidents(self.writes),
                                       keys=KeyGenerator(self.writes, partition),
-                                      out=self._writer, limits=limits)
+                                      out=self._writer, limits=limits,
+                                      activities=Activities(self.writes))
         #: Called with each processed command (accepted or rejected): the checker's hook.
         self.on_processed = None
 

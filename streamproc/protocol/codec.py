@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Any
 
 import fastavro
+import fastavro.validation
 import orjson
 
 from streamproc.protocol.records import Record, RecordType
@@ -23,7 +24,10 @@ JSON_CONTENT_TYPE = b"application/json"
 CONTENT_TYPE_HEADER = "content-type"
 
 #: Which Record field holds the value of each value type.
-VALUE_FIELDS = {"JOB": "job", "INCIDENT": "incident"}
+VALUE_FIELDS = {"JOB": "job", "INCIDENT": "incident", "ACTIVITY_TASK": "activity_task"}
+#: Schema files in dependency order (a schema after the ones it names).
+SCHEMA_FILES = ("JobRecord", "IncidentRecord", "FailureRecord", "RetryPolicyRecord",
+                "ActivityTaskRecord", "Record")
 
 
 class DecodeError(ValueError):
@@ -33,7 +37,7 @@ class DecodeError(ValueError):
 def _load_schema() -> dict:
     named: dict = {}
     folder = resources.files("streamproc.protocol") / "schemas"
-    for name in ("JobRecord", "IncidentRecord", "Record"):
+    for name in SCHEMA_FILES:
         text = (folder / f"{name}.avsc").read_text(encoding="utf-8")
         parsed = fastavro.parse_schema(json.loads(text), named_schemas=named)
     return parsed
@@ -46,7 +50,8 @@ def _value_defaults(schema_name: str) -> dict[str, Any]:
     return {f["name"]: f["default"] for f in fields}
 
 
-VALUE_DEFAULTS = {"JOB": _value_defaults("JobRecord"), "INCIDENT": _value_defaults("IncidentRecord")}
+VALUE_DEFAULTS = {"JOB": _value_defaults("JobRecord"), "INCIDENT": _value_defaults("IncidentRecord"),
+                  "ACTIVITY_TASK": _value_defaults("ActivityTaskRecord")}
 
 
 def with_defaults(value_type: str, value: dict[str, Any] | None) -> dict[str, Any]:
@@ -72,8 +77,10 @@ def _to_avro_dict(record: Record) -> dict[str, Any]:
         "request_id": record.request_id,
         "rejection_type": record.rejection_type,
         "rejection_reason": record.rejection_reason,
+        "reply_partition": record.reply_partition,
         "job": None,
         "incident": None,
+        "activity_task": None,
     }
     field = VALUE_FIELDS.get(record.value_type)
     if field is not None and record.value is not None:
@@ -102,6 +109,7 @@ def _from_dict(d: dict[str, Any]) -> Record:
         request_id=d.get("request_id"),
         rejection_type=d.get("rejection_type"),
         rejection_reason=d.get("rejection_reason"),
+        reply_partition=d.get("reply_partition", -1),
     )
 
 
@@ -127,6 +135,23 @@ def decode(data: bytes | None, headers: list[tuple[str, bytes]] | None = None) -
         raise DecodeError(str(exc)) from None
 
 
+#: Duration fields that JSON commands may also give as SWF strings ("NONE" or seconds).
+_SWF_DURATION_FIELDS = ("schedule_to_close_timeout_ms", "schedule_to_start_timeout_ms",
+                        "start_to_close_timeout_ms", "heartbeat_timeout_ms")
+
+
+def _swf_durations(value: dict[str, Any]) -> None:
+    from streamproc.semantics.swf import parse_swf_timeout
+
+    for name in _SWF_DURATION_FIELDS:
+        if isinstance(value.get(name), str):
+            try:
+                parsed = parse_swf_timeout(value[name], field=name)
+            except ValueError as exc:
+                raise DecodeError(str(exc)) from None
+            value[name] = 0 if parsed is None else int(parsed.total_seconds() * 1000)
+
+
 def _decode_json(data: bytes) -> Record:
     try:
         d = orjson.loads(data)
@@ -139,12 +164,21 @@ def _decode_json(data: bytes) -> Record:
         if not isinstance(d.get(required), str):
             raise DecodeError(f"a JSON command needs a string field {required!r}")
     field = VALUE_FIELDS.get(d["value_type"])
-    if field and d.get(field) is not None and not isinstance(d[field], dict):
-        raise DecodeError(f"field {field!r} must be an object")
+    if field and d.get(field) is not None:
+        if not isinstance(d[field], dict):
+            raise DecodeError(f"field {field!r} must be an object")
+        _swf_durations(d[field])
     try:
-        return _from_dict(d)
+        record = _from_dict(d)
     except ValueError as exc:
         raise DecodeError(str(exc)) from None
+    # Whatever the engine repeats of a JSON command (in events or a rejection) must be
+    # encodable in Avro, so the command must fit the schema now.
+    try:
+        fastavro.validation.validate(_to_avro_dict(record), RECORD_SCHEMA, raise_errors=True)
+    except fastavro.validation.ValidationError as exc:
+        raise DecodeError(f"JSON command does not match schema streamproc.Record: {exc}") from None
+    return record
 
 
 def header(headers: list[tuple[str, bytes]] | None, name: str) -> bytes | None:

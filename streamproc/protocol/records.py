@@ -20,6 +20,7 @@ class RecordType(StrEnum):
 class ValueType(StrEnum):
     JOB = "JOB"
     INCIDENT = "INCIDENT"
+    ACTIVITY_TASK = "ACTIVITY_TASK"
     #: Only on rejections of commands that could not be decoded.
     UNKNOWN = "UNKNOWN"
 
@@ -47,6 +48,36 @@ class JobIntent(StrEnum):
     ACTIVATABLE = "ACTIVATABLE"
 
 
+class ActivityIntent(StrEnum):
+    """Activity commands, and events named as Temporal's history events."""
+
+    # commands
+    SCHEDULE = "SCHEDULE"
+    START = "START"
+    HEARTBEAT = "HEARTBEAT"
+    COMPLETE = "COMPLETE"
+    FAIL = "FAIL"
+    REQUEST_CANCEL = "REQUEST_CANCEL"
+    REPORT_CANCELED = "REPORT_CANCELED"
+    #: From the due-date checker: a timeout timer fired.
+    TIME_OUT = "TIME_OUT"
+    #: From the due-date checker: a retry's backoff is over, publish the attempt.
+    DISPATCH = "DISPATCH"
+    # history events
+    SCHEDULED = "ActivityTaskScheduled"
+    STARTED = "ActivityTaskStarted"
+    COMPLETED = "ActivityTaskCompleted"
+    FAILED = "ActivityTaskFailed"
+    TIMED_OUT = "ActivityTaskTimedOut"
+    CANCEL_REQUESTED = "ActivityTaskCancelRequested"
+    CANCELED = "ActivityTaskCanceled"
+    # answers on the replies topic only (Temporal writes no history for these)
+    ATTEMPT_STARTED = "ATTEMPT_STARTED"
+    HEARTBEAT_RECORDED = "HEARTBEAT_RECORDED"
+    #: Not an event: the record a worker receives on tasks.<queue> for an attempt.
+    ACTIVITY_TASK = "ACTIVITY_TASK"
+
+
 class IncidentIntent(StrEnum):
     CREATED = "CREATED"
     RESOLVED = "RESOLVED"
@@ -63,6 +94,7 @@ class RejectionType(StrEnum):
     EXCEEDED_SIZE = "EXCEEDED_SIZE"
     #: The processor raised: a bug, reported instead of stopping the partition.
     PROCESSING_ERROR = "PROCESSING_ERROR"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
 
 
 @dataclasses.dataclass(slots=True)
@@ -80,11 +112,13 @@ class Record:
     request_id: str | None = None
     rejection_type: str | None = None
     rejection_reason: str | None = None
+    reply_partition: int = -1
 
     @classmethod
     def command(cls, value_type: str, intent: str, value: dict[str, Any] | None = None,
-                key: int = -1, request_id: str | None = None) -> Record:
-        return cls(RecordType.COMMAND, value_type, intent, value, key=key, request_id=request_id)
+                key: int = -1, request_id: str | None = None, reply_partition: int = -1) -> Record:
+        return cls(RecordType.COMMAND, value_type, intent, value, key=key, request_id=request_id,
+                   reply_partition=reply_partition)
 
     @property
     def is_command(self) -> bool:

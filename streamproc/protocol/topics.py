@@ -32,6 +32,10 @@ class Topics:
     def changelog(self) -> str:
         return f"{self.namespace}.changelog"
 
+    @property
+    def replies(self) -> str:
+        return f"{self.namespace}.replies"
+
     def tasks(self, queue: str) -> str:
         return f"{self.namespace}.tasks.{queue}"
 

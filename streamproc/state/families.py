@@ -15,6 +15,9 @@ class Family(IntEnum):
     JOB_DEADLINES = 2  # (deadline_ms, job key) -> b"" : started jobs, ordered by timeout
     JOB_BACKOFF = 3   # (recur_at_ms, job key) -> b"" : failed jobs waiting out a retry backoff
     INCIDENTS = 4     # incident key -> incident
+    ACTIVITIES = 5    # activity key -> activity (meta, attempt state, armed timer)
+    ACTIVITY_TIMERS = 6  # (due_ms, activity key) -> b"" : the one armed timer per activity
+    ACTIVITY_IDS = 7  # activity id -> activity key, for open activities (ids are unique among them)
 
     @property
     def cf_name(self) -> str:

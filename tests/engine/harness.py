@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from streamproc.clock import ManualClock
-from streamproc.due.checker import DueDateChecker
+from streamproc.due.checker import DueDateChecker, partition_checker
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
 from streamproc.state.db import PartitionDb
-from streamproc.state.jobs import JobDueDates, Jobs
+from streamproc.state.jobs import Jobs
 
 
 class Harness:
@@ -16,7 +16,7 @@ class Harness:
         self.clock = clock or ManualClock()
         self.db = PartitionDb(path, partition)
         self.proc = PartitionProcessor(partition, self.db, self.clock)
-        self.checker = DueDateChecker(JobDueDates(self.db))
+        self.checker = partition_checker(self.db)
         self.proc.on_processed = self.checker.processed
         self.position = 0
         self.events: list[Record] = []

@@ -1,0 +1,287 @@
+"""One processor per activity command, with Temporal's semantics (SEMANTICS.md sections 1, 2, 13).
+
+The rules themselves (normalisation, retry decisions, which timeout fires) are the pure
+functions of `streamproc.semantics`; these processors apply them to partition state and
+write what Temporal writes: no history event for a start or a retried attempt, and
+`ActivityTaskStarted` only when the activity closes, right before the close event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import orjson
+
+from streamproc.engine.activity_values import closing_events, event_value, task_value
+from streamproc.engine.context import ProcessingContext
+from streamproc.engine.validation import check_json
+from streamproc.protocol.failures import check_failure_record, failure_from_record, failure_to_record
+from streamproc.protocol.records import ActivityIntent as A
+from streamproc.protocol.records import Record, RejectionType, ValueType
+from streamproc.protocol.topics import check_task_queue
+from streamproc.semantics import (
+    ActivityRetry,
+    ActivityTimedOut,
+    ActivityTimeouts,
+    InvalidArgument,
+    TimeoutType,
+    complete_attempt,
+    fail_attempt,
+    fire_activity_timeout,
+    next_activity_deadline,
+    normalize_activity_retry_policy,
+    normalize_activity_timeouts,
+    record_heartbeat,
+    schedule_activity,
+    start_attempt,
+)
+from streamproc.state.activities import policy_from_record, to_datetime, to_ms
+
+ACT = ValueType.ACTIVITY_TASK
+
+
+def schedule(cmd: Record, ctx: ProcessingContext) -> None:
+    v = cmd.value
+    try:
+        problem = (None if v["activity_id"] else "activity_id must be set") \
+            or (None if v["activity_type"] else "activity_type must be set") \
+            or check_task_queue(v["task_queue"]) \
+            or check_json(v["input"], "input", ctx.limits.max_payload_bytes)
+        if problem:
+            raise InvalidArgument(problem)
+        requested = ActivityTimeouts(*(timedelta(milliseconds=v[f]) for f in (
+            "schedule_to_close_timeout_ms", "schedule_to_start_timeout_ms",
+            "start_to_close_timeout_ms", "heartbeat_timeout_ms")))
+        timeouts = normalize_activity_timeouts(requested, activity_id=v["activity_id"],
+                                               activity_type=v["activity_type"])
+        policy = normalize_activity_retry_policy(policy_from_record(v["retry_policy"]))
+    except InvalidArgument as exc:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, str(exc))
+        return
+    existing = ctx.activities.key_of(v["activity_id"])
+    if existing is not None:
+        ctx.out.reject(cmd, RejectionType.ALREADY_EXISTS,
+                       f"an open activity already has ActivityId={v['activity_id']} (key {existing})")
+        return
+    key = ctx.keys.next_key()
+    state = schedule_activity(policy, timeouts, to_datetime(ctx.now_ms))
+    meta = {"activity_id": v["activity_id"], "activity_type": v["activity_type"],
+            "task_queue": v["task_queue"], "input": v["input"], "new": True,
+            "scheduled_event_id": 1, "next_event_id": 2, "identity": "",
+            "latest_cancel_requested_event_id": 0, "dispatched": False, "timer": None}
+    ctx.out.event(ACT, A.SCHEDULED, key, event_value(meta, state, event_id=1))
+    _dispatch(key, meta, state, ctx)
+    _save(key, meta, state, ctx)
+
+
+def _dispatch(key: int, meta: dict, state, ctx: ProcessingContext) -> None:
+    """Publish the current attempt on its task queue."""
+    meta["dispatched"] = True
+    ctx.out.task(meta["task_queue"], key, task_value(meta, state), ACT, A.ACTIVITY_TASK)
+
+
+def _save(key: int, meta: dict, state, ctx: ProcessingContext) -> None:
+    """Store the activity with its one timer: the next dispatch or the next deadline."""
+    if not meta["dispatched"]:
+        timer = (to_ms(state.scheduled_time), A.DISPATCH, "", state.attempt)
+    else:
+        deadline = next_activity_deadline(state)
+        timer = (None if deadline is None else
+                 (to_ms(deadline.at), A.TIME_OUT, deadline.timeout_type.name, state.attempt))
+    ctx.activities.arm(key, meta, timer)
+    ctx.activities.put(key, meta, state)
+
+
+def _open(cmd: Record, ctx: ProcessingContext, verb: str, *, started: bool) -> tuple[dict, Any] | None:
+    """The activity at the command's attempt (started or not, as asked), or None after rejecting."""
+    found = ctx.activities.get(cmd.key) if cmd.key >= 0 else None
+    prefix = f"Expected to {verb} activity with key '{cmd.key}' at attempt {cmd.value['attempt']}, but"
+    if found is None:
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"{prefix} no such activity is open")
+        return None
+    meta, state = found
+    if cmd.value["attempt"] != state.attempt:
+        reason = f"{prefix} that attempt is over: the activity is at attempt {state.attempt}"
+    elif started and state.started_time is None:
+        reason = f"{prefix} the attempt has not started"
+    elif not started and (state.started_time is not None or not meta["dispatched"]):
+        reason = f"{prefix} the attempt is {'already started' if state.started_time else 'not dispatched yet'}"
+    else:
+        return meta, state
+    ctx.out.reject(cmd, RejectionType.INVALID_STATE, reason)
+    return None
+
+
+def start(cmd: Record, ctx: ProcessingContext) -> None:
+    found = _open(cmd, ctx, "start", started=False)
+    if found is None:
+        return
+    meta, state = found
+    state = start_attempt(state, to_datetime(ctx.now_ms))
+    meta["identity"] = cmd.value["identity"]
+    _save(cmd.key, meta, state, ctx)
+    ctx.out.reply(ACT, A.ATTEMPT_STARTED, cmd.key, event_value(meta, state))
+
+
+def heartbeat(cmd: Record, ctx: ProcessingContext) -> None:
+    """Record details and time; the armed timer stays (it fires early and re-arms)."""
+    found = _open(cmd, ctx, "heartbeat", started=True)
+    if found is None:
+        return
+    meta, state = found
+    problem = check_json(cmd.value["details"] or "null", "details", ctx.limits.max_payload_bytes)
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
+        return
+    details = cmd.value["details"]
+    state = record_heartbeat(state, to_datetime(ctx.now_ms), _loads(details))
+    ctx.activities.put(cmd.key, meta, state)
+    ctx.out.reply(ACT, A.HEARTBEAT_RECORDED, cmd.key, event_value(meta, state))
+
+
+def complete(cmd: Record, ctx: ProcessingContext) -> None:
+    found = _open(cmd, ctx, "complete", started=True)
+    if found is None:
+        return
+    meta, state = found
+    result = cmd.value["result"] if cmd.value["result"] is not None else "null"
+    problem = check_json(result, "result", ctx.limits.max_payload_bytes)
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
+        return
+    outcome = complete_attempt(state, to_datetime(ctx.now_ms))
+    closing_events(ctx, cmd.key, meta, state, outcome.last_failure, A.COMPLETED, result=result)
+    ctx.activities.remove(cmd.key, meta)
+
+
+def fail(cmd: Record, ctx: ProcessingContext) -> None:
+    found = _open(cmd, ctx, "fail", started=True)
+    if found is None:
+        return
+    meta, state = found
+    problem = check_failure_record(cmd.value["failure"])
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
+        return
+    outcome = fail_attempt(state, failure_from_record(cmd.value["failure"]), to_datetime(ctx.now_ms))
+    if isinstance(outcome, ActivityRetry):
+        _retry(cmd.key, meta, outcome, ctx)
+        return
+    closing_events(ctx, cmd.key, meta, state, outcome.last_failure, A.FAILED,
+                   failure=cmd.value["failure"], retry_state=outcome.retry_state.name)
+    ctx.activities.remove(cmd.key, meta)
+
+
+def _retry(key: int, meta: dict, retry: ActivityRetry, ctx: ProcessingContext) -> None:
+    """Another attempt is due after the backoff: no history event (Temporal writes none)."""
+    meta["dispatched"] = False
+    meta["identity"] = ""
+    if retry.delay <= timedelta(0):
+        _dispatch(key, meta, retry.state, ctx)
+    _save(key, meta, retry.state, ctx)
+
+
+def _armed_timer(cmd: Record, ctx: ProcessingContext, kind: str) -> tuple[dict, Any] | None:
+    """TIME_OUT / DISPATCH come from the checker, maybe twice or late: re-check the timer."""
+    found = ctx.activities.get(cmd.key)
+    due = cmd.value["timer_due_ms"]
+    prefix = f"Expected to fire the {kind} timer due at {due} of activity with key '{cmd.key}', but"
+    if found is None:
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"{prefix} no such activity is open")
+        return None
+    meta, state = found
+    timer = meta["timer"]
+    if timer is None or timer[0] != due or timer[1] != kind:
+        reason = f"{prefix} the armed timer is {timer}"
+    elif not due < ctx.now_ms:
+        reason = f"{prefix} it is not due yet (now {ctx.now_ms})"
+    else:
+        return meta, state
+    ctx.out.reject(cmd, RejectionType.INVALID_STATE, reason)
+    return None
+
+
+def dispatch(cmd: Record, ctx: ProcessingContext) -> None:
+    found = _armed_timer(cmd, ctx, A.DISPATCH)
+    if found is None:
+        return
+    meta, state = found
+    _dispatch(cmd.key, meta, state, ctx)
+    _save(cmd.key, meta, state, ctx)
+
+
+def time_out(cmd: Record, ctx: ProcessingContext) -> None:
+    found = _armed_timer(cmd, ctx, A.TIME_OUT)
+    if found is None:
+        return
+    meta, state = found
+    timeout_type = TimeoutType[cmd.value["timeout_type"]]
+    outcome = fire_activity_timeout(state, timeout_type, to_datetime(ctx.now_ms), attempt=cmd.value["attempt"])
+    if outcome is None:
+        # Early: a heartbeat moved the deadline. Arm the real one.
+        _save(cmd.key, meta, state, ctx)
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE,
+                       f"{timeout_type.name} deadline of activity with key '{cmd.key}' moved; "
+                       f"timer re-armed for {meta['timer']}")
+    elif isinstance(outcome, ActivityRetry):
+        _retry(cmd.key, meta, outcome, ctx)
+    else:
+        _timed_out(cmd.key, meta, state, outcome, ctx)
+
+
+def _timed_out(key: int, meta: dict, state, outcome: ActivityTimedOut, ctx: ProcessingContext) -> None:
+    closing_events(ctx, key, meta, state, outcome.last_failure, A.TIMED_OUT,
+                   started=outcome.attempt_started, failure=failure_to_record(outcome.failure),
+                   retry_state=outcome.retry_state.name)
+    ctx.activities.remove(key, meta)
+
+
+def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
+    found = ctx.activities.get(cmd.key) if cmd.key >= 0 else None
+    if found is None:
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND,
+                       f"Expected to cancel activity with key '{cmd.key}', but no such activity is open")
+        return
+    meta, state = found
+    if state.cancel_requested:
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE,
+                       f"Expected to cancel activity with key '{cmd.key}', but cancellation was already requested")
+        return
+    event_id = meta["next_event_id"]
+    meta["next_event_id"] += 1
+    meta["latest_cancel_requested_event_id"] = event_id
+    ctx.out.event(ACT, A.CANCEL_REQUESTED, cmd.key, event_value(meta, state, event_id=event_id))
+    if state.started_time is None:  # scheduled or waiting out a retry backoff
+        closing_events(ctx, cmd.key, meta, state, None, A.CANCELED, started=False,
+                       details='"ACTIVITY_ID_NOT_STARTED"')
+        ctx.activities.remove(cmd.key, meta)
+        return
+    _save(cmd.key, meta, replace(state, cancel_requested=True), ctx)
+
+
+def report_canceled(cmd: Record, ctx: ProcessingContext) -> None:
+    found = _open(cmd, ctx, "report canceled", started=True)
+    if found is None:
+        return
+    meta, state = found
+    closing_events(ctx, cmd.key, meta, state, state.last_failure, A.CANCELED, details=cmd.value["details"])
+    ctx.activities.remove(cmd.key, meta)
+
+
+def _loads(text: str | None) -> Any:
+    return orjson.loads(text) if text else None
+
+
+ACTIVITY_PROCESSORS = {
+    A.SCHEDULE: schedule,
+    A.START: start,
+    A.HEARTBEAT: heartbeat,
+    A.COMPLETE: complete,
+    A.FAIL: fail,
+    A.TIME_OUT: time_out,
+    A.DISPATCH: dispatch,
+    A.REQUEST_CANCEL: request_cancel,
+    A.REPORT_CANCELED: report_canceled,
+}

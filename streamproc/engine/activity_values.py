@@ -1,0 +1,53 @@
+"""The ActivityTaskRecord values activity processors write: events, task records, durations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from streamproc.engine.context import ProcessingContext
+from streamproc.protocol.failures import failure_to_record
+from streamproc.protocol.records import ActivityIntent, ValueType
+from streamproc.semantics import ActivityState
+from streamproc.state.activities import policy_to_record, timeouts_to_record, to_ms
+
+__all__ = ["closing_events", "event_value", "task_value"]
+
+def event_value(meta: dict, state: ActivityState, **extra: Any) -> dict[str, Any]:
+    """What every activity event carries: identity, timeouts and policy as recorded, attempt."""
+    value = {
+        "activity_id": meta["activity_id"], "activity_type": meta["activity_type"],
+        "task_queue": meta["task_queue"], "input": meta["input"],
+        **timeouts_to_record(state.timeouts), "retry_policy": policy_to_record(state.retry_policy),
+        "attempt": state.attempt, "identity": meta["identity"],
+        "scheduled_event_id": meta["scheduled_event_id"],
+        "latest_cancel_requested_event_id": meta["latest_cancel_requested_event_id"],
+        "scheduled_time_ms": to_ms(state.scheduled_time),
+        "first_scheduled_time_ms": to_ms(state.first_scheduled_time),
+        "started_time_ms": to_ms(state.started_time),
+        "cancel_requested": state.cancel_requested,
+    }
+    value.update(extra)
+    return value
+
+
+def task_value(meta: dict, state: ActivityState) -> dict[str, Any]:
+    """The record a worker receives for an attempt, with the details of the last heartbeat."""
+    details = state.last_heartbeat_details
+    return event_value(meta, state, heartbeat_details=None if details is None else orjson.dumps(details).decode())
+
+
+def closing_events(ctx: ProcessingContext, key: int, meta: dict, state: ActivityState,
+                   last_failure, close_intent: str, started: bool = True, **fields: Any) -> None:
+    """ActivityTaskStarted (if the attempt started: written only now) then the close event."""
+    started_event_id = 0
+    if started:
+        started_event_id = meta["next_event_id"]
+        meta["next_event_id"] += 1
+        ctx.out.event(ValueType.ACTIVITY_TASK, ActivityIntent.STARTED, key, event_value(
+            meta, state, event_id=started_event_id, last_failure=failure_to_record(last_failure)))
+    close_id = meta["next_event_id"]
+    meta["next_event_id"] += 1
+    ctx.out.event(ValueType.ACTIVITY_TASK, close_intent, key, event_value(
+        meta, state, event_id=close_id, started_event_id=started_event_id, **fields))
