@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, Producer
 
 from streamproc.clock import ManualClock
 from streamproc.client import Client
+from streamproc.protocol.codec import SCHEMA_FILES
 from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.topics import Topics
 from streamproc.settings import Settings
@@ -138,7 +139,7 @@ def test_events_decode_with_a_plain_consumer_and_the_schema_files(bootstrap, nam
         client.create_job("analytics", {"x": 1})
         client.flush()
         named: dict = {}
-        for name in ("JobRecord", "IncidentRecord", "Record"):
+        for name in SCHEMA_FILES:
             schema = fastavro.parse_schema(json.loads((ROOT / "schemas" / f"{name}.avsc").read_text()),
                                            named_schemas=named)
         consumer = _started_consumer(bootstrap, Topics(namespace).events, namespace + "-plain")
