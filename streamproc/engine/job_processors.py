@@ -121,45 +121,36 @@ def _republish(key: int, job: dict, ctx: ProcessingContext) -> None:
     ctx.out.task(job["type"], key, job)
 
 
-def time_out(cmd: Record, ctx: ProcessingContext) -> None:
-    """TIME_OUT comes from the due-date checker, maybe twice or late: re-check everything."""
+def _fire_due_date(cmd: Record, ctx: ProcessingContext, *, verb: str, state: JobState,
+                   field: str, event: str) -> None:
+    """TIME_OUT and RECUR_AFTER_BACKOFF come from the due-date checker, maybe twice or late:
+    accept only if the job is still in `state` with the due date the command names, passed."""
     job = ctx.jobs.get(cmd.key)
-    deadline = cmd.value["deadline_ms"]
-    prefix = f"Expected to time out started job with key '{cmd.key}' and deadline {deadline}, but"
+    due = cmd.value[field]
+    prefix = f"Expected to {verb} job with key '{cmd.key}' due at {due}, but"
     if job is None:
         reason = f"{prefix} no such job was found"
-    elif job["state"] != JobState.STARTED:
+    elif job["state"] != state:
         reason = f"{prefix} it is {job['state']}"
-    elif job["deadline_ms"] != deadline:
-        reason = f"{prefix} its deadline is now {job['deadline_ms']}"
-    elif not deadline < ctx.now_ms:
-        reason = f"{prefix} the deadline has not passed (now {ctx.now_ms})"
+    elif job[field] != due:
+        reason = f"{prefix} its {field} is now {job[field]}"
+    elif not due < ctx.now_ms:
+        reason = f"{prefix} that time has not passed (now {ctx.now_ms})"
     else:
-        reason = None
-    if reason:
-        ctx.out.reject(cmd, RejectionType.NOT_FOUND if job is None else RejectionType.INVALID_STATE, reason)
+        ctx.out.event(JOB, event, cmd.key, job)
+        _republish(cmd.key, job, ctx)
         return
-    ctx.out.event(JOB, JobIntent.TIMED_OUT, cmd.key, job)
-    _republish(cmd.key, job, ctx)
+    ctx.out.reject(cmd, RejectionType.NOT_FOUND if job is None else RejectionType.INVALID_STATE, reason)
+
+
+def time_out(cmd: Record, ctx: ProcessingContext) -> None:
+    _fire_due_date(cmd, ctx, verb="time out started", state=JobState.STARTED,
+                   field="deadline_ms", event=JobIntent.TIMED_OUT)
 
 
 def recur_after_backoff(cmd: Record, ctx: ProcessingContext) -> None:
-    job = ctx.jobs.get(cmd.key)
-    at = cmd.value["recur_at_ms"]
-    prefix = f"Expected to recur failed job with key '{cmd.key}' after backoff until {at}, but"
-    if job is None:
-        reason = f"{prefix} no such job was found"
-    elif job["state"] != JobState.FAILED or job["recur_at_ms"] != at:
-        reason = f"{prefix} it is {job['state']} with backoff until {job['recur_at_ms']}"
-    elif not at < ctx.now_ms:
-        reason = f"{prefix} the backoff has not passed (now {ctx.now_ms})"
-    else:
-        reason = None
-    if reason:
-        ctx.out.reject(cmd, RejectionType.NOT_FOUND if job is None else RejectionType.INVALID_STATE, reason)
-        return
-    ctx.out.event(JOB, JobIntent.RECURRED_AFTER_BACKOFF, cmd.key, job)
-    _republish(cmd.key, job, ctx)
+    _fire_due_date(cmd, ctx, verb="recur failed", state=JobState.FAILED,
+                   field="recur_at_ms", event=JobIntent.RECURRED_AFTER_BACKOFF)
 
 
 def update_retries(cmd: Record, ctx: ProcessingContext) -> None:

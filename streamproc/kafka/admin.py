@@ -16,6 +16,8 @@ CHANGELOG_CONFIG = {
     "min.cleanable.dirty.ratio": "0.1",
     "delete.retention.ms": "86400000",
 }
+#: Replies matter only to a client waiting now.
+REPLIES_CONFIG = {"retention.ms": str(3600 * 1000)}
 #: Events are kept a week by default: the slowest exporter we support must keep up.
 EVENTS_CONFIG = {"retention.ms": str(7 * 24 * 3600 * 1000)}
 
@@ -27,10 +29,10 @@ class TopicAdmin:
         self._known: set[str] = set()
 
     def ensure_engine_topics(self, partitions: int) -> int:
-        """Create commands/events/changelog if missing; returns the commands topic's partitions."""
+        """Create commands/events/changelog/replies if missing; returns the commands topic's partitions."""
         t = self.topics
         self.ensure({t.commands: (partitions, {}), t.events: (partitions, EVENTS_CONFIG),
-                     t.changelog: (partitions, CHANGELOG_CONFIG)})
+                     t.changelog: (partitions, CHANGELOG_CONFIG), t.replies: (partitions, REPLIES_CONFIG)})
         return self.partitions(t.commands)
 
     def ensure_task_queue(self, queue: str, partitions: int) -> str:

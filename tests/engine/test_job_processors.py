@@ -145,7 +145,7 @@ def test_duplicate_or_stale_time_out_is_rejected(h):
     started(h, key)
     deadline = h.job(key)["deadline_ms"]
     ev = rejection(h.send(job_cmd("TIME_OUT", key, deadline_ms=deadline)))
-    assert "the deadline has not passed" in ev.rejection_reason
+    assert "that time has not passed" in ev.rejection_reason
     h.clock.advance(1001)
     (timed_out,) = h.send(job_cmd("TIME_OUT", key, deadline_ms=deadline))
     assert timed_out.intent == "TIMED_OUT"
