@@ -1,6 +1,7 @@
-"""LocalBroker against a real JVM: start, produce/consume, crash, recover, stop.
+"""LocalBroker against a real JVM: start, produce/consume, crash, recover, stop; and the parts
+that need no JVM (the rendered configuration, the CLI of a broker that never ran).
 
-Uses the default jar cache (downloaded once with Maven) and its own state directory and ports,
+The JVM tests use the default jar cache (downloaded once with Maven) and its own state directory and ports,
 so it never touches a developer's broker.
 """
 
@@ -20,12 +21,10 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamproc.devenv.broker import BrokerError, LocalBroker, broker_reachable, ensure_broker
+from streamproc.devenv.broker_config import advertised_port, server_properties_file
 
-pytestmark = [
-    pytest.mark.kafka,
-    pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
-                       reason="needs a Java 17+ runtime"),
-]
+needs_java = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
+                                reason="needs a Java 17+ runtime")
 
 
 def _free_ports(n: int) -> list[int]:
@@ -76,6 +75,26 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
+def test_server_properties_are_escaped_for_the_jvm_and_name_the_client_port(tmp_path):
+    broker = LocalBroker(port=29092, controller_port=29093, state_dir=tmp_path / "kafka \u00fc",
+                         extra_properties={"auto.create.topics.enable": True, "log.retention.ms": 60000})
+    props = broker.server_properties()
+    assert props["auto.create.topics.enable"] == "true"  # extra properties win, in Java's spelling
+    assert props["log.retention.ms"] == "60000"
+    text = server_properties_file(props)
+    assert text.isascii() and "kafka \\u00FC" in text
+    assert advertised_port(text) == 29092
+
+
+def test_cli_status_of_a_broker_that_never_ran(tmp_path):
+    state = tmp_path / "kafka"
+    res = _cli("status", "--port", "29092", "--dir", str(state))
+    assert res.returncode == 3 and "not running" in res.stdout, res.stderr
+    assert not state.exists()  # asking does not create anything
+
+
+@pytest.mark.kafka
+@needs_java
 def test_port_taken_by_another_process_is_a_clear_error(tmp_path):
     (cport,) = _free_ports(1)
     with socket.socket() as squatter:
@@ -88,6 +107,8 @@ def test_port_taken_by_another_process_is_a_clear_error(tmp_path):
     assert not broker.is_running()
 
 
+@pytest.mark.kafka
+@needs_java
 @pytest.mark.timeout(180)
 def test_lifecycle_with_crash_and_recovery(tmp_path, monkeypatch):
     port, cport = _free_ports(2)

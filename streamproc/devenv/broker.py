@@ -194,13 +194,14 @@ class LocalBroker:
             return self.bootstrap
 
     def _launch(self, timeout: float) -> None:
+        """Launch the JVM and wait for its first metadata answer; a JVM that gives none is killed."""
         check_ports_free({"client": self.port, "controller": self.controller_port}, self.state_dir)
         java = find_java()
         check_java(java, self.kafka_version)
         self.install()
         main_class, storage_tool = find_main_classes(self.lib_dir, self.kafka_version)
         self._write_configs()
-        self.out_file.write_bytes(b"")
+        self.out_file.write_bytes(b"")  # kafka.out tells about this start only
         self._format_storage(java, storage_tool)
 
         cmd = jvm_command(java, main_class, [str(self.config_file)], kafka_version=self.kafka_version,

@@ -1,0 +1,70 @@
+"""The Java runtime the broker runs on: finding ``java``, checking its version, the JVM command line."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+from streamproc.devenv.broker_errors import BrokerError
+from streamproc.devenv.broker_settings import minimum_java_version, uses_log4j2
+
+
+def find_java() -> str:
+    """``$JAVA_HOME/bin/java`` if there is one, else ``java`` on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").is_file():
+        return str(Path(home) / "bin" / "java")
+    java = shutil.which("java")
+    if not java:
+        raise BrokerError("java not found (PATH or JAVA_HOME): the broker needs a Java 17+ runtime "
+                          "(e.g. apt-get install openjdk-17-jre-headless)")
+    return java
+
+
+def check_java(java: str, kafka_version: str) -> None:
+    """Fail with a clear message if ``java`` is too old for Kafka ``kafka_version``."""
+    major = _java_major_version(java)
+    if major is None:
+        return  # unknown format: let the JVM speak for itself
+    need = minimum_java_version(kafka_version)
+    if major < need:
+        raise BrokerError(f"Kafka {kafka_version} needs Java {need}+, but {java} is Java {major}")
+
+
+@functools.cache  # a JVM takes a while to print its version, and restarts ask again
+def _java_major_version(java: str) -> int | None:
+    try:
+        res = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise BrokerError(f"cannot run {java} -version: {e}") from None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', res.stderr + res.stdout)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2) or 0) if major == 1 else major  # "1.8.0_402" is Java 8
+
+
+def jvm_command(java: str, main_class: str, args: list[str], *, kafka_version: str, heap: str,
+                log_config: Path, logs_dir: Path, lib_dir: Path) -> list[str]:
+    """The command line running ``main_class`` from the jars in ``lib_dir``, the way Kafka's own
+    scripts run it (G1, exit on OOM, headless)."""
+    if uses_log4j2(kafka_version):
+        logging_opt = f"-Dlog4j2.configurationFile={log_config}"
+    else:
+        logging_opt = f"-Dlog4j.configuration={log_config.as_uri()}"
+    return [
+        java,
+        *shlex.split(heap),
+        "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+        "-XX:+ExplicitGCInvokesConcurrent", "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        logging_opt,
+        f"-Dkafka.logs.dir={logs_dir}",
+        "-cp", str(lib_dir / "*"),
+        main_class, *args,
+    ]
