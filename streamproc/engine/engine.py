@@ -104,6 +104,11 @@ class Engine:
             "transaction.timeout.ms": self.transaction_timeout_ms,
             "linger.ms": 5,
             "batch.num.messages": 10_000,
+            # A transaction begun right after a commit often meets CONCURRENT_TRANSACTIONS
+            # while the previous markers are written; librdkafka's default 100 ms retry
+            # backoff would then put 100 ms on the next batch (Java uses 20 ms, KAFKA-5477).
+            "retry.backoff.ms": 2,
+            "retry.backoff.max.ms": 50,
         }))
         # Aborts whatever a previous incarnation with our id left open, and fences it.
         self._producer.init_transactions(60)
