@@ -1,0 +1,1 @@
+"""Benchmarks of the engine on a real broker: `python bench/run.py SCENARIO [--quick]`."""

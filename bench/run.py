@@ -1,0 +1,88 @@
+"""`python bench/run.py SCENARIO [--quick]`: one JSON line of results on stdout, logs on stderr.
+
+Uses the broker named by STREAMPROC_BOOTSTRAP if it answers, else starts a local one.
+Each run works in fresh random namespaces and deletes their topics at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SCENARIOS = {
+    "jobs_per_sec": "bench.jobs_per_sec",
+    "timeout_lag_ms": "bench.timeout_lag",
+    "recovery_sec": "bench.recovery",
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    parser.add_argument("--quick", action="store_true", help="small sizes: finishes within a minute")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (jobs_per_sec)")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="jobs_per_sec: py-spy the 4-partition engine during saturation, raw stacks to FILE")
+    parser.add_argument("--profile-idle", action="store_true",
+                        help="with --profile: sample idle time too (wall clock: waits on Kafka show up)")
+    parser.add_argument("--keep-topics", action="store_true")
+    args = parser.parse_args()
+
+    # Only the result goes to stdout: anything else printed here or by libraries goes to stderr.
+    result_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    import importlib
+
+    from bench.common import Bench, listener_pid, pid_cpu_seconds
+
+    module = importlib.import_module(SCENARIOS[args.scenario])
+    started = time.monotonic()
+    machine_before, ours_before = _machine_busy_s(), _own_cpu_s()
+    bench = Bench(args.scenario)
+    port = bench.bootstrap.split(",")[0].rsplit(":", 1)[-1]
+    broker_pid = listener_pid(int(port)) if port.isdigit() else None
+    broker_before = pid_cpu_seconds(broker_pid)
+    try:
+        kwargs = {}
+        if args.scenario == "jobs_per_sec":
+            kwargs = {"workers": args.workers, "profile": args.profile, "profile_idle": args.profile_idle}
+        result = module.run(bench, args.quick, **kwargs)
+    finally:
+        broker = pid_cpu_seconds(broker_pid) - broker_before  # before a broker started here stops
+        bench.close(keep_topics=args.keep_topics)
+    ours = _own_cpu_s() - ours_before
+    if bench.broker is not None:  # a broker started here is a child: its CPU is in ours too
+        ours = max(0.0, ours - broker)
+    line = {"scenario": args.scenario, "quick": args.quick, **result,
+            "wall_seconds": round(time.monotonic() - started, 1),
+            # CPU the machine spent during the run: ours (bench, engines, workers), the
+            # broker's, and the rest (anything else running on the machine skews the numbers)
+            "cpu_seconds": {"bench_and_children": round(ours, 1), "broker": round(broker, 1),
+                            "rest_of_machine": round(_machine_busy_s() - machine_before - ours - broker, 1)}}
+    os.write(result_fd, (json.dumps(line) + "\n").encode())
+    return 0
+
+
+def _machine_busy_s() -> float:
+    """Busy CPU seconds of the whole machine since boot (all cores), from /proc/stat."""
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and its waited-for children (engines, workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+if __name__ == "__main__":
+    sys.exit(main())
