@@ -65,6 +65,10 @@ def with_defaults(value_type: str, value: dict[str, Any] | None) -> dict[str, An
     return merged
 
 
+_VALUE_SCHEMAS = {"job": "streamproc.JobRecord", "incident": "streamproc.IncidentRecord",
+                  "activity_task": "streamproc.ActivityTaskRecord"}
+
+
 def _to_avro_dict(record: Record) -> dict[str, Any]:
     out = {
         "record_type": record.record_type.value,
@@ -84,7 +88,9 @@ def _to_avro_dict(record: Record) -> dict[str, Any]:
     }
     field = VALUE_FIELDS.get(record.value_type)
     if field is not None and record.value is not None:
-        out[field] = with_defaults(record.value_type, record.value)
+        # (name, datum) names the union branch: fastavro skips matching the dict
+        # against each branch, a third of the cost of encoding a record.
+        out[field] = (_VALUE_SCHEMAS[field], with_defaults(record.value_type, record.value))
     return out
 
 
