@@ -9,6 +9,7 @@ RocksDB matches the events (no open job, no due date left behind).
 from __future__ import annotations
 
 import collections
+import json
 import random
 import shutil
 import threading
@@ -57,6 +58,17 @@ def _assert_no_open_state(state_dir) -> None:
         finally:
             db.close()
         assert (open_jobs, deadlines) == (0, 0), f"{path.name}: {open_jobs} jobs, {deadlines} deadlines left"
+
+
+def _logged_partitions(process, event: str, field: str) -> set[int]:
+    """Partitions named by the first `event` log lines of a process, up to its shutdown."""
+    found: set[int] = set()
+    for line in process.log_text().splitlines():
+        if f'"event": "{event}"' in line:
+            found.update(json.loads(line)[field])
+            if found:
+                return found
+    return found
 
 
 def test_sigkill_the_engine_repeatedly_while_5000_jobs_flow(bootstrap, namespace, tmp_path):
@@ -124,3 +136,31 @@ def test_a_second_engine_takes_over_from_the_changelog_alone(bootstrap, namespac
         for p in (a, b, *workers):
             p.stop()
     _assert_no_open_state(state_b)
+
+
+def test_a_second_engine_joining_mid_flow_takes_partitions_over_cleanly(bootstrap, namespace, tmp_path):
+    a = engine_process(bootstrap, namespace, "join-a", tmp_path / "a", tmp_path).start()
+    workers = [worker_process(bootstrap, namespace, "flow", f"w{i}", tmp_path).start() for i in (1, 2)]
+    events = EventLog(bootstrap, namespace)
+    b = None
+    try:
+        a.wait_for_log("partitions_assigned")
+        done = threading.Event()
+        producer = threading.Thread(target=_produce_jobs, args=(bootstrap, namespace, 3000, 500, done))
+        producer.start()
+        time.sleep(1.5)
+        b = engine_process(bootstrap, namespace, "join-b", tmp_path / "b", tmp_path).start()
+        b.wait_for_log("partitions_assigned")
+        producer.join()
+        events.read_until(lambda e: e.count("COMPLETED") >= 3000, timeout=120)
+        time.sleep(1)
+        events.read_until(lambda e: True, timeout=1)
+        _check_exactly_once(events, 3000)
+        revoked_from_a = _logged_partitions(a, "partitions_revoked", "revoked")
+        assigned_to_b = _logged_partitions(b, "partitions_assigned", "assigned")
+        assert assigned_to_b and assigned_to_b <= revoked_from_a   # A handed over what B took
+    finally:
+        events.close()
+        for p in (a, b, *workers):
+            if p is not None:
+                p.stop()
