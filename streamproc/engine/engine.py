@@ -260,7 +260,8 @@ class Engine:
 
     def _produce(self, topic: str, partition: int, record: Record) -> None:
         key = str(record.key).encode() if record.key >= 0 else None
-        self._producer.produce(topic, codec.encode(record), key, partition=partition,
+        data = record.encoded if record.encoded is not None else codec.encode(record)
+        self._producer.produce(topic, data, key, partition=partition,
                                headers=codec.AVRO_HEADERS, on_delivery=self._on_delivery)
 
     def _on_delivery(self, err, msg) -> None:

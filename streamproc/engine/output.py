@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from streamproc.protocol import codec
 from streamproc.protocol.records import Record, RecordType
 
 
@@ -86,6 +87,31 @@ class RecordWriter:
         """A record for the workers of `queue`, on topic tasks.<queue>."""
         record = Record(RecordType.EVENT, value_type, intent, dict(value), key=key)
         self._pending.tasks.append((queue, self._stamp(record)))
+
+    def encode_pending(self) -> None:
+        """Encode the command's records now, so a record that cannot be encoded fails the
+        command that wrote it (and becomes its rejection), not the partition's transaction."""
+        for record in self._pending_records():
+            record.encoded = codec.encode(record)
+
+    def encode_pending_or_strip(self) -> None:
+        """For rejections: if the repeated command cannot be encoded, drop its value."""
+        try:
+            self.encode_pending()
+        except Exception:
+            for record in self._pending_records():
+                record.value = None
+            self.encode_pending()
+
+    def _pending_records(self):
+        p = self._pending
+        yield from p.events
+        yield from p.commands
+        for _, record in p.tasks:
+            yield record
+        for _, record in p.replies:
+            if record.encoded is None:
+                yield record
 
     def accept_into(self, output: Output) -> None:
         output.events.extend(self._pending.events)

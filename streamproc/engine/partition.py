@@ -65,11 +65,13 @@ class PartitionProcessor:
         if cmd.record_type is not RecordType.COMMAND:
             self._writer.reject(cmd, RejectionType.UNKNOWN_COMMAND,
                                 f"expected a COMMAND on the commands topic, got a {cmd.record_type}")
+            self._writer.encode_pending_or_strip()
         else:
             processor = PROCESSORS.get((cmd.value_type, cmd.intent))
             if processor is None:
                 self._writer.reject(cmd, RejectionType.UNKNOWN_COMMAND,
                                     f"no processor for {cmd.value_type} {cmd.intent}")
+                self._writer.encode_pending_or_strip()
             else:
                 self._run(processor, cmd, position, now_ms)
         self._writer.accept_into(self.output)
@@ -82,6 +84,7 @@ class PartitionProcessor:
         cmd.value = codec.with_defaults(cmd.value_type, cmd.value)
         try:
             processor(cmd, self._ctx)
+            self._writer.encode_pending()
         except Exception as exc:  # a bug must cost one command, not the partition
             log.exception("processor_failed", partition=self.partition, position=position,
                           value_type=cmd.value_type, intent=cmd.intent, key=cmd.key)
@@ -89,11 +92,13 @@ class PartitionProcessor:
             self._writer.begin(cmd, position, now_ms)
             self._writer.reject(cmd, RejectionType.PROCESSING_ERROR,
                                 f"processing failed: {type(exc).__name__}: {exc}")
+            self._writer.encode_pending_or_strip()
 
     def _reject_raw(self, position: int, now_ms: int, rejection_type: str, reason: str) -> None:
         self._writer.begin(None, position, now_ms)
         placeholder = Record(RecordType.COMMAND, ValueType.UNKNOWN, "UNKNOWN")
         self._writer.reject(placeholder, rejection_type, reason)
+        self._writer.encode_pending()
         self._writer.accept_into(self.output)
         log.warning("command_rejected", partition=self.partition, position=position,
                     rejection_type=rejection_type, reason=reason)

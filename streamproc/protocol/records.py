@@ -99,7 +99,7 @@ class RejectionType(StrEnum):
 
 @dataclasses.dataclass(slots=True)
 class Record:
-    """One record on any streamproc topic; `value` is the JobRecord/IncidentRecord as a dict."""
+    """One record on any streamproc topic; `value` is the value record (JobRecord, ...) as a dict."""
 
     record_type: RecordType
     value_type: str
@@ -113,6 +113,8 @@ class Record:
     rejection_type: str | None = None
     rejection_reason: str | None = None
     reply_partition: int = -1
+    #: The Avro bytes, once encoded by the processor that wrote the record.
+    encoded: bytes | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @classmethod
     def command(cls, value_type: str, intent: str, value: dict[str, Any] | None = None,

@@ -301,3 +301,17 @@ def test_a_processor_that_raises_costs_one_command_and_leaves_no_writes(h, monke
     monkeypatch.undo()
     assert partition_of_key(create(h).key) == 3
     assert create(h).key & 0xFFFF == 2  # the failed command consumed no key
+
+
+def test_a_processor_writing_an_unencodable_record_costs_one_command(h, monkeypatch):
+    from streamproc.engine import partition
+
+    def bad_event(cmd, ctx):
+        ctx.out.event("JOB", "CREATED", 1, {"retries": "not a number"})
+
+    monkeypatch.setitem(partition.PROCESSORS, ("JOB", "CREATE"), bad_event)
+    ev = rejection(h.send(job_cmd("CREATE", type="q", payload="{}")))
+    assert ev.rejection_type == "PROCESSING_ERROR" and "retries" in ev.rejection_reason
+    assert h.proc.output.events == []
+    monkeypatch.undo()
+    create(h)
