@@ -32,6 +32,9 @@ class EventLog:
     def count(self, intent: str) -> int:
         return len(self.events(intent=intent))
 
+    def count_value(self, value_type: str, intent: str) -> int:
+        return len(self.events(value_type, intent))
+
     def summary(self) -> dict:
         c = collections.Counter(f"{r.record_type.value}:{r.intent}" for r in self.records)
         return dict(c)
