@@ -19,6 +19,12 @@ ENVIRONMENT = {
 }
 
 
+DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
+DEFAULT_NAMESPACE = "streamproc"
+DEFAULT_PARTITIONS = 4
+DEFAULT_STATE_DIR = Path.home() / ".local" / "state" / "streamproc"
+
+
 def _env(name: str, default: str) -> str:
     value = os.environ.get(name, "").strip()
     return value or default
@@ -26,22 +32,22 @@ def _env(name: str, default: str) -> str:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
-    bootstrap: str = "127.0.0.1:19092"
-    namespace: str = "streamproc"
-    partitions: int = 4
-    state_dir: Path = Path.home() / ".local" / "state" / "streamproc"
+    bootstrap: str = DEFAULT_BOOTSTRAP
+    namespace: str = DEFAULT_NAMESPACE
+    partitions: int = DEFAULT_PARTITIONS
+    state_dir: Path = DEFAULT_STATE_DIR
     engine_id: str = dataclasses.field(default_factory=socket.gethostname)
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
-        partitions = _env("STREAMPROC_PARTITIONS", "4")
+        partitions = _env("STREAMPROC_PARTITIONS", str(DEFAULT_PARTITIONS))
         if not partitions.isdigit() or not 1 <= int(partitions) <= 8192:
             raise ValueError(f"STREAMPROC_PARTITIONS must be an integer in [1, 8192], got {partitions!r}")
         values = dict(
-            bootstrap=_env("STREAMPROC_BOOTSTRAP", cls.bootstrap),
-            namespace=_env("STREAMPROC_NAMESPACE", cls.namespace),
+            bootstrap=_env("STREAMPROC_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+            namespace=_env("STREAMPROC_NAMESPACE", DEFAULT_NAMESPACE),
             partitions=int(partitions),
-            state_dir=Path(_env("STREAMPROC_STATE_DIR", str(cls.state_dir))).expanduser(),
+            state_dir=Path(_env("STREAMPROC_STATE_DIR", str(DEFAULT_STATE_DIR))).expanduser(),
             engine_id=_env("STREAMPROC_ENGINE_ID", socket.gethostname()),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
