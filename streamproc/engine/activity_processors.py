@@ -85,11 +85,11 @@ def _dispatch(key: int, meta: dict, state, ctx: ProcessingContext) -> None:
 def _save(key: int, meta: dict, state, ctx: ProcessingContext) -> None:
     """Store the activity with its one timer: the next dispatch or the next deadline."""
     if not meta["dispatched"]:
-        timer = (to_ms(state.scheduled_time), A.DISPATCH, "", state.attempt)
+        timer = (to_ms(state.scheduled_time), A.DISPATCH.value, "", state.attempt)
     else:
         deadline = next_activity_deadline(state)
         timer = (None if deadline is None else
-                 (to_ms(deadline.at), A.TIME_OUT, deadline.timeout_type.name, state.attempt))
+                 (to_ms(deadline.at), A.TIME_OUT.value, deadline.timeout_type.name, state.attempt))
     ctx.activities.arm(key, meta, timer)
     ctx.activities.put(key, meta, state)
 

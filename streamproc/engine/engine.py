@@ -203,19 +203,27 @@ class Engine:
     def _commit(self, messages: list[Message], due: list[tuple[int, Record]]) -> None:
         producer = self._producer
         # 1. Process every command; processors only stage writes and follow-up records.
+        #    Due commands are processed now too, in the transaction that writes them to
+        #    the log: a timeout costs one commit, not a round trip through Kafka.
         offsets: dict[int, int] = {}
+        touched_ids: set[int] = set()
         for msg in messages:
-            part = self.partitions[msg.partition()]
-            part.processor.process(msg.value(), msg.headers(), msg.offset())
+            if codec.header(msg.headers(), codec.PROCESSED_HEADER) is None:
+                self.partitions[msg.partition()].processor.process(msg.value(), msg.headers(), msg.offset())
+                touched_ids.add(msg.partition())
             offsets[msg.partition()] = msg.offset() + 1
-        touched = [self.partitions[pid] for pid in offsets]
-        # 2. Produce follow-ups, the changelog of every staged write, and due commands.
+        for pid, cmd in due:
+            cmd.encoded = codec.encode(cmd)
+            self.partitions[pid].processor.process(cmd.encoded, codec.PROCESSED_HEADERS, -1)
+            touched_ids.add(pid)
+        touched = [self.partitions[pid] for pid in touched_ids]
+        # 2. Produce follow-ups, the changelog of every staged write, and the due commands.
         producer.begin_transaction()
         self._delivered.clear()
         for part in touched:
             self._produce_output(part)
         for pid, cmd in due:
-            self._produce(self.topics.commands, pid, cmd)
+            self._produce(self.topics.commands, pid, cmd, codec.PROCESSED_HEADERS)
         # 3. The consumed offsets join the transaction (fenced by our group generation).
         if offsets:
             producer.send_offsets_to_transaction(
@@ -258,11 +266,12 @@ class Engine:
             self._producer.produce(changelog, value, changelog_key(family, key), partition=part.id,
                                    on_delivery=self._on_changelog_delivery)
 
-    def _produce(self, topic: str, partition: int, record: Record) -> None:
+    def _produce(self, topic: str, partition: int, record: Record,
+                 headers: list = codec.AVRO_HEADERS) -> None:
         key = str(record.key).encode() if record.key >= 0 else None
         data = record.encoded if record.encoded is not None else codec.encode(record)
         self._producer.produce(topic, data, key, partition=partition,
-                               headers=codec.AVRO_HEADERS, on_delivery=self._on_delivery)
+                               headers=headers, on_delivery=self._on_delivery)
 
     def _on_delivery(self, err, msg) -> None:
         if err is not None:

@@ -195,3 +195,8 @@ def header(headers: list[tuple[str, bytes]] | None, name: str) -> bytes | None:
 
 
 AVRO_HEADERS = [(CONTENT_TYPE_HEADER, AVRO_CONTENT_TYPE)]
+
+#: Marks a command the engine processed in the same transaction that wrote it (a due-date
+#: checker's TIME_OUT, say): it is on the log for the record, and skipped when consumed.
+PROCESSED_HEADER = "streamproc-processed"
+PROCESSED_HEADERS = [*AVRO_HEADERS, (PROCESSED_HEADER, b"1")]
