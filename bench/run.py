@@ -19,6 +19,9 @@ SCENARIOS = {
     "jobs_per_sec": "bench.jobs_per_sec",
     "timeout_lag_ms": "bench.timeout_lag",
     "recovery_sec": "bench.recovery",
+    "activity_retry_precision": "bench.activity_retry",
+    "heartbeat_timeout_detection": "bench.activity_heartbeat",
+    "activities_per_sec": "bench.activity_throughput",
 }
 
 
