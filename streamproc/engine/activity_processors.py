@@ -218,7 +218,10 @@ def time_out(cmd: Record, ctx: ProcessingContext) -> None:
         return
     meta, state = found
     timeout_type = TimeoutType[cmd.value["timeout_type"]]
-    outcome = fire_activity_timeout(state, timeout_type, to_datetime(ctx.now_ms), attempt=cmd.value["attempt"])
+    # The timeout happened at its deadline, not when this command got processed a few
+    # ms later: a retry's backoff counts from the deadline, as if the timer were exact.
+    fired_at = to_datetime(max(cmd.value["timer_due_ms"], 0))
+    outcome = fire_activity_timeout(state, timeout_type, fired_at, attempt=cmd.value["attempt"])
     if outcome is None:
         # Early: a heartbeat moved the deadline. Arm the real one.
         _save(cmd.key, meta, state, ctx)

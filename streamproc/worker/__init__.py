@@ -1,5 +1,8 @@
 """Workers: processes that join a task queue's consumer group and run handlers for its jobs."""
 
+from streamproc.worker.activity_worker import ActivityWorker, WorkerStats
 from streamproc.worker.job_worker import ActivatedJob, JobFailure, JobWorker
+from streamproc.worker.replies import Reply, ReplyListener
 
-__all__ = ["ActivatedJob", "JobFailure", "JobWorker"]
+__all__ = ["ActivatedJob", "JobFailure", "JobWorker", "ActivityWorker", "WorkerStats",
+           "Reply", "ReplyListener"]
