@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, Producer, TopicPartition
 
 from streamproc.clock import Clock, SystemClock
 from streamproc.due.checker import DueDateChecker, partition_checker
@@ -81,23 +81,24 @@ class Engine:
 
     # lifecycle ----------------------------------------------------------------------------
     def run(self) -> None:
-        """Process until `stop()`; a failed transaction restarts the session from committed state."""
+        """Process until `stop()`. A failed transaction is aborted and the owned partitions
+        rewound to their last commit; the group membership is kept (see `_recover`)."""
         self.partition_count = self._admin.ensure_engine_topics(self.settings.partitions)
-        while not self._stop.is_set():
-            self._open_session()
-            try:
-                while not self._stop.is_set():
+        self._open_producer()
+        self._open_consumer()
+        try:
+            while not self._stop.is_set():
+                try:
                     self._step()
-            except KafkaException as exc:
-                log.error("transaction_failed_restarting_session", error=str(exc))
-                self._abort_quietly()
-            finally:
-                self._close_session()
+                except KafkaException as exc:
+                    self._recover(exc)
+        finally:
+            self._close_session()
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _open_session(self) -> None:
+    def _open_producer(self) -> None:
         s = self.settings
         self._producer = Producer(producer_config(s.bootstrap, **{
             "transactional.id": f"{s.namespace}.engine.{s.engine_id}",
@@ -112,6 +113,9 @@ class Engine:
         }))
         # Aborts whatever a previous incarnation with our id left open, and fences it.
         self._producer.init_transactions(60)
+
+    def _open_consumer(self) -> None:
+        s = self.settings
         self._consumer = Consumer(consumer_config(s.bootstrap, self.topics.engine_group, **{
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 600_000,
@@ -121,6 +125,40 @@ class Engine:
         }))
         self._consumer.subscribe([self.topics.commands], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_revoke)
+
+    def _recover(self, exc: KafkaException) -> None:
+        """Undo a failed batch: abort it, reopen the owned partitions from their committed
+        local state, and seek to the committed offsets.
+
+        The consumer is kept on purpose. A rebalance makes the offsets' group generation
+        stale (ILLEGAL_GENERATION), and that is the common cause here; a new consumer with
+        our static instance id would rejoin without a rebalance, so the partitions this one
+        was giving up mid-rebalance would stay unassigned.
+        """
+        error = exc.args[0] if exc.args else None
+        fatal = getattr(error, "fatal", lambda: False)()
+        log.error("transaction_failed_rewinding", error=str(exc), fatal=fatal,
+                  partitions=sorted(self.partitions))
+        if not fatal:
+            try:
+                self._producer.abort_transaction(30)
+            except KafkaException as abort_error:
+                log.error("transaction_abort_failed", error=str(abort_error))
+                fatal = True
+        if fatal:  # e.g. fenced: only a new producer (init_transactions) can go on
+            self._producer = None
+            self._open_producer()
+        self._producer.poll(0)  # the aborted batch's purge reports must not fail the next one
+        self._delivery_error = None
+        owned = sorted(self.partitions)
+        for pid in owned:
+            self._close_partition(pid)
+            self._open_partition(pid)
+        if owned:
+            tps = [TopicPartition(self.topics.commands, pid) for pid in owned]
+            for tp in self._consumer.committed(tps, 30):
+                self._consumer.seek(TopicPartition(
+                    tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
 
     def _close_session(self) -> None:
         if self._consumer is not None:
@@ -133,12 +171,6 @@ class Engine:
             self._close_partition(pid)
         self._producer = None
         self.ready.clear()
-
-    def _abort_quietly(self) -> None:
-        try:
-            self._producer.abort_transaction(10)
-        except KafkaException:
-            pass
 
     # rebalance ----------------------------------------------------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -220,6 +252,7 @@ class Engine:
         # 2. Produce follow-ups, the changelog of every staged write, and the due commands.
         producer.begin_transaction()
         self._delivered.clear()
+        self._delivery_error = None
         for part in touched:
             self._produce_output(part)
         for pid, cmd in due:
@@ -230,7 +263,12 @@ class Engine:
                 [TopicPartition(self.topics.commands, pid, off) for pid, off in offsets.items()],
                 self._consumer.consumer_group_metadata(), 30)
         # 4. Commit: outputs, changelog and offsets become visible together or not at all.
-        producer.commit_transaction(30)
+        try:
+            producer.commit_transaction(30)
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise
+            producer.commit_transaction(30)  # the documented answer to a retriable commit error
         producer.poll(0)
         if self._delivery_error is not None:
             raise KafkaException(self._delivery_error)
