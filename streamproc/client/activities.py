@@ -1,0 +1,266 @@
+"""Schedule activities and wait for their results, without a workflow::
+
+    with Client() as client, ActivityClient(client) as activities:
+        handle = activities.schedule_activity(charge, "order-1", 5, task_queue="payments",
+                                              start_to_close_timeout=timedelta(seconds=10))
+        print(handle.result(timeout=60))
+
+SCHEDULE is sent with a reply partition, so its answer (ActivityTaskScheduled with the
+activity's key, or the rejection) comes back at once. The close event answers a
+worker's command or a timer, not ours, so `result()` reads it from the events topic:
+only the activity's partition, from about when it was scheduled.
+
+Arguments are checked here with the engine's own rules and messages, so a bad timeout
+raises the same `InvalidArgument` before sending that the engine would answer with.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import timedelta
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from streamproc.activity import errors
+from streamproc.activity.definition import ActivityDefinition
+from streamproc.activity.failures import exception_from_failure
+from streamproc.activity.payloads import decode, decode_details, encode_args
+from streamproc.client.client import Client
+from streamproc.kafka.batching import consume_available
+from streamproc.kafka.config import consumer_config
+from streamproc.protocol import codec
+from streamproc.protocol.partitioning import partition_for, partition_of_key
+from streamproc.protocol.records import ActivityIntent, Record, RecordType, RejectionType, ValueType
+from streamproc.protocol.topics import check_task_queue
+from streamproc.semantics import (
+    ActivityTimeouts,
+    InvalidArgument,
+    RetryPolicy,
+    RetryState,
+    normalize_activity_retry_policy,
+    normalize_activity_timeouts,
+)
+from streamproc.semantics.swf import SWF_NONE
+from streamproc.worker.replies import ReplyListener
+
+__all__ = ["ActivityClient", "ActivityHandle", "Timeout"]
+
+A = ActivityIntent
+#: A timeout as the API takes it: a timedelta, or None / "NONE" for no timeout.
+Timeout = timedelta | str | None
+CLOSE_INTENTS = frozenset({A.COMPLETED, A.FAILED, A.TIMED_OUT, A.CANCELED})
+#: How far before the SCHEDULE answer to start reading events: producers' clocks are
+#: the same machine's here, but a margin costs little (records are filtered by key).
+_LOOKBACK_MS = 60_000
+
+
+class ActivityClient:
+    """Activity commands for a `Client`; one replies partition shared by all its calls."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._replies: ReplyListener | None = None
+
+    def schedule_activity(self, activity: str | Callable[..., Any], *args: Any, task_queue: str,
+                          activity_id: str | None = None,
+                          schedule_to_close_timeout: Timeout = None,
+                          schedule_to_start_timeout: Timeout = None,
+                          start_to_close_timeout: Timeout = None,
+                          heartbeat_timeout: Timeout = None,
+                          retry_policy: RetryPolicy | None = None,
+                          rpc_timeout: float = 30) -> ActivityHandle:
+        """Schedule `activity` (a name or an `@activity.defn` function) with `args`.
+
+        Raises `InvalidArgument` (checked here, or refused by the engine),
+        `ActivityAlreadyStartedError` if an open activity has this id, `TimeoutError` if
+        the engine did not answer within `rpc_timeout` seconds.
+        """
+        activity_type = activity if isinstance(activity, str) else ActivityDefinition.of(activity).name
+        activity_id = activity_id if activity_id is not None else str(uuid.uuid4())
+        requested = ActivityTimeouts(*(_duration(v, name) for v, name in (
+            (schedule_to_close_timeout, "schedule_to_close_timeout"),
+            (schedule_to_start_timeout, "schedule_to_start_timeout"),
+            (start_to_close_timeout, "start_to_close_timeout"),
+            (heartbeat_timeout, "heartbeat_timeout"))))
+        problem = (None if activity_id else "activity_id must be set") \
+            or (None if activity_type else "activity_type must be set") \
+            or check_task_queue(task_queue)
+        if problem:
+            raise InvalidArgument(problem)
+        normalize_activity_timeouts(requested, activity_id=activity_id, activity_type=activity_type)
+        normalize_activity_retry_policy(retry_policy)
+        value = {
+            "activity_id": activity_id, "activity_type": activity_type, "task_queue": task_queue,
+            "input": encode_args(args),
+            "schedule_to_close_timeout_ms": _ms(requested.schedule_to_close),
+            "schedule_to_start_timeout_ms": _ms(requested.schedule_to_start),
+            "start_to_close_timeout_ms": _ms(requested.start_to_close),
+            "heartbeat_timeout_ms": _ms(requested.heartbeat),
+            "retry_policy": None if retry_policy is None else _policy_record(retry_policy),
+        }
+        reply = self._request(A.SCHEDULE, -1, value, partition_for(activity_id, self.client.partitions),
+                              rpc_timeout)
+        record = reply.record
+        if record.record_type is RecordType.COMMAND_REJECTION:
+            raise _rejection(record, activity_id)
+        return ActivityHandle(self, record.key, activity_id, activity_type, reply.log_time_ms)
+
+    def execute_activity(self, activity: str | Callable[..., Any], *args: Any,
+                         result_timeout: float | None = None, **options: Any) -> Any:
+        """Schedule and wait for the result (raises `ActivityError` if it did not complete)."""
+        return self.schedule_activity(activity, *args, **options).result(result_timeout)
+
+    def get_activity_handle(self, key: int, activity_id: str = "", activity_type: str = "") -> ActivityHandle:
+        """A handle on an activity scheduled elsewhere; its result is searched for from the
+        beginning of its events partition."""
+        return ActivityHandle(self, key, activity_id, activity_type, None)
+
+    # plumbing -----------------------------------------------------------------------------
+    def _request(self, intent: str, key: int, value: dict[str, Any], partition: int, rpc_timeout: float):
+        replies = self._listener()
+        request_id = uuid.uuid4().hex
+        answer = replies.first_reply(request_id, rpc_timeout)
+        self.client.send(Record.command(ValueType.ACTIVITY_TASK, intent, value, key=key,
+                                        request_id=request_id, reply_partition=replies.partition),
+                         partition)
+        try:
+            return answer.result(rpc_timeout)
+        except FutureTimeout:
+            replies.forget(request_id)
+            raise TimeoutError(f"no answer to {intent} within {rpc_timeout} s "
+                               "(is an engine running for this namespace?)") from None
+
+    def _listener(self) -> ReplyListener:
+        if self._replies is None:
+            self._replies = ReplyListener(self.client.bootstrap, self.client.topics).start()
+        return self._replies
+
+    def close_event(self, key: int, since_ms: int | None, timeout: float | None) -> Record:
+        """The event that closed activity `key`, read from its events partition."""
+        topic = self.client.topics.events
+        consumer = Consumer(consumer_config(
+            self.client.bootstrap, f"{self.client.topics.namespace}.activity-result.{uuid.uuid4().hex}"))
+        try:
+            start = TopicPartition(topic, partition_of_key(key), OFFSET_BEGINNING)
+            if since_ms is not None:
+                (found,) = consumer.offsets_for_times(
+                    [TopicPartition(topic, start.partition, max(0, since_ms - _LOOKBACK_MS))], 30)
+                if found.offset >= 0:
+                    start = found
+            consumer.assign([start])
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while deadline is None or time.monotonic() < deadline:
+                for msg in consume_available(consumer, 500, 0.2):
+                    if msg.error() is not None:
+                        continue
+                    record = codec.decode(msg.value(), msg.headers())
+                    if (record.key == key and record.record_type is RecordType.EVENT
+                            and record.intent in CLOSE_INTENTS):
+                        return record
+            raise TimeoutError(f"activity with key {key} did not close within {timeout} s")
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        if self._replies is not None:
+            self._replies.close()
+            self._replies = None
+
+    def __enter__(self) -> ActivityClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ActivityHandle:
+    """A scheduled activity: wait for its result, or request its cancellation."""
+
+    def __init__(self, client: ActivityClient, key: int, activity_id: str, activity_type: str,
+                 scheduled_log_time_ms: int | None) -> None:
+        self.key = key
+        self.activity_id = activity_id
+        self.activity_type = activity_type
+        self._client = client
+        self._since_ms = scheduled_log_time_ms
+        self._closed: Record | None = None
+
+    def close_event(self, timeout: float | timedelta | None = None) -> Record:
+        """ActivityTaskCompleted, -Failed, -TimedOut or -Canceled, once written."""
+        if self._closed is None:
+            seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+            self._closed = self._client.close_event(self.key, self._since_ms, seconds)
+        return self._closed
+
+    def result(self, timeout: float | timedelta | None = None) -> Any:
+        """The activity's result; raises `ActivityError` if it failed, timed out or was
+        canceled, and `TimeoutError` if it did not close within `timeout`."""
+        return outcome(self.close_event(timeout))
+
+    def cancel(self, rpc_timeout: float = 30) -> None:
+        """Request cancellation: at once if no attempt runs, else when the activity
+        acknowledges it. Raises `CommandRejectedError` if the activity is closed."""
+        reply = self._client._request(A.REQUEST_CANCEL, self.key, {}, partition_of_key(self.key), rpc_timeout)
+        if reply.record.record_type is RecordType.COMMAND_REJECTION:
+            raise _rejection(reply.record, self.activity_id)
+
+    def __repr__(self) -> str:
+        return f"ActivityHandle(key={self.key}, activity_id={self.activity_id!r})"
+
+
+_CLOSE_MESSAGES = {A.FAILED: "Activity task failed", A.TIMED_OUT: "Activity task timed out",
+                   A.CANCELED: "Activity task canceled"}
+
+
+def outcome(event: Record) -> Any:
+    """The result of a close event, or the ActivityError (with its cause chain) it stands for."""
+    v = event.value
+    if event.intent == A.COMPLETED:
+        return decode(v["result"])
+    if event.intent == A.CANCELED:
+        retry_state = RetryState.CANCEL_REQUESTED
+        cause = errors.CancelledError("Activity canceled", *decode_details(v["details"]))
+    else:
+        retry_state = RetryState[v["retry_state"]] if v["retry_state"] in RetryState.__members__ \
+            else RetryState.UNSPECIFIED
+        cause = exception_from_failure(v["failure"])
+    error = errors.ActivityError(
+        _CLOSE_MESSAGES[event.intent], activity_id=v["activity_id"], activity_type=v["activity_type"],
+        scheduled_event_id=v["scheduled_event_id"], started_event_id=v["started_event_id"],
+        identity=v["identity"], retry_state=retry_state)
+    raise error from cause
+
+
+def _rejection(record: Record, activity_id: str) -> Exception:
+    reason = record.rejection_reason or ""
+    if record.rejection_type == RejectionType.INVALID_ARGUMENT:
+        return InvalidArgument(reason)
+    if record.rejection_type == RejectionType.ALREADY_EXISTS:
+        return errors.ActivityAlreadyStartedError(reason, activity_id=activity_id)
+    return errors.CommandRejectedError(record.rejection_type or "", reason)
+
+
+def _duration(value: Timeout, name: str) -> timedelta:
+    """A timeout as a timedelta; zero means none (the wire's 0)."""
+    if value is None or value == SWF_NONE:
+        return timedelta(0)
+    if not isinstance(value, timedelta):
+        raise TypeError(f"{name} must be a timedelta, None or {SWF_NONE!r}, got {value!r}")
+    return value
+
+
+def _ms(value: timedelta) -> int:
+    # Rounded up: a positive timeout under a millisecond must not become "none" (0).
+    return -(-value // timedelta(milliseconds=1))
+
+
+def _policy_record(policy: RetryPolicy) -> dict[str, Any]:
+    return {"initial_interval_ms": _ms(policy.initial_interval),
+            "backoff_coefficient": float(policy.backoff_coefficient),
+            "maximum_interval_ms": _ms(policy.maximum_interval),
+            "maximum_attempts": policy.maximum_attempts,
+            "non_retryable_error_types": list(policy.non_retryable_error_types)}

@@ -1,0 +1,390 @@
+"""An activity worker: receives attempts from `tasks.<queue>`, STARTs, runs the function, answers.
+
+Kafka delivers each ACTIVITY_TASK record to one member of the queue's consumer group.
+For each, the worker sends START and waits for the engine's answer on its replies
+partition: only an accepted start runs the function (the engine refuses a start for an
+attempt that is over or an activity that was cancelled before it started). Then it
+answers COMPLETE, FAIL or REPORT_CANCELED for that attempt. Every command about one
+activity goes to the activity's partition through one idempotent producer, so the
+engine sees them in the order sent (a last heartbeat before the result, say).
+
+Redelivery is the engine's business (timeouts, retries): offsets are committed
+automatically and a task is never consumed twice on purpose. The worker takes no more
+tasks than it has free slots (it pauses its partitions when full), so a task it
+received but never started (it stopped first) is rare; that attempt then ends by its
+schedule-to-start or schedule-to-close timeout, as if the worker had crashed. The engine refuses
+answers for an attempt that is over, so a slow worker cannot complete an activity
+twice or complete an attempt that timed out; the refusal is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import timedelta
+from typing import Any
+
+import structlog
+from confluent_kafka import Consumer
+
+from streamproc.activity import errors
+from streamproc.activity.context import (
+    ActivityContext,
+    CancelReason,
+    info_from_task,
+    reset_current,
+    set_current,
+)
+from streamproc.activity.definition import ActivityDefinition
+from streamproc.activity.failures import failure_from_exception
+from streamproc.activity.heartbeats import NOTHING, HeartbeatSender, throttle_interval
+from streamproc.activity.payloads import decode_args, encode
+from streamproc.client.client import Client
+from streamproc.kafka.admin import TopicAdmin
+from streamproc.kafka.batching import consume_available
+from streamproc.kafka.config import consumer_config
+from streamproc.protocol import codec
+from streamproc.protocol.partitioning import partition_of_key
+from streamproc.protocol.records import ActivityIntent, Record, RecordType, RejectionType, ValueType
+from streamproc.protocol.topics import check_task_queue
+from streamproc.worker.replies import Reply, ReplyListener
+
+log = structlog.get_logger("streamproc.worker")
+
+A = ActivityIntent
+#: How long an attempt waits for the engine to accept its START before giving it up (the
+#: engine then times it out and retries it, as if this worker had crashed).
+START_REPLY_TIMEOUT_S = 30.0
+#: Rejections that mean "this attempt is over": it timed out, or the activity closed.
+_ATTEMPT_OVER = (RejectionType.NOT_FOUND, RejectionType.INVALID_STATE)
+_SENT = {A.COMPLETE: "completed", A.FAIL: "failed", A.REPORT_CANCELED: "canceled"}
+
+
+@dataclasses.dataclass
+class WorkerStats:
+    """What this worker did with the attempts it received."""
+
+    #: Attempts the engine let this worker start.
+    started: int = 0
+    #: Answers sent: COMPLETE, FAIL, REPORT_CANCELED.
+    completed: int = 0
+    failed: int = 0
+    canceled: int = 0
+    #: Answers (COMPLETE, FAIL, REPORT_CANCELED) the engine refused: the attempt was over.
+    rejected: int = 0
+    #: Results never sent, because the attempt was already known to be over.
+    dropped: int = 0
+
+
+class ActivityWorker:
+    def __init__(self, task_queue: str, activities: Iterable[Callable[..., Any]], *,
+                 bootstrap: str | None = None, namespace: str | None = None,
+                 identity: str | None = None, max_concurrent: int = 100,
+                 graceful_shutdown_timeout: timedelta = timedelta(0),
+                 partitions: int | None = None) -> None:
+        problem = check_task_queue(task_queue)
+        if problem:
+            raise ValueError(problem)
+        if max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
+        self.definitions: dict[str, ActivityDefinition] = {}
+        for fn in activities:
+            definition = ActivityDefinition.of(fn)
+            if definition.name in self.definitions:
+                raise ValueError(f"two activities are named {definition.name!r}")
+            self.definitions[definition.name] = definition
+        if not self.definitions:
+            raise ValueError("an ActivityWorker needs at least one activity")
+        self.client = Client(bootstrap, namespace)
+        self.task_queue = task_queue
+        self.identity = identity or f"{os.getpid()}@{socket.gethostname()}"
+        self.max_concurrent = max_concurrent
+        self.graceful_shutdown_timeout = graceful_shutdown_timeout
+        self.stats = WorkerStats()
+        #: Set once the queue's consumer group gave this worker its partitions.
+        self.ready = threading.Event()
+        self.replies: ReplyListener | None = None
+        self._partitions = partitions
+        self._stop = threading.Event()
+        self._lock = threading.Condition()
+        self._in_flight = 0
+        self._running: set[_Attempt] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle ----------------------------------------------------------------------------
+    def run(self) -> None:
+        """Poll and run attempts until `stop()`; then give running ones the graceful timeout."""
+        topics = self.client.topics
+        topic = TopicAdmin(self.client.bootstrap, topics).ensure_task_queue(
+            self.task_queue, self._partitions or self.client.partitions)
+        self.replies = ReplyListener(self.client.bootstrap, topics).start()
+        self._loop = asyncio.new_event_loop()
+        loop_thread = threading.Thread(target=self._loop.run_forever, name="activity-loop", daemon=True)
+        loop_thread.start()
+        executor = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="activity")
+        consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
+            "enable.auto.commit": True, "auto.commit.interval.ms": 1000,
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+        }))
+        consumer.subscribe([topic], on_assign=self._on_assign)
+        log.info("activity_worker_started", task_queue=self.task_queue, identity=self.identity,
+                 activities=sorted(self.definitions))
+        try:
+            self._poll(consumer, executor)
+        finally:
+            consumer.close()  # leave the group at once: the queue's partitions move on
+            self._shut_down(executor, loop_thread)
+
+    def start(self) -> ActivityWorker:
+        """Run in a background thread; `stop()` (or leaving a `with` block) ends it."""
+        self._thread = threading.Thread(target=self.run, name=f"activity-worker-{self.task_queue}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Ask `run()` to return; safe from a signal handler (it does not wait)."""
+        self._stop.set()
+
+    def __enter__(self) -> ActivityWorker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        if self._thread is not None:
+            self._thread.join(60)
+
+    def _on_assign(self, consumer, partitions) -> None:
+        log.info("tasks_assigned", task_queue=self.task_queue, identity=self.identity,
+                 partitions=sorted(tp.partition for tp in partitions))
+        self.ready.set()
+
+    def _poll(self, consumer: Consumer, executor: ThreadPoolExecutor) -> None:
+        paused = False
+        while not self._stop.is_set():
+            with self._lock:
+                free = self.max_concurrent - self._in_flight
+            # Paused rather than not polled: a worker busy for longer than the poll
+            # interval must keep its group membership, and its tasks must go to others.
+            if (free <= 0) != paused:
+                paused = free <= 0
+                (consumer.pause if paused else consumer.resume)(consumer.assignment())
+            for msg in consume_available(consumer, max(free, 1), 0.1):
+                if msg.error() is not None:
+                    log.warning("task_consume_error", error=str(msg.error()))
+                    continue
+                try:
+                    task = codec.decode(msg.value(), msg.headers())
+                except codec.DecodeError as exc:
+                    log.warning("task_undecodable", offset=msg.offset(), error=str(exc))
+                    continue
+                if task.value_type != ValueType.ACTIVITY_TASK or task.intent != A.ACTIVITY_TASK:
+                    log.warning("task_not_an_activity", value_type=task.value_type, intent=task.intent)
+                    continue
+                with self._lock:
+                    self._in_flight += 1
+                executor.submit(self._run_attempt, task)
+
+    def _run_attempt(self, task: Record) -> None:
+        attempt = _Attempt(self, task)
+        try:
+            attempt.run()
+        except Exception:  # a bug here must not leak a slot or kill the pool thread
+            attempt.log.exception("activity_attempt_crashed")
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._running.discard(attempt)
+                self._lock.notify_all()
+
+    def _shut_down(self, executor: ThreadPoolExecutor, loop_thread: threading.Thread) -> None:
+        with self._lock:
+            self._lock.wait_for(lambda: self._in_flight == 0, self.graceful_shutdown_timeout.total_seconds())
+            abandoned = list(self._running)
+        for attempt in abandoned:
+            attempt.ctx.cancel(CancelReason.WORKER_SHUTDOWN)
+        if abandoned:
+            log.warning("activities_abandoned_at_shutdown", count=len(abandoned),
+                        activity_ids=sorted(a.activity_id for a in abandoned))
+            # Async ones end at the cancellation; let them, so the loop stops with no task
+            # pending. Sync ones learn of it at their next heartbeat, whenever that is.
+            with self._lock:
+                self._lock.wait_for(lambda: not any(a.ctx.is_async for a in self._running), 1.0)
+        executor.shutdown(wait=False, cancel_futures=True)
+        self.client.flush()
+        self.replies.close()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        loop_thread.join(5)
+        if not loop_thread.is_alive():
+            self._loop.close()
+        log.info("activity_worker_stopped", task_queue=self.task_queue, stats=dataclasses.asdict(self.stats))
+
+    # sending -----------------------------------------------------------------------------
+    def send(self, key: int, intent: str, value: dict[str, Any], request_id: str | None = None,
+             on_reply: Callable[[Reply], bool | None] | None = None, ttl_s: float = 600) -> str:
+        """Send a command about activity `key`, answered on our replies partition."""
+        request_id = request_id or uuid.uuid4().hex
+        if on_reply is not None:
+            self.replies.expect(request_id, on_reply, ttl_s)
+        self.client.send(Record.command(ValueType.ACTIVITY_TASK, intent, value, key=key,
+                                        request_id=request_id, reply_partition=self.replies.partition),
+                         partition_of_key(key))
+        return request_id
+
+    def count(self, field: str) -> None:
+        with self._lock:
+            setattr(self.stats, field, getattr(self.stats, field) + 1)
+
+
+class _Attempt:
+    """One attempt of one activity on this worker, from START to its answer."""
+
+    def __init__(self, worker: ActivityWorker, task: Record) -> None:
+        self.worker = worker
+        self.key = task.key
+        self.task = task.value
+        self.number: int = task.value["attempt"]
+        self.activity_id: str = task.value["activity_id"]
+        self.log = log.bind(activity_id=self.activity_id, activity_key=self.key, attempt=self.number,
+                            activity_type=task.value["activity_type"])
+        self.ctx: ActivityContext | None = None
+        self._heartbeats = HeartbeatSender(throttle_interval(
+            timedelta(milliseconds=task.value["heartbeat_timeout_ms"]) or None), self._send_heartbeat)
+
+    def run(self) -> None:
+        started_ms = self._start()
+        if started_ms is None:
+            return
+        w = self.worker
+        definition = w.definitions.get(self.task["activity_type"])
+        self.ctx = ActivityContext(info_from_task(self.task, started_ms), self.heartbeat,
+                                   is_async=definition is not None and definition.is_async)
+        with w._lock:
+            w._running.add(self)
+        w.count("started")
+        if definition is None:
+            error = errors.ApplicationError(
+                f"Activity function {self.task['activity_type']} is not registered on this worker, "
+                f"available activities: {', '.join(sorted(w.definitions))}",
+                type="NotFoundError", non_retryable=True)
+            self._finish(A.FAIL, {"failure": failure_from_exception(error)})
+            return
+        try:
+            result = encode(self._call(definition, decode_args(self.task["input"])))
+        except errors.CancelledError as exc:
+            if self.ctx.cancel_reason == CancelReason.CANCEL_REQUESTED:
+                details = encode(list(exc.details)) if exc.details else None
+                self._finish(A.REPORT_CANCELED, {"details": details})
+            else:
+                self._finish(A.FAIL, {"failure": _failure(exc)})
+        except BaseException as exc:  # any error fails the attempt, never the worker
+            self.log.info("activity_raised", error=repr(exc))
+            self._finish(A.FAIL, {"failure": _failure(exc)})
+        else:
+            self._finish(A.COMPLETE, {"result": result})
+
+    def _start(self) -> int | None:
+        """Send START and wait for the engine: the attempt's start time, or None if refused."""
+        w = self.worker
+        request_id = uuid.uuid4().hex
+        answer = w.replies.first_reply(request_id, START_REPLY_TIMEOUT_S)
+        w.send(self.key, A.START, {"attempt": self.number, "identity": w.identity}, request_id)
+        try:
+            reply = answer.result(START_REPLY_TIMEOUT_S)
+        except FutureTimeout:
+            w.replies.forget(request_id)
+            self.log.warning("activity_start_unanswered", waited_s=START_REPLY_TIMEOUT_S)
+            return None
+        record = reply.record
+        if record.record_type is RecordType.COMMAND_REJECTION:
+            self.log.info("activity_start_rejected", rejection_type=record.rejection_type,
+                          reason=record.rejection_reason)
+            return None
+        return record.value["started_time_ms"]
+
+    def _call(self, definition: ActivityDefinition, args: tuple[Any, ...]) -> Any:
+        if definition.is_async:
+            future = asyncio.run_coroutine_threadsafe(_run_coroutine(self.ctx, definition.fn, args),
+                                                      self.worker._loop)
+            return future.result()
+        token = set_current(self.ctx)
+        try:
+            return definition.fn(*args)
+        finally:
+            reset_current(token)
+
+    # heartbeats ---------------------------------------------------------------------------
+    def heartbeat(self, details: tuple[Any, ...]) -> None:
+        """From activity code: sent now, or when the throttle allows."""
+        self._heartbeats.record(encode(list(details)))  # a TypeError belongs to the caller
+
+    def _send_heartbeat(self, details: str) -> None:
+        self.worker.send(self.key, A.HEARTBEAT, {"attempt": self.number, "details": details},
+                         on_reply=self._on_heartbeat_reply, ttl_s=120)
+
+    def _on_heartbeat_reply(self, reply: Reply) -> bool:
+        record = reply.record
+        if record.record_type is RecordType.COMMAND_REJECTION:
+            if record.rejection_type in _ATTEMPT_OVER:
+                if self.ctx.cancel(CancelReason.ATTEMPT_OVER):
+                    self.log.info("activity_attempt_over", reason=record.rejection_reason)
+            else:
+                self.log.warning("activity_heartbeat_rejected", rejection_type=record.rejection_type,
+                                 reason=record.rejection_reason)
+        elif record.value.get("cancel_requested") and self.ctx.cancel(CancelReason.CANCEL_REQUESTED):
+            self.log.info("activity_cancel_requested")
+        return True
+
+    # answering ----------------------------------------------------------------------------
+    def _finish(self, intent: str, value: dict[str, Any]) -> None:
+        """Send the answer, after any heartbeat still pending; or drop it if the attempt is
+        known to be over, or the worker stopped without it (the engine will time it out)."""
+        pending = self._heartbeats.close()  # no heartbeat leaves after this
+        reason = self.ctx.cancel_reason
+        if reason in (CancelReason.ATTEMPT_OVER, CancelReason.WORKER_SHUTDOWN):
+            self.log.warning("activity_result_dropped", answer=intent, reason=reason)
+            self.worker.count("dropped")
+            return
+        if pending is not NOTHING:
+            self._send_heartbeat(pending)
+        self.worker.send(self.key, intent, {"attempt": self.number, **value},
+                         on_reply=self._on_answer, ttl_s=120)
+        self.worker.count(_SENT[intent])
+
+    def _on_answer(self, reply: Reply) -> bool:
+        # Only a refusal matters: an accepted FAIL that is retried gets no reply at all.
+        record = reply.record
+        if record.record_type is RecordType.COMMAND_REJECTION:
+            self.log.warning("activity_answer_rejected", answer=record.intent,
+                             rejection_type=record.rejection_type, reason=record.rejection_reason)
+            self.worker.count("rejected")
+        return True
+
+
+async def _run_coroutine(ctx: ActivityContext, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    # The task runs in a copy of the loop's context: set the attempt there.
+    set_current(ctx)
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    ctx.on_cancel(lambda: loop.call_soon_threadsafe(task.cancel))
+    try:
+        return await fn(*args)
+    except asyncio.CancelledError:
+        raise errors.CancelledError(f"activity cancelled: {ctx.cancel_reason}") from None
+
+
+def _failure(exc: BaseException) -> dict[str, Any]:
+    try:
+        return failure_from_exception(exc)
+    except TypeError as bad:  # details that JSON cannot hold: still fail, and say why
+        return failure_from_exception(errors.ApplicationError(
+            f"{type(exc).__name__}: {exc} (its details could not be encoded: {bad})",
+            type=getattr(exc, "type", None) or type(exc).__name__,
+            non_retryable=bool(getattr(exc, "non_retryable", False))))

@@ -1,0 +1,160 @@
+"""Answers to our own commands, read from one partition of `<ns>.replies`.
+
+A command that sets `reply_partition` gets its events or rejection (and reply-only
+records such as HEARTBEAT_RECORDED) written there with its `request_id`. A process
+picks one partition at random, so many workers and clients spread over the topic, and
+reads it from its end: older replies were for someone else. Records are dispatched by
+request id to whoever registered for it; everything else is skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+
+import structlog
+from confluent_kafka import Consumer, TopicPartition
+
+from streamproc.kafka.admin import TopicAdmin
+from streamproc.kafka.batching import consume_available
+from streamproc.kafka.config import consumer_config
+from streamproc.protocol import codec
+from streamproc.protocol.records import Record
+from streamproc.protocol.topics import Topics
+
+log = structlog.get_logger("streamproc.replies")
+
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reply:
+    record: Record
+    #: When the reply was appended to the log (Kafka timestamp, wall clock). The events
+    #: the engine wrote in the same transaction are at about this time on the events topic.
+    log_time_ms: int
+
+
+#: Called with each reply to a request; returning True means "no more, forget me".
+ReplyCallback = Callable[[Reply], bool | None]
+
+#: A request nobody answers (the engine is down, the command was lost) must not be
+#: remembered forever.
+DEFAULT_TTL_S = 600.0
+
+
+class ReplyListener:
+    def __init__(self, bootstrap: str, topics: Topics, partition: int | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics
+        self.partition = partition if partition is not None else -1
+        self._waiters: dict[str, tuple[ReplyCallback, float]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._consumer: Consumer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, timeout: float = 60) -> ReplyListener:
+        """Pick the partition and its current end; replies to commands sent after this
+        returns are seen. Waits up to `timeout` for the engine to create the topic."""
+        topic = self.topics.replies
+        if self.partition < 0:
+            count = TopicAdmin(self.bootstrap, self.topics).partitions(topic, timeout)
+            self.partition = random.randrange(count)
+        # No group membership and no commits: the group id only satisfies the client.
+        self._consumer = Consumer(consumer_config(
+            self.bootstrap, f"{self.topics.namespace}.replies.{uuid.uuid4().hex}"))
+        # The end offset now, not OFFSET_END: that is resolved on the first fetch, and a
+        # reply written before it would be skipped.
+        _, end = self._consumer.get_watermark_offsets(TopicPartition(topic, self.partition), timeout)
+        self._consumer.assign([TopicPartition(topic, self.partition, end)])
+        self._thread = threading.Thread(target=self._run, name="replies", daemon=True)
+        self._thread.start()
+        return self
+
+    # registering --------------------------------------------------------------------------
+    def expect(self, request_id: str, callback: ReplyCallback, ttl_s: float = DEFAULT_TTL_S) -> None:
+        """Call `callback` (on the listener's thread) with each reply to `request_id`
+        until it returns True, `forget` is called or `ttl_s` passed. Register before sending."""
+        with self._lock:
+            self._waiters[request_id] = (callback, time.monotonic() + ttl_s)
+
+    def first_reply(self, request_id: str, ttl_s: float = DEFAULT_TTL_S) -> Future[Reply]:
+        """A future of the first reply to `request_id` (the event or the rejection)."""
+        future: Future[Reply] = Future()
+
+        def resolve(reply: Reply) -> bool:
+            if not future.done():
+                future.set_result(reply)
+            return True
+
+        self.expect(request_id, resolve, ttl_s)
+        return future
+
+    def forget(self, request_id: str) -> None:
+        with self._lock:
+            self._waiters.pop(request_id, None)
+
+    @property
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._waiters)
+
+    # reading ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        next_purge = time.monotonic() + 1
+        while not self._stop.is_set():
+            for msg in consume_available(self._consumer, 500, 0.1):
+                if msg.error() is not None:
+                    log.warning("reply_consume_error", error=str(msg.error()))
+                    continue
+                try:
+                    record = codec.decode(msg.value(), msg.headers())
+                except codec.DecodeError as exc:
+                    log.warning("reply_undecodable", offset=msg.offset(), error=str(exc))
+                    continue
+                self._dispatch(record, msg.timestamp()[1])
+            if time.monotonic() >= next_purge:
+                self._purge_expired()
+                next_purge = time.monotonic() + 1
+
+    def _dispatch(self, record: Record, kafka_timestamp_ms: int) -> None:
+        if record.request_id is None:
+            return
+        with self._lock:
+            entry = self._waiters.get(record.request_id)
+        if entry is None:
+            return
+        try:
+            done = entry[0](Reply(record, kafka_timestamp_ms))
+        except Exception:  # a waiter's bug must not stop replies to everyone else
+            log.exception("reply_callback_failed", request_id=record.request_id)
+            done = True
+        if done:
+            self.forget(record.request_id)
+
+    def _purge_expired(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            expired = [rid for rid, (_, deadline) in self._waiters.items() if deadline <= now]
+            for rid in expired:
+                del self._waiters[rid]
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def __enter__(self) -> ReplyListener:
+        return self.start() if self._thread is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
