@@ -24,10 +24,11 @@ JSON_CONTENT_TYPE = b"application/json"
 CONTENT_TYPE_HEADER = "content-type"
 
 #: Which Record field holds the value of each value type.
-VALUE_FIELDS = {"JOB": "job", "INCIDENT": "incident", "ACTIVITY_TASK": "activity_task"}
+VALUE_FIELDS = {"JOB": "job", "INCIDENT": "incident", "ACTIVITY_TASK": "activity_task",
+                "WORKFLOW": "workflow"}
 #: Schema files in dependency order (a schema after the ones it names).
 SCHEMA_FILES = ("JobRecord", "IncidentRecord", "FailureRecord", "RetryPolicyRecord",
-                "ActivityTaskRecord", "Record")
+                "ActivityTaskRecord", "WorkflowRecord", "Record")
 
 
 class DecodeError(ValueError):
@@ -51,7 +52,8 @@ def _value_defaults(schema_name: str) -> dict[str, Any]:
 
 
 VALUE_DEFAULTS = {"JOB": _value_defaults("JobRecord"), "INCIDENT": _value_defaults("IncidentRecord"),
-                  "ACTIVITY_TASK": _value_defaults("ActivityTaskRecord")}
+                  "ACTIVITY_TASK": _value_defaults("ActivityTaskRecord"),
+                  "WORKFLOW": _value_defaults("WorkflowRecord")}
 
 
 def with_defaults(value_type: str, value: dict[str, Any] | None) -> dict[str, Any]:
@@ -66,7 +68,8 @@ def with_defaults(value_type: str, value: dict[str, Any] | None) -> dict[str, An
 
 
 _VALUE_SCHEMAS = {"job": "streamproc.JobRecord", "incident": "streamproc.IncidentRecord",
-                  "activity_task": "streamproc.ActivityTaskRecord"}
+                  "activity_task": "streamproc.ActivityTaskRecord",
+                  "workflow": "streamproc.WorkflowRecord"}
 
 
 def _to_avro_dict(record: Record) -> dict[str, Any]:
@@ -85,6 +88,7 @@ def _to_avro_dict(record: Record) -> dict[str, Any]:
         "job": None,
         "incident": None,
         "activity_task": None,
+        "workflow": None,
     }
     field = VALUE_FIELDS.get(record.value_type)
     if field is not None and record.value is not None:

@@ -21,6 +21,7 @@ class ValueType(StrEnum):
     JOB = "JOB"
     INCIDENT = "INCIDENT"
     ACTIVITY_TASK = "ACTIVITY_TASK"
+    WORKFLOW = "WORKFLOW"
     #: Only on rejections of commands that could not be decoded.
     UNKNOWN = "UNKNOWN"
 
@@ -76,6 +77,36 @@ class ActivityIntent(StrEnum):
     HEARTBEAT_RECORDED = "HEARTBEAT_RECORDED"
     #: Not an event: the record a worker receives on tasks.<queue> for an attempt.
     ACTIVITY_TASK = "ACTIVITY_TASK"
+
+
+class WorkflowIntent(StrEnum):
+    """Workflow commands and replies (docs/workflow-protocol.md).
+
+    History events about a workflow are records whose intent is the `EventType` member
+    name (``WORKFLOW_EXECUTION_STARTED``, ``TIMER_FIRED``, ...), not one of these.
+    """
+
+    # commands from clients
+    START = "START"
+    REQUEST_CANCEL = "REQUEST_CANCEL"
+    TERMINATE = "TERMINATE"
+    DESCRIBE = "DESCRIBE"
+    GET_HISTORY = "GET_HISTORY"
+    # commands from workflow workers
+    TASK_COMPLETE = "TASK_COMPLETE"
+    TASK_FAIL = "TASK_FAIL"
+    # commands from the due-date checker (re-checked against state; stale -> rejection)
+    TASK_TIME_OUT = "TASK_TIME_OUT"
+    TIMER_FIRE = "TIMER_FIRE"
+    RUN_TIME_OUT = "RUN_TIME_OUT"
+    EXECUTION_TIME_OUT = "EXECUTION_TIME_OUT"
+    BACKOFF_START = "BACKOFF_START"
+    # answers on the replies topic
+    STARTED = "STARTED"
+    DESCRIBED = "DESCRIBED"
+    HISTORY_PAGE = "HISTORY_PAGE"
+    #: Not an event: the record a workflow worker receives on workflow-tasks.<queue>.
+    WORKFLOW_TASK = "WORKFLOW_TASK"
 
 
 class IncidentIntent(StrEnum):

@@ -39,9 +39,15 @@ class Topics:
     def tasks(self, queue: str) -> str:
         return f"{self.namespace}.tasks.{queue}"
 
+    def workflow_tasks(self, queue: str) -> str:
+        return f"{self.namespace}.workflow-tasks.{queue}"
+
     @property
     def engine_group(self) -> str:
         return f"{self.namespace}.engine"
 
     def worker_group(self, queue: str) -> str:
         return f"{self.namespace}.workers.{queue}"
+
+    def workflow_worker_group(self, queue: str) -> str:
+        return f"{self.namespace}.workflow-workers.{queue}"
