@@ -6,6 +6,7 @@ import collections
 import time
 
 from streamproc.client.events import EventReader
+from streamproc.client.activities import CLOSE_INTENTS as ACTIVITY_CLOSE_INTENTS
 from streamproc.protocol.records import RecordType
 
 
@@ -25,6 +26,13 @@ class EventLog:
     def events(self, value_type: str = "JOB", intent: str | None = None) -> list:
         return [r for r in self.records if r.record_type is RecordType.EVENT
                 and r.value_type == value_type and (intent is None or r.intent == intent)]
+
+    def activity_history(self, key: int, timeout: float) -> list:
+        """Activity `key`'s events in order, once its close event was read."""
+        def closed(log: EventLog) -> bool:
+            return any(r.key == key and r.intent in ACTIVITY_CLOSE_INTENTS for r in log.events("ACTIVITY_TASK"))
+        self.read_until(closed, timeout)
+        return [r for r in self.events("ACTIVITY_TASK") if r.key == key]
 
     def rejections(self) -> list:
         return [r for r in self.records if r.record_type is RecordType.COMMAND_REJECTION]
