@@ -2,6 +2,15 @@
 
 from streamproc.client.activities import ActivityClient, ActivityHandle
 from streamproc.client.client import Client
+from streamproc.client.errors import (
+    WorkflowAlreadyStartedError,
+    WorkflowContinuedAsNewError,
+    WorkflowFailureError,
+    WorkflowNotFoundError,
+)
 from streamproc.client.events import EventReader
+from streamproc.client.workflow_handle import WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
 
-__all__ = ["Client", "EventReader", "ActivityClient", "ActivityHandle"]
+__all__ = ["Client", "EventReader", "ActivityClient", "ActivityHandle", "WorkflowHandle",
+           "WorkflowHistory", "WorkflowExecutionDescription", "WorkflowAlreadyStartedError",
+           "WorkflowFailureError", "WorkflowContinuedAsNewError", "WorkflowNotFoundError"]

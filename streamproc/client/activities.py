@@ -30,6 +30,8 @@ from streamproc.activity.definition import ActivityDefinition
 from streamproc.activity.failures import exception_from_failure
 from streamproc.activity.payloads import decode, decode_details, encode_args
 from streamproc.client.client import Client
+from streamproc.client.wire_values import ceil_ms as _ms
+from streamproc.client.wire_values import retry_policy_record as _policy_record
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol import codec
@@ -251,16 +253,3 @@ def _duration(value: Timeout, name: str) -> timedelta:
     if not isinstance(value, timedelta):
         raise TypeError(f"{name} must be a timedelta, None or {SWF_NONE!r}, got {value!r}")
     return value
-
-
-def _ms(value: timedelta) -> int:
-    # Rounded up: a positive timeout under a millisecond must not become "none" (0).
-    return -(-value // timedelta(milliseconds=1))
-
-
-def _policy_record(policy: RetryPolicy) -> dict[str, Any]:
-    return {"initial_interval_ms": _ms(policy.initial_interval),
-            "backoff_coefficient": float(policy.backoff_coefficient),
-            "maximum_interval_ms": _ms(policy.maximum_interval),
-            "maximum_attempts": policy.maximum_attempts,
-            "non_retryable_error_types": list(policy.non_retryable_error_types)}

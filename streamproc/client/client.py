@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Producer
 
+from streamproc.client.workflows import WorkflowOperations
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.config import producer_config
 from streamproc.protocol import codec
@@ -27,7 +28,7 @@ def _ms(value: timedelta) -> int:
     return int(value.total_seconds() * 1000)
 
 
-class Client:
+class Client(WorkflowOperations):
     def __init__(self, bootstrap: str | None = None, namespace: str | None = None,
                  **producer_overrides: Any) -> None:
         settings = Settings.from_env(bootstrap=bootstrap, namespace=namespace)
@@ -102,6 +103,7 @@ class Client:
             raise RuntimeError(f"{len(errors)} commands failed to send, first: {errors[0]}")
 
     def close(self) -> None:
+        self.close_workflow_requests()
         self.flush()
 
     def __enter__(self) -> Client:

@@ -1,0 +1,131 @@
+"""Read a workflow's history events from the events topic, as a client waiting for a result.
+
+Every history event the engine appends is also a WORKFLOW record on `<ns>.events`, in
+the partition of the workflow id (docs/workflow-protocol.md). A client reads only that
+partition, from about when it started the run (or from the beginning for a handle on a
+run started elsewhere), and keeps the records of its workflow id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from streamproc.kafka.batching import consume_available
+from streamproc.kafka.config import consumer_config
+from streamproc.protocol import codec
+from streamproc.protocol.records import Record, RecordType, ValueType
+
+__all__ = ["WorkflowEvent", "CLOSE_EVENTS", "workflow_event", "WorkflowEventScanner"]
+
+#: Event types that end a run.
+CLOSE_EVENTS = frozenset({
+    "WORKFLOW_EXECUTION_COMPLETED", "WORKFLOW_EXECUTION_FAILED", "WORKFLOW_EXECUTION_TIMED_OUT",
+    "WORKFLOW_EXECUTION_CANCELED", "WORKFLOW_EXECUTION_TERMINATED", "WORKFLOW_EXECUTION_CONTINUED_AS_NEW"})
+#: How far before the start's answer to begin reading: the events of the run's start
+#: were committed in the same transaction, at about that time.
+LOOKBACK_MS = 60_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkflowEvent:
+    """One history event of one run, as read from the events topic."""
+
+    workflow_id: str
+    run_id: str
+    event_id: int
+    event_type: str
+    event_time_ms: int
+    attributes: dict[str, Any]
+
+    @property
+    def is_close(self) -> bool:
+        return self.event_type in CLOSE_EVENTS
+
+    def as_history_event(self) -> dict[str, Any]:
+        """The JSON object of docs/workflow-protocol.md."""
+        return {"event_id": self.event_id, "event_type": self.event_type,
+                "event_time_ms": self.event_time_ms, "attributes": self.attributes}
+
+
+def workflow_event(record: Record) -> WorkflowEvent | None:
+    """The history event a record of the events topic carries, or None if it is another record."""
+    if record.record_type is not RecordType.EVENT or record.value_type != ValueType.WORKFLOW:
+        return None
+    v = record.value
+    attributes = orjson.loads(v["attributes"]) if v.get("attributes") else {}
+    return WorkflowEvent(v["workflow_id"], v["run_id"], v["event_id"], record.intent,
+                         v["event_time_ms"], attributes)
+
+
+class WorkflowEventScanner:
+    """Reads history events of one events partition, filtered by workflow id."""
+
+    def __init__(self, bootstrap: str, topic: str, partition: int, *, since_ms: int | None = None,
+                 group_prefix: str = "streamproc") -> None:
+        self.topic, self.partition = topic, partition
+        # No group membership and no commits: the group id only satisfies the client.
+        self._consumer = Consumer(consumer_config(bootstrap, f"{group_prefix}.workflow-events.{uuid.uuid4().hex}"))
+        start = TopicPartition(topic, partition, OFFSET_BEGINNING)
+        if since_ms is not None:
+            (found,) = self._consumer.offsets_for_times(
+                [TopicPartition(topic, partition, max(0, since_ms - LOOKBACK_MS))], 30)
+            if found.offset >= 0:
+                start = found
+        self._start = start
+        self._consumer.assign([start])
+
+    def rewind(self) -> None:
+        """Read again from where this scanner started."""
+        self._consumer.assign([TopicPartition(self.topic, self.partition, self._start.offset)])
+
+    def events(self, workflow_id: str | None, timeout: float | None) -> Iterator[WorkflowEvent]:
+        """Events of `workflow_id` (every workflow's if None) as they are read; stops
+        with TimeoutError after `timeout` seconds (never when None)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while deadline is None or time.monotonic() < deadline:
+            yield from self._read(workflow_id)
+        raise TimeoutError(f"no further event of workflow {workflow_id!r} within {timeout} s")
+
+    def existing(self, workflow_id: str | None, timeout: float = 30) -> list[WorkflowEvent]:
+        """Every event of `workflow_id` committed so far (up to the partition's end now)."""
+        _, end = self._consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout)
+        out: list[WorkflowEvent] = []
+        deadline = time.monotonic() + timeout
+        while self._position() < end:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"events partition {self.partition} not read to {end} within {timeout} s")
+            out += self._read(workflow_id)
+        return out
+
+    def _read(self, workflow_id: str | None) -> list[WorkflowEvent]:
+        out = []
+        for msg in consume_available(self._consumer, 500, 0.2):
+            if msg.error() is not None:
+                continue
+            try:
+                event = workflow_event(codec.decode(msg.value(), msg.headers()))
+            except (codec.DecodeError, ValueError, KeyError):
+                continue  # not ours to judge: the events topic is read by many
+            if event is not None and (workflow_id is None or event.workflow_id == workflow_id):
+                out.append(event)
+        return out
+
+    def _position(self) -> int:
+        (tp,) = self._consumer.position([TopicPartition(self.topic, self.partition)])
+        return tp.offset if tp.offset >= 0 else -1
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def __enter__(self) -> WorkflowEventScanner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

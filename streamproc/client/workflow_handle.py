@@ -1,0 +1,260 @@
+"""A handle on a workflow execution: its result, description, history, cancel and terminate.
+
+Commands about a workflow go to the partition of its id with our replies partition:
+DESCRIBE is answered by one DESCRIBED record, GET_HISTORY by HISTORY_PAGE records (one
+per page, a long history being several), REQUEST_CANCEL and TERMINATE by their event or
+a rejection. The result is not a reply: it is the run's close event, read from the
+events partition of the workflow id, following continue-as-new and retries to the last
+run as Temporal's ``result()`` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from streamproc.activity.failures import exception_from_failure
+from streamproc.activity.payloads import decode, decode_details
+from streamproc.client.errors import (
+    CancelledError,
+    CommandRejectedError,
+    FailureError,
+    InvalidArgument,
+    TerminatedError,
+    TimeoutError,
+    WorkflowContinuedAsNewError,
+    WorkflowFailureError,
+    WorkflowNotFoundError,
+)
+from streamproc.client.workflow_events import WorkflowEvent, WorkflowEventScanner
+from streamproc.protocol.partitioning import partition_for
+from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType, WorkflowIntent
+from streamproc.semantics import TimeoutType
+from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
+
+if TYPE_CHECKING:
+    from streamproc.worker.replies import Reply, ReplyListener
+
+__all__ = ["WorkflowHandle", "WorkflowRequests", "WorkflowHistory", "WorkflowExecutionDescription",
+           "outcome_of_close"]
+
+_CONTINUED = "WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
+
+
+class WorkflowRequests:
+    """Sends workflow commands for a client and waits for their answers on one replies partition."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._replies: ReplyListener | None = None
+        self._lock = threading.Lock()
+
+    def request(self, intent: str, value: dict[str, Any], rpc_timeout: float, *,
+                request_id: str | None = None,
+                accept: Callable[[Record], bool] | None = None) -> Reply:
+        """Send a command about `value["workflow_id"]`; the first reply that is a rejection
+        or that `accept`s (any, by default)."""
+        future: Future[Reply] = Future()
+
+        def on_reply(reply: Reply) -> bool:
+            record = reply.record
+            if record.record_type is RecordType.COMMAND_REJECTION or accept is None or accept(record):
+                if not future.done():
+                    future.set_result(reply)
+                return True
+            return False
+
+        self._send(intent, value, request_id or uuid.uuid4().hex, on_reply, rpc_timeout)
+        return self._wait(future, intent, rpc_timeout)
+
+    def pages(self, value: dict[str, Any], rpc_timeout: float) -> list[Record] | Record:
+        """GET_HISTORY's HISTORY_PAGE records in page order, or its rejection."""
+        future: Future[list[Record] | Record] = Future()
+        pages: dict[int, Record] = {}
+
+        def on_reply(reply: Reply) -> bool:
+            record = reply.record
+            if record.record_type is RecordType.COMMAND_REJECTION:
+                future.set_result(record)
+                return True
+            if record.intent != WorkflowIntent.HISTORY_PAGE:
+                return False
+            pages[record.value["page"]] = record
+            if len(pages) < record.value["pages"]:
+                return False
+            future.set_result([pages[n] for n in sorted(pages)])
+            return True
+
+        self._send(WorkflowIntent.GET_HISTORY, value, uuid.uuid4().hex, on_reply, rpc_timeout)
+        return self._wait(future, WorkflowIntent.GET_HISTORY, rpc_timeout)
+
+    def scanner(self, workflow_id: str, since_ms: int | None) -> WorkflowEventScanner:
+        topics = self.client.topics
+        return WorkflowEventScanner(self.client.bootstrap, topics.events,
+                                    partition_for(workflow_id, self.client.partitions),
+                                    since_ms=since_ms, group_prefix=topics.namespace)
+
+    def _send(self, intent: str, value: dict[str, Any], request_id: str,
+              on_reply: Callable[[Reply], bool], ttl_s: float) -> None:
+        replies = self._listener()
+        replies.expect(request_id, on_reply, ttl_s)
+        self.client.send(Record.command(ValueType.WORKFLOW, intent, value, request_id=request_id,
+                                        reply_partition=replies.partition),
+                         partition_for(value["workflow_id"], self.client.partitions))
+
+    @staticmethod
+    def _wait(future: Future, intent: str, rpc_timeout: float) -> Any:
+        try:
+            return future.result(rpc_timeout)
+        except FutureTimeout:
+            raise TimeoutError(f"no answer to {intent} within {rpc_timeout} s "
+                               "(is an engine running for this namespace?)") from None
+
+    def _listener(self) -> ReplyListener:
+        with self._lock:
+            if self._replies is None:
+                # Imported here: the worker package imports the client.
+                from streamproc.worker.replies import ReplyListener
+
+                self._replies = ReplyListener(self.client.bootstrap, self.client.topics).start()
+            return self._replies
+
+    def close(self) -> None:
+        with self._lock:
+            if self._replies is not None:
+                self._replies.close()
+                self._replies = None
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkflowHistory:
+    """A run's history events (JSON objects of docs/workflow-protocol.md), in order."""
+
+    workflow_id: str
+    events: list[dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkflowExecutionDescription:
+    """What DESCRIBE answered; `raw` holds every attribute the engine sent."""
+
+    raw: dict[str, Any]
+
+    @property
+    def status(self) -> WorkflowExecutionStatus:
+        status = self.raw.get("status", "UNSPECIFIED")
+        if isinstance(status, int):
+            return WorkflowExecutionStatus(status)
+        return WorkflowExecutionStatus[status.removeprefix("WORKFLOW_EXECUTION_STATUS_")]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.raw[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class WorkflowHandle:
+    def __init__(self, requests: WorkflowRequests, workflow_id: str, *, run_id: str | None,
+                 result_run_id: str | None, first_execution_run_id: str | None,
+                 started_log_time_ms: int | None) -> None:
+        self.id = workflow_id
+        self.run_id = run_id
+        self.result_run_id = result_run_id
+        self.first_execution_run_id = first_execution_run_id
+        self._requests = requests
+        self._since_ms = started_log_time_ms
+
+    def result(self, timeout: float | timedelta | None = None, *, follow_runs: bool = True) -> Any:
+        """The result of the run (the last run, following continue-as-new and retries).
+
+        Raises `WorkflowFailureError` whose cause is how the run ended, and `TimeoutError`
+        if it did not end within `timeout` seconds.
+        """
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        with self._requests.scanner(self.id, self._since_ms) as scanner:
+            run_id = self.result_run_id or self._current_run(scanner)
+            for event in scanner.events(self.id, seconds):
+                if event.run_id != run_id or not event.is_close:
+                    continue
+                next_run = event.attributes.get("new_execution_run_id") or ""
+                if next_run and follow_runs:
+                    run_id = next_run
+                    continue
+                return outcome_of_close(event)
+        raise AssertionError("unreachable: events() ends with TimeoutError")
+
+    def _current_run(self, scanner: WorkflowEventScanner) -> str:
+        started = [e for e in scanner.existing(self.id) if e.event_type == "WORKFLOW_EXECUTION_STARTED"]
+        if not started:
+            raise WorkflowNotFoundError(f"workflow not found for ID: {self.id}")
+        # Read again from the start: the current run's close may be among these events.
+        scanner.rewind()
+        return started[-1].run_id
+
+    def describe(self, rpc_timeout: float = 30) -> WorkflowExecutionDescription:
+        record = self._command(WorkflowIntent.DESCRIBE, {}, rpc_timeout, WorkflowIntent.DESCRIBED)
+        return WorkflowExecutionDescription(orjson.loads(record.value["attributes"] or "{}"))
+
+    def fetch_history(self, rpc_timeout: float = 30) -> WorkflowHistory:
+        """The run's whole history, however many pages the engine sends it in."""
+        answer = self._requests.pages({"workflow_id": self.id, "run_id": self.run_id or ""}, rpc_timeout)
+        if isinstance(answer, Record):
+            raise _rejection(answer, self.id)
+        return WorkflowHistory(self.id, [e for page in answer for e in orjson.loads(page.value["history"])])
+
+    def cancel(self, reason: str = "", rpc_timeout: float = 30) -> None:
+        """Ask the run to cancel; the workflow code decides what that means."""
+        self._command(WorkflowIntent.REQUEST_CANCEL, {"reason": reason}, rpc_timeout)
+
+    def terminate(self, reason: str = "", rpc_timeout: float = 30) -> None:
+        """End the run now, without running any more of its code."""
+        self._command(WorkflowIntent.TERMINATE, {"reason": reason}, rpc_timeout)
+
+    def _command(self, intent: str, value: dict[str, Any], rpc_timeout: float,
+                 answer_intent: str | None = None) -> Record:
+        reply = self._requests.request(
+            intent, {"workflow_id": self.id, "run_id": self.run_id or "", **value}, rpc_timeout,
+            accept=None if answer_intent is None else (lambda r: r.intent == answer_intent))
+        if reply.record.record_type is RecordType.COMMAND_REJECTION:
+            raise _rejection(reply.record, self.id)
+        return reply.record
+
+    def __repr__(self) -> str:
+        return f"WorkflowHandle(id={self.id!r}, run_id={self.run_id!r})"
+
+
+def outcome_of_close(event: WorkflowEvent) -> Any:
+    """The result a close event carries, or the WorkflowFailureError it stands for."""
+    a = event.attributes
+    if event.event_type == "WORKFLOW_EXECUTION_COMPLETED":
+        return decode(a.get("result"))
+    if event.event_type == _CONTINUED:
+        raise WorkflowContinuedAsNewError(a.get("new_execution_run_id", ""))
+    cause: FailureError
+    if event.event_type == "WORKFLOW_EXECUTION_FAILED":
+        cause = exception_from_failure(a.get("failure")) or FailureError("Workflow failed")
+    elif event.event_type == "WORKFLOW_EXECUTION_CANCELED":
+        cause = CancelledError("Workflow cancelled", *decode_details(a.get("details")))
+    elif event.event_type == "WORKFLOW_EXECUTION_TERMINATED":
+        cause = TerminatedError(a.get("reason") or "Workflow terminated")
+    else:
+        cause = TimeoutError("Workflow timed out", type=TimeoutType.START_TO_CLOSE)
+    raise WorkflowFailureError(cause=cause, workflow_id=event.workflow_id, run_id=event.run_id)
+
+
+def _rejection(record: Record, workflow_id: str) -> Exception:
+    reason = record.rejection_reason or ""
+    if record.rejection_type == RejectionType.NOT_FOUND:
+        return WorkflowNotFoundError(reason or f"workflow not found for ID: {workflow_id}")
+    if record.rejection_type == RejectionType.INVALID_ARGUMENT:
+        return InvalidArgument(reason)
+    return CommandRejectedError(record.rejection_type or "", reason)

@@ -1,0 +1,161 @@
+"""Start workflows and get handles on them, as Temporal's client does::
+
+    with Client() as client:
+        handle = client.start_workflow(OrderWorkflow.run, "order-1", id="order-1", task_queue="orders")
+        print(handle.result(timeout=60))
+
+These are methods of `Client` (mixed in here so the job client stays small). START
+goes to the partition of the workflow id with our replies partition, so its answer
+(STARTED with the run id, or the rejection) comes back at once. Arguments are checked
+here with the engine's own rules and messages first, so a bad timeout raises the same
+`InvalidArgument` before sending that the engine would answer with.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from streamproc.activity.payloads import encode_args
+from streamproc.client.errors import CommandRejectedError, InvalidArgument, WorkflowAlreadyStartedError
+from streamproc.client.wire_values import ceil_ms, retry_policy_record
+from streamproc.client.workflow_handle import WorkflowHandle, WorkflowRequests
+from streamproc.protocol.records import RecordType, RejectionType, WorkflowIntent
+from streamproc.protocol.topics import check_task_queue
+from streamproc.semantics import RetryPolicy, normalize_workflow_retry_policy
+from streamproc.semantics.workflow_ids import (
+    WorkflowIdConflictPolicy,
+    WorkflowIdReusePolicy,
+    normalize_workflow_id_policies,
+    validate_workflow_id,
+)
+from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, normalize_workflow_timeouts
+
+__all__ = ["WorkflowOperations", "workflow_type_of"]
+
+_UNSET: Any = object()
+_RUN_ID = re.compile(r"RunId: ([^,.\s]+)")
+
+
+class WorkflowOperations:
+    """The workflow methods of `Client`; uses its `send`, `partitions`, `topics`, `bootstrap`."""
+
+    _workflow_requests: WorkflowRequests | None = None
+
+    def start_workflow(self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *, id: str,
+                       task_queue: str, args: Sequence[Any] = (),
+                       execution_timeout: timedelta | None = None, run_timeout: timedelta | None = None,
+                       task_timeout: timedelta | None = None, retry_policy: RetryPolicy | None = None,
+                       id_reuse_policy: WorkflowIdReusePolicy = WorkflowIdReusePolicy.ALLOW_DUPLICATE,
+                       id_conflict_policy: WorkflowIdConflictPolicy = WorkflowIdConflictPolicy.UNSPECIFIED,
+                       identity: str = "", request_id: str | None = None,
+                       rpc_timeout: float = 30) -> WorkflowHandle:
+        """Start a run of `workflow` (``MyWorkflow.run``, the class, or the type name).
+
+        Raises `InvalidArgument`, `WorkflowAlreadyStartedError` (the id is taken under
+        the policies), or `TimeoutError` if the engine did not answer within `rpc_timeout`.
+        """
+        workflow_type = workflow_type_of(workflow)
+        if arg is not _UNSET:
+            if args:
+                raise ValueError("give either arg or args, not both")
+            args = [arg]
+        requested = WorkflowTimeouts(*(_duration(v, name) for v, name in (
+            (execution_timeout, "execution_timeout"), (run_timeout, "run_timeout"),
+            (task_timeout, "task_timeout"))))
+        validate_workflow_id(id)
+        problem = (None if workflow_type else "WorkflowType is not set on request.") or check_task_queue(task_queue)
+        if problem:
+            raise InvalidArgument(problem)
+        normalize_workflow_timeouts(requested)
+        normalize_workflow_id_policies(WorkflowIdReusePolicy(id_reuse_policy),
+                                       WorkflowIdConflictPolicy(id_conflict_policy))
+        normalize_workflow_retry_policy(retry_policy)
+        value = {
+            "workflow_id": id, "workflow_type": workflow_type, "task_queue": task_queue,
+            "input": encode_args(args),
+            "workflow_execution_timeout_ms": ceil_ms(requested.execution),
+            "workflow_run_timeout_ms": ceil_ms(requested.run),
+            "workflow_task_timeout_ms": ceil_ms(requested.task),
+            "retry_policy": None if retry_policy is None else retry_policy_record(retry_policy),
+            "id_reuse_policy": _policy_name(WorkflowIdReusePolicy(id_reuse_policy)),
+            "id_conflict_policy": _policy_name(WorkflowIdConflictPolicy(id_conflict_policy)),
+            "identity": identity,
+        }
+        reply = self.workflow_requests.request(
+            WorkflowIntent.START, value, rpc_timeout, request_id=request_id or uuid.uuid4().hex,
+            accept=lambda r: r.intent == WorkflowIntent.STARTED)
+        record = reply.record
+        if record.record_type is RecordType.COMMAND_REJECTION:
+            reason = record.rejection_reason or ""
+            if record.rejection_type == RejectionType.ALREADY_EXISTS:
+                found = _RUN_ID.search(reason)
+                raise WorkflowAlreadyStartedError(reason, workflow_id=id, workflow_type=workflow_type,
+                                                  run_id=found.group(1) if found else "")
+            if record.rejection_type == RejectionType.INVALID_ARGUMENT:
+                raise InvalidArgument(reason)
+            raise CommandRejectedError(record.rejection_type or "", reason)
+        run_id = record.value["run_id"]
+        return WorkflowHandle(self.workflow_requests, id, run_id=run_id, result_run_id=run_id,
+                              first_execution_run_id=run_id, started_log_time_ms=reply.log_time_ms)
+
+    def execute_workflow(self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *,
+                         result_timeout: float | None = None, **options: Any) -> Any:
+        """Start a run and wait for its result (follows continue-as-new and retries)."""
+        return self.start_workflow(workflow, arg, **options).result(result_timeout)
+
+    def get_workflow_handle(self, workflow_id: str, *, run_id: str | None = None,
+                            first_execution_run_id: str | None = None) -> WorkflowHandle:
+        """A handle on a workflow started elsewhere: its `run_id`, or its current run."""
+        return WorkflowHandle(self.workflow_requests, workflow_id, run_id=run_id, result_run_id=run_id,
+                              first_execution_run_id=first_execution_run_id, started_log_time_ms=None)
+
+    @property
+    def workflow_requests(self) -> WorkflowRequests:
+        if self._workflow_requests is None:
+            self._workflow_requests = WorkflowRequests(self)
+        return self._workflow_requests
+
+    def close_workflow_requests(self) -> None:
+        if self._workflow_requests is not None:
+            self._workflow_requests.close()
+            self._workflow_requests = None
+
+
+def workflow_type_of(workflow: str | Callable[..., Any] | type) -> str:
+    """The type name of a workflow given as a name, a `@workflow.defn` class or its run method.
+
+    A run method is traced to its class through its module; a class defined inside a
+    function cannot be found that way and counts by its class name.
+    """
+    from streamproc.workflow.definition import WorkflowDefinition
+
+    if isinstance(workflow, str):
+        return workflow
+    if isinstance(workflow, type):
+        return WorkflowDefinition.of(workflow).name
+    qualname = getattr(workflow, "__qualname__", "")
+    owner_path = qualname.split(".")[:-1]
+    if not owner_path:
+        raise TypeError(f"expected a workflow type name, class or run method, got {workflow!r}")
+    owner: Any = __import__(workflow.__module__, fromlist=["_"]) if "<locals>" not in owner_path else None
+    for part in owner_path if owner is not None else ():
+        owner = getattr(owner, part, None)
+    if isinstance(owner, type):
+        return WorkflowDefinition.of(owner).name
+    return owner_path[-1]
+
+
+def _policy_name(policy: WorkflowIdReusePolicy | WorkflowIdConflictPolicy) -> str:
+    return "" if policy.value == 0 else policy.name
+
+
+def _duration(value: timedelta | None, name: str) -> timedelta:
+    if value is None:
+        return timedelta(0)
+    if not isinstance(value, timedelta):
+        raise TypeError(f"{name} must be a timedelta or None, got {value!r}")
+    return value

@@ -1,0 +1,197 @@
+"""A workflow worker: receives workflow tasks from `workflow-tasks.<queue>` and answers them.
+
+Kafka delivers each WORKFLOW_TASK record to one member of the queue's consumer group
+(`Topics.workflow_worker_group`). The worker puts paged histories back together, runs
+the workflow code to its next block (the pure part is in `workflow_activation`), and
+sends TASK_COMPLETE or TASK_FAIL to the run's partition of the commands topic (murmur2
+of the workflow id, as the client does).
+
+Offsets are committed only once the answers of a batch are on the log (flushed), so a
+worker that dies loses nothing: the tasks it had not answered are delivered again to
+whoever gets the partition, and if that answer comes too late the engine's task timeout
+schedules the task again. Apart from its sticky cache (an optimisation), a worker keeps
+no state. Tasks run one at a time on the polling thread: workflow code only computes
+(activities do the waiting), so a task is short.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+from confluent_kafka import Consumer, Message, TopicPartition
+
+from streamproc.client.client import Client
+from streamproc.kafka.admin import TopicAdmin
+from streamproc.kafka.batching import consume_available
+from streamproc.kafka.config import consumer_config
+from streamproc.protocol import codec
+from streamproc.protocol.partitioning import partition_for
+from streamproc.protocol.records import ValueType, WorkflowIntent
+from streamproc.protocol.topics import check_task_queue
+from streamproc.worker.sticky_cache import StickyCache
+from streamproc.worker.workflow_activation import InstanceFactory, WorkflowTaskHandler
+from streamproc.worker.workflow_task_pages import TaskPageAssembler
+
+log = structlog.get_logger("streamproc.worker")
+
+__all__ = ["WorkflowWorker", "WorkflowWorkerStats"]
+
+#: Tasks taken from Kafka per poll: answers are flushed and offsets committed per batch.
+MAX_BATCH = 100
+
+
+@dataclasses.dataclass
+class WorkflowWorkerStats:
+    """What this worker did with the tasks it received."""
+
+    #: Answers sent.
+    completed: int = 0
+    failed: int = 0
+    #: Tasks answered from a cached instance, and cached runs that needed a replay after all.
+    cache_hits: int = 0
+    cache_misses: int = 0
+    #: Records that could not be used (undecodable, not a task), and tasks missing pages.
+    skipped: int = 0
+    incomplete: int = 0
+
+
+class WorkflowWorker:
+    def __init__(self, task_queue: str, workflows: Iterable[type], *,
+                 bootstrap: str | None = None, namespace: str | None = None,
+                 identity: str | None = None, max_cached_workflows: int = 1000,
+                 partitions: int | None = None, new_instance: InstanceFactory | None = None) -> None:
+        problem = check_task_queue(task_queue)
+        if problem:
+            raise ValueError(problem)
+        from streamproc.workflow.definition import WorkflowDefinition
+
+        definitions: dict[str, Any] = {}
+        for cls in workflows:
+            definition = WorkflowDefinition.of(cls)
+            if definition.name in definitions:
+                raise ValueError(f"two workflows are named {definition.name!r}")
+            definitions[definition.name] = definition
+        if not definitions:
+            raise ValueError("a WorkflowWorker needs at least one workflow")
+        self.client = Client(bootstrap, namespace)
+        self.task_queue = task_queue
+        self.identity = identity or f"{os.getpid()}@{socket.gethostname()}"
+        self.stats = WorkflowWorkerStats()
+        self.handler = WorkflowTaskHandler(definitions, self.identity, new_instance or _new_instance,
+                                           StickyCache(max_cached_workflows))
+        #: Set once the queue's consumer group gave this worker its partitions.
+        self.ready = threading.Event()
+        self._pages = TaskPageAssembler()
+        self._partitions = partitions
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def definitions(self) -> dict[str, Any]:
+        return dict(self.handler.definitions)
+
+    # lifecycle ----------------------------------------------------------------------------
+    def run(self) -> None:
+        """Poll and answer tasks until `stop()`."""
+        topics = self.client.topics
+        topic = topics.workflow_tasks(self.task_queue)
+        TopicAdmin(self.client.bootstrap, topics).ensure(
+            {topic: (self._partitions or self.client.partitions, {})})
+        consumer = Consumer(consumer_config(
+            self.client.bootstrap, topics.workflow_worker_group(self.task_queue),
+            **{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}))
+        consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                           on_lost=self._on_revoke)
+        log.info("workflow_worker_started", task_queue=self.task_queue, identity=self.identity,
+                 workflows=sorted(self.handler.definitions))
+        try:
+            while not self._stop.is_set():
+                self._answer_batch(consumer, consume_available(consumer, MAX_BATCH, 0.1))
+        finally:
+            consumer.close()  # leave the group at once: the queue's partitions move on
+            log.info("workflow_worker_stopped", task_queue=self.task_queue,
+                     stats=dataclasses.asdict(self.stats))
+
+    def start(self) -> WorkflowWorker:
+        """Run in a background thread; `stop()` (or leaving a `with` block) ends it."""
+        self._thread = threading.Thread(target=self.run, name=f"workflow-worker-{self.task_queue}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Ask `run()` to return; safe from a signal handler (it does not wait)."""
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> WorkflowWorker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self.join(60)
+
+    def _on_assign(self, consumer, partitions) -> None:
+        log.info("workflow_tasks_assigned", task_queue=self.task_queue, identity=self.identity,
+                 partitions=sorted(tp.partition for tp in partitions))
+        self.ready.set()
+
+    def _on_revoke(self, consumer, partitions) -> None:
+        self._pages.forget_partitions({tp.partition for tp in partitions})
+
+    # answering ----------------------------------------------------------------------------
+    def _answer_batch(self, consumer: Consumer, messages: list[Message]) -> None:
+        if not messages:
+            return
+        ends: dict[tuple[str, int], int] = {}
+        for msg in messages:
+            if msg.error() is not None:
+                log.warning("workflow_task_consume_error", error=str(msg.error()))
+                continue
+            ends[(msg.topic(), msg.partition())] = msg.offset() + 1
+            self._answer(msg)
+        # 1. every answer of the batch is on the log ...
+        self.client.flush()
+        # 2. ... then its tasks are done, except pages of tasks that are not whole yet.
+        offsets = [TopicPartition(topic, partition, min([end, *self._pages.pending_offsets(partition)]))
+                   for (topic, partition), end in ends.items()]
+        if offsets:
+            consumer.commit(offsets=offsets, asynchronous=False)
+
+    def _answer(self, msg: Message) -> None:
+        try:
+            record = codec.decode(msg.value(), msg.headers())
+            if record.value_type != ValueType.WORKFLOW or record.intent != WorkflowIntent.WORKFLOW_TASK:
+                raise ValueError(f"not a workflow task: {record.value_type} {record.intent}")
+            task = self._pages.add(record, msg.partition(), msg.offset())
+        except (codec.DecodeError, ValueError, KeyError) as exc:
+            log.warning("workflow_task_unusable", partition=msg.partition(), offset=msg.offset(),
+                        error=str(exc))
+            self.stats.skipped += 1
+            return
+        if task is None:
+            return
+        answer = self.handler.answer(task)
+        self.client.send(answer, partition_for(task.workflow_id, self.client.partitions))
+        if answer.intent == WorkflowIntent.TASK_COMPLETE:
+            self.stats.completed += 1
+        else:
+            self.stats.failed += 1
+        cache = self.handler.cache
+        self.stats.cache_hits, self.stats.cache_misses = cache.hits, cache.misses
+        self.stats.incomplete = self._pages.dropped
+
+
+def _new_instance(definition: Any, history: list[dict[str, Any]]):
+    from streamproc.workflow.instance import WorkflowInstance
+
+    return WorkflowInstance(definition, history)
