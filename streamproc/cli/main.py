@@ -128,8 +128,10 @@ def topics_create(partitions: int | None) -> None:
 
 from streamproc.cli.job_commands import job  # noqa: E402
 from streamproc.cli.worker_commands import events, worker  # noqa: E402
+from streamproc.cli.workflow_commands import workflow  # noqa: E402
 
 main.add_command(job)
+main.add_command(workflow)
 main.add_command(events)
 main.add_command(worker)
 
