@@ -1,0 +1,89 @@
+"""Workflows, as in Temporal's Python SDK::
+
+    from datetime import timedelta
+    from streamproc import workflow
+
+    @workflow.defn
+    class OrderWorkflow:
+        @workflow.run
+        async def run(self, order_id: str) -> str:
+            await workflow.execute_activity("reserve", order_id,
+                                            start_to_close_timeout=timedelta(seconds=10))
+            await workflow.sleep(timedelta(hours=24))
+            return await workflow.execute_activity("charge", order_id,
+                                                   start_to_close_timeout=timedelta(seconds=10))
+
+Workflow code runs on a deterministic event loop and is replayed from the run's history
+on every workflow task (or resumed from a worker's cache), so it must get time,
+randomness and ids from this module, and do I/O only in activities. Raising
+`ApplicationError` (any `FailureError`) fails the run; any other exception fails only
+the workflow task, which is retried, like Temporal. The runtime a worker drives is
+`streamproc.workflow.instance.WorkflowInstance`.
+"""
+
+from streamproc.activity.errors import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    FailureError,
+    TimeoutError,
+)
+from streamproc.semantics import RetryPolicy, RetryState, TimeoutType
+from streamproc.workflow.activities import (
+    ActivityCancellationType,
+    ActivityHandle,
+    execute_activity,
+    start_activity,
+)
+from streamproc.workflow.context import (
+    continue_as_new,
+    deprecate_patch,
+    info,
+    is_replaying,
+    now,
+    patched,
+    random,
+    uuid4,
+)
+from streamproc.workflow.definition import WorkflowDefinition, defn, run
+from streamproc.workflow.errors import (
+    ContinueAsNewError,
+    NondeterministicCallError,
+    NonDeterminismError,
+    NotInWorkflowError,
+)
+from streamproc.workflow.run_info import Info
+from streamproc.workflow.timers import sleep, wait_condition
+
+__all__ = [
+    "defn",
+    "run",
+    "WorkflowDefinition",
+    "execute_activity",
+    "start_activity",
+    "ActivityHandle",
+    "ActivityCancellationType",
+    "sleep",
+    "wait_condition",
+    "now",
+    "random",
+    "uuid4",
+    "info",
+    "Info",
+    "is_replaying",
+    "patched",
+    "deprecate_patch",
+    "continue_as_new",
+    "RetryPolicy",
+    "RetryState",
+    "TimeoutType",
+    "FailureError",
+    "ApplicationError",
+    "ActivityError",
+    "CancelledError",
+    "TimeoutError",
+    "ContinueAsNewError",
+    "NonDeterminismError",
+    "NondeterministicCallError",
+    "NotInWorkflowError",
+]

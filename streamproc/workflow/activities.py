@@ -1,0 +1,143 @@
+"""Activities from workflow code: `workflow.execute_activity` and `workflow.start_activity`.
+
+Scheduling issues a SCHEDULE_ACTIVITY_TASK command; the activity's close event, when
+history delivers it, completes the handle with the result or an ActivityError. Options
+are checked here with the engine's own rules, so a bad timeout fails the workflow task
+at once with the message the engine would have answered with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from streamproc.activity.definition import ActivityDefinition
+from streamproc.activity.payloads import encode_args
+from streamproc.semantics import (
+    ActivityTimeouts,
+    RetryPolicy,
+    normalize_activity_retry_policy,
+    normalize_activity_timeouts,
+)
+from streamproc.workflow.runtime import OpenActivity, WorkflowRuntime, current_runtime
+
+__all__ = ["ActivityCancellationType", "ActivityHandle", "start_activity", "execute_activity"]
+
+_NO_ARG = object()
+
+
+class ActivityCancellationType(enum.Enum):
+    """What cancelling an awaited activity waits for, as Temporal's.
+
+    TRY_CANCEL asks the engine to cancel it and raises CancelledError at once;
+    WAIT_CANCELLATION_COMPLETED asks and waits for the activity's close event (an
+    ActivityError caused by a CancelledError, or its result if it finished first);
+    ABANDON raises at once without telling the engine.
+    """
+
+    TRY_CANCEL = "TRY_CANCEL"
+    WAIT_CANCELLATION_COMPLETED = "WAIT_CANCELLATION_COMPLETED"
+    ABANDON = "ABANDON"
+
+
+class ActivityHandle(asyncio.Task):  # type: ignore[type-arg]
+    """A scheduled activity: await it for the result, `cancel()` it to ask the engine to
+    stop it. Being a task, it works with ``asyncio.gather`` and ``asyncio.wait``."""
+
+    def __init__(self, runtime: WorkflowRuntime, activity: OpenActivity,
+                 cancellation_type: ActivityCancellationType) -> None:
+        self.activity_id = activity.activity_id
+        self.activity_type = activity.activity_type
+        super().__init__(_await_activity(runtime, activity, cancellation_type), loop=runtime.loop,
+                         name=f"activity {activity.activity_id} ({activity.activity_type})")
+
+
+async def _await_activity(runtime: WorkflowRuntime, activity: OpenActivity,
+                          cancellation_type: ActivityCancellationType) -> Any:
+    while True:
+        try:
+            # Shielded: cancelling the handle must not cancel the result itself, which
+            # only the activity's close event settles.
+            return await asyncio.shield(activity.future)
+        except asyncio.CancelledError:
+            if activity.future.cancelled() or cancellation_type is ActivityCancellationType.ABANDON:
+                raise
+            if activity.future.done():
+                return activity.future.result()  # closed in the same step: its outcome wins
+            waits = runtime.request_cancel_activity(activity)
+            if not waits or cancellation_type is ActivityCancellationType.TRY_CANCEL:
+                raise
+
+
+def start_activity(
+    activity: str | Callable[..., Any], arg: Any = _NO_ARG, *, args: Sequence[Any] = (),
+    task_queue: str | None = None,
+    schedule_to_close_timeout: timedelta | None = None,
+    schedule_to_start_timeout: timedelta | None = None,
+    start_to_close_timeout: timedelta | None = None,
+    heartbeat_timeout: timedelta | None = None,
+    retry_policy: RetryPolicy | None = None,
+    cancellation_type: ActivityCancellationType = ActivityCancellationType.TRY_CANCEL,
+    activity_id: str | None = None,
+) -> ActivityHandle:
+    """Schedule `activity` (a name or an ``@activity.defn`` function) and return its handle.
+
+    Pass one argument as `arg` or several as `args`. The task queue defaults to the
+    workflow's. At least one of start_to_close_timeout and schedule_to_close_timeout is
+    required. The activity id defaults to the run's next sequence number.
+    """
+    runtime = current_runtime()
+    activity_type = activity if isinstance(activity, str) else ActivityDefinition.of(activity).name
+    if arg is not _NO_ARG:
+        if args:
+            raise TypeError("pass one argument as `arg` or several as `args`, not both")
+        args = (arg,)
+    requested = ActivityTimeouts(*(_timeout(value, name) for value, name in (
+        (schedule_to_close_timeout, "schedule_to_close_timeout"),
+        (schedule_to_start_timeout, "schedule_to_start_timeout"),
+        (start_to_close_timeout, "start_to_close_timeout"),
+        (heartbeat_timeout, "heartbeat_timeout"))))
+    normalize_activity_timeouts(requested, run_timeout=runtime.info.run_timeout or timedelta(0),
+                                activity_id=activity_id or "", activity_type=activity_type)
+    if retry_policy is not None:
+        normalize_activity_retry_policy(retry_policy)
+    command = {
+        "activity_type": activity_type, "task_queue": task_queue or runtime.info.task_queue,
+        "input": encode_args(args),
+        "schedule_to_close_timeout_ms": _ms(requested.schedule_to_close),
+        "schedule_to_start_timeout_ms": _ms(requested.schedule_to_start),
+        "start_to_close_timeout_ms": _ms(requested.start_to_close),
+        "heartbeat_timeout_ms": _ms(requested.heartbeat),
+        "retry_policy": None if retry_policy is None else _policy_record(retry_policy),
+    }
+    return ActivityHandle(runtime, runtime.schedule_activity(command, activity_id), cancellation_type)
+
+
+async def execute_activity(activity: str | Callable[..., Any], arg: Any = _NO_ARG, **options: Any) -> Any:
+    """Schedule `activity` and wait for its result; raises ActivityError if it failed,
+    timed out or was cancelled. Takes the options of `start_activity`."""
+    return await start_activity(activity, arg, **options)
+
+
+def _timeout(value: timedelta | None, name: str) -> timedelta:
+    if value is None:
+        return timedelta(0)
+    if not isinstance(value, timedelta):
+        raise TypeError(f"{name} must be a timedelta or None, got {value!r}")
+    return value
+
+
+def _ms(value: timedelta) -> int:
+    # Rounded up: a positive timeout under a millisecond must not become "none" (0).
+    return -(-value // timedelta(milliseconds=1))
+
+
+def _policy_record(policy: RetryPolicy) -> dict[str, Any]:
+    return {"initial_interval_ms": _ms(policy.initial_interval),
+            "backoff_coefficient": float(policy.backoff_coefficient),
+            "maximum_interval_ms": _ms(policy.maximum_interval),
+            "maximum_attempts": policy.maximum_attempts,
+            "non_retryable_error_types": list(policy.non_retryable_error_types)}

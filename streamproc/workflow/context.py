@@ -1,0 +1,80 @@
+"""What workflow code may ask about its run: identity, time, randomness, patches.
+
+Each of these returns the same value on every replay of the same history, which is why
+workflow code must use them instead of ``datetime.now()``, ``random`` or ``uuid``.
+"""
+
+from __future__ import annotations
+
+import random as _random
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
+
+from streamproc.workflow.errors import ContinueAsNewError
+from streamproc.workflow.run_info import Info
+from streamproc.workflow.runtime import current_runtime
+
+__all__ = ["info", "now", "random", "uuid4", "is_replaying", "patched", "deprecate_patch",
+           "continue_as_new"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def info() -> Info:
+    """The run's id, type, task queue, attempt and timeouts."""
+    return current_runtime().info
+
+
+def now() -> datetime:
+    """The time of the current workflow task (when the engine scheduled it), in UTC."""
+    return _EPOCH + timedelta(milliseconds=current_runtime().now_ms)
+
+
+def random() -> _random.Random:
+    """A random number generator seeded from the run, so replays draw the same numbers."""
+    return current_runtime().random
+
+
+def uuid4() -> uuid.UUID:
+    """A version 4 UUID from the run's generator: the same one on every replay."""
+    return current_runtime().uuid4()
+
+
+def is_replaying() -> bool:
+    """True while the code re-executes a part of the run that history already records
+    (e.g. to skip logging twice). Never branch the workflow's commands on it."""
+    return current_runtime().replaying
+
+
+def patched(patch_id: str) -> bool:
+    """Whether to take the new code path named `patch_id`.
+
+    True on first execution (a ``patch`` marker is recorded), and on replay only if the
+    history recorded that marker at this point; so runs started before the change keep
+    replaying the old path. The answer is fixed for the rest of the run.
+    """
+    return current_runtime().patched(patch_id, deprecated=False)
+
+
+def deprecate_patch(patch_id: str) -> None:
+    """Say that every run still open took the new path of `patch_id`: the marker is still
+    recorded, and histories that lack it replay without error."""
+    current_runtime().patched(patch_id, deprecated=True)
+
+
+def continue_as_new(*args: Any, workflow_type: str | None = None, task_queue: str | None = None,
+                    run_timeout: timedelta | None = None, task_timeout: timedelta | None = None) -> NoReturn:
+    """End this run and start a new one of the same workflow id with `args` as its input.
+
+    The workflow type and task queue default to this run's; unset timeouts are inherited
+    by the engine. Raises, so nothing after it runs.
+    """
+    current_runtime()  # fail clearly when called outside workflow code
+    raise ContinueAsNewError(args, workflow_type=workflow_type, task_queue=task_queue,
+                             run_timeout_ms=_ms(run_timeout), task_timeout_ms=_ms(task_timeout))
+
+
+def _ms(value: timedelta | None) -> int:
+    # Rounded up: a positive duration under a millisecond must not become "unset" (0).
+    return 0 if value is None else -(-value // timedelta(milliseconds=1))

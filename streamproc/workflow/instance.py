@@ -1,0 +1,226 @@
+"""Replay a run's history through its workflow code, then run the code to its next block.
+
+History is walked in workflow-task segments. Events that resolve something (an activity
+closed, a timer fired, a cancel request) are collected and delivered to the code at the
+next workflow task that completed, with that task's time; the code then runs until every
+coroutine waits, and the commands it issued must be the command events recorded after
+that task's WorkflowTaskCompleted, in order. The last task of the history, the one a
+worker is asked to complete, runs the same way except that its commands are the answer.
+
+Sticky execution: `extend` appends what happened since, and `activate` carries on from
+where the previous activation stopped, with no replay. If the previous answer did not
+make it into history (its task failed or timed out), the instance starts over and
+replays everything, because the code's state no longer matches the run's.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from streamproc.activity.failures import failure_from_exception
+from streamproc.semantics.workflow_events import COMMAND_EVENT_TYPES, EventType
+from streamproc.workflow.commands import Command, describe, describe_event, is_patch_marker, mismatch, patch_id_of
+from streamproc.workflow.definition import WorkflowDefinition
+from streamproc.workflow.errors import (
+    NON_DETERMINISTIC_ERROR,
+    WORKFLOW_WORKER_UNHANDLED_FAILURE,
+    NonDeterminismError,
+)
+from streamproc.workflow.runtime import WorkflowRuntime
+
+__all__ = ["TaskOutcome", "WorkflowInstance"]
+
+_E = EventType
+_COMMAND_EVENTS = frozenset(e.name for e in COMMAND_EVENT_TYPES)
+_TASK_ENDS = frozenset({_E.WORKFLOW_TASK_COMPLETED.name, _E.WORKFLOW_TASK_FAILED.name,
+                        _E.WORKFLOW_TASK_TIMED_OUT.name})
+_PENDING, _ABANDONED = -1, -2
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    """The answer to a workflow task: `commands` for TASK_COMPLETE, or `failure` (a
+    FailureRecord dict) and `cause` for TASK_FAIL. `error` is the exception behind a
+    failure, for logs and the replayer."""
+
+    commands: list[Command] | None = None
+    failure: dict[str, Any] | None = None
+    cause: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+
+class _WorkflowCodeFailed(Exception):
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class WorkflowInstance:
+    """One run of `definition`, kept between workflow tasks by a worker's sticky cache."""
+
+    def __init__(self, definition: WorkflowDefinition, history_events: Iterable[dict[str, Any]],
+                 *, run_id: str | None = None) -> None:
+        self.definition = definition
+        self._history: list[dict[str, Any]] = list(history_events)
+        self._run_id = run_id
+        self._runtime: WorkflowRuntime | None = None
+        self._start_over()
+
+    @property
+    def history_length(self) -> int:
+        return len(self._history)
+
+    def extend(self, new_events: Iterable[dict[str, Any]]) -> None:
+        """Append the events written since the history this instance has seen."""
+        self._history.extend(new_events)
+        self._outcome = None
+
+    def activate(self) -> TaskOutcome:
+        """Replay what is not replayed yet, and answer the history's last workflow task.
+
+        Calling it again without `extend` returns the same outcome.
+        """
+        if self._outcome is not None:
+            return self._outcome
+        if self._diverged:
+            self._start_over()
+        try:
+            outcome = TaskOutcome(commands=self._advance())
+        except NonDeterminismError as exc:
+            outcome = TaskOutcome(failure=failure_from_exception(exc), cause=NON_DETERMINISTIC_ERROR,
+                                  error=exc)
+        except _WorkflowCodeFailed as failed:
+            outcome = TaskOutcome(failure=failure_from_exception(failed.error),
+                                  cause=WORKFLOW_WORKER_UNHANDLED_FAILURE, error=failed.error)
+        # A failed task changes nothing in history, but the code ran: replay from scratch.
+        self._diverged = outcome.failed
+        self._outcome = outcome
+        return outcome
+
+    # -- the walk -------------------------------------------------------------------------
+    def _start_over(self) -> None:
+        if self._runtime is not None:
+            self._runtime.discard()
+        self._runtime = None
+        self._cursor = 0
+        self._resolutions: list[dict[str, Any]] = []
+        self._unmatched: collections.deque[Command] = collections.deque()
+        self._matching = False
+        self._activated_task: int | None = None
+        self._activated_live = False
+        self._outcome: TaskOutcome | None = None
+        self._diverged = False
+
+    def _advance(self) -> list[Command]:
+        events = self._history
+        while self._cursor < len(events):
+            index = self._cursor
+            event = events[index]
+            kind = event["event_type"]
+            self._cursor += 1
+            if kind == _E.WORKFLOW_TASK_SCHEDULED.name:
+                self._check_all_matched(event)
+                end = self._task_end(index)
+                if end == _PENDING:
+                    return self._run_activation(event, replaying=False, patches=frozenset())
+                if end != _ABANDONED and events[end]["event_type"] == _E.WORKFLOW_TASK_COMPLETED.name:
+                    self._run_activation(event, replaying=True, patches=self._patches_after(end))
+            elif kind == _E.WORKFLOW_TASK_COMPLETED.name:
+                self._matching = self._scheduled_id(event) == self._activated_task
+            elif kind in _TASK_ENDS:
+                if self._activated_live and self._scheduled_id(event) == self._activated_task:
+                    # The answer to the live activation never made it into history.
+                    self._start_over()
+            elif kind == _E.WORKFLOW_EXECUTION_STARTED.name:
+                self._runtime = WorkflowRuntime(self.definition, event, self._run_id)
+            elif kind in _COMMAND_EVENTS:
+                self._match(event)
+            elif kind != _E.WORKFLOW_TASK_STARTED.name:
+                self._resolutions.append(event)
+        self._check_all_matched(None)
+        return []  # the history's last workflow task is answered already
+
+    def _run_activation(self, scheduled: dict[str, Any], *, replaying: bool,
+                        patches: frozenset[str]) -> list[Command]:
+        if self._runtime is None:
+            raise ValueError("a history must begin with WORKFLOW_EXECUTION_STARTED")
+        resolutions, self._resolutions = self._resolutions, []
+        commands = self._runtime.activate(resolutions, scheduled.get("event_time_ms", 0),
+                                          replaying, patches)
+        if self._runtime.task_failure is not None:
+            raise _WorkflowCodeFailed(self._runtime.task_failure)
+        self._unmatched = collections.deque(commands)
+        self._matching = False
+        self._activated_task = scheduled["event_id"]
+        self._activated_live = not replaying
+        return commands
+
+    def _task_end(self, scheduled_index: int) -> int:
+        """Index of the event that ended the task scheduled at `scheduled_index`;
+        _PENDING if it is the history's open task, _ABANDONED if the run moved on."""
+        events = self._history
+        index = scheduled_index + 1
+        while index < len(events) and events[index]["event_type"] == _E.WORKFLOW_TASK_STARTED.name:
+            index += 1
+        if index == len(events):
+            return _PENDING
+        return index if events[index]["event_type"] in _TASK_ENDS else _ABANDONED
+
+    def _patches_after(self, completed_index: int) -> frozenset[str]:
+        """Patch ids recorded by the task completed at `completed_index`: on replay the
+        code takes a patched path exactly where the first execution did."""
+        found = set()
+        for event in self._history[completed_index + 1:]:
+            if event["event_type"] == _E.WORKFLOW_TASK_SCHEDULED.name:
+                break
+            if is_patch_marker(event):
+                found.add(patch_id_of(event))
+        return frozenset(found)
+
+    # -- matching commands to the events they produced ------------------------------------
+    def _match(self, event: dict[str, Any]) -> None:
+        if not self._matching:
+            raise NonDeterminismError(f"history has {describe_event(event)} outside the "
+                                      "commands of a completed workflow task")
+        while True:
+            if not self._unmatched:
+                if is_patch_marker(event):
+                    return  # a patch the code no longer checks: Temporal ignores it too
+                raise NonDeterminismError(f"history has {describe_event(event)} but the workflow "
+                                          "code issues no matching command")
+            command = self._unmatched[0]
+            problem = mismatch(command, event)
+            if problem is None:
+                self._unmatched.popleft()
+                assert self._runtime is not None
+                self._runtime.command_recorded(command, event)
+                return
+            if is_patch_marker(event):
+                return
+            if _is_deprecated_patch(command):
+                self._unmatched.popleft()  # histories from before the patch lack its marker
+                continue
+            raise NonDeterminismError(problem)
+
+    def _check_all_matched(self, next_event: dict[str, Any] | None) -> None:
+        while self._unmatched and _is_deprecated_patch(self._unmatched[0]):
+            self._unmatched.popleft()
+        if self._unmatched and self._matching:
+            where = "the history ends" if next_event is None else f"history has {describe_event(next_event)}"
+            raise NonDeterminismError(f"the workflow code issues {describe(self._unmatched[0])} "
+                                      f"but {where} instead of a matching event")
+
+    @staticmethod
+    def _scheduled_id(event: dict[str, Any]) -> Any:
+        return (event.get("attributes") or {}).get("scheduled_event_id")
+
+
+def _is_deprecated_patch(command: Command) -> bool:
+    return command["type"] == "RECORD_MARKER" and bool((command.get("details") or {}).get("deprecated"))
