@@ -84,8 +84,10 @@ class DueDateChecker:
 
 def partition_checker(db) -> DueDateChecker:
     """The checker of a partition database: every due-date family the engine keeps."""
-    from streamproc.due.sources import ActivityDueSource, JobDueSource
+    from streamproc.due.sources import ActivityDueSource, JobDueSource, WorkflowDueSource
     from streamproc.state.activities import ActivityTimers
     from streamproc.state.jobs import JobDueDates
+    from streamproc.state.workflow_timers import WorkflowDueDates
 
-    return DueDateChecker([JobDueSource(JobDueDates(db)), ActivityDueSource(ActivityTimers(db))])
+    return DueDateChecker([JobDueSource(JobDueDates(db)), ActivityDueSource(ActivityTimers(db)),
+                           WorkflowDueSource(WorkflowDueDates(db))])

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from streamproc.protocol.records import ActivityIntent, JobIntent, Record, ValueType
+from streamproc.protocol.records import ActivityIntent, JobIntent, Record, ValueType, WorkflowIntent
 from streamproc.state.activities import ActivityTimers
 from streamproc.state.jobs import JobDueDates
+from streamproc.state.workflow_timers import WorkflowDueDates
 
 Item = tuple[str, str, int, int]  # (value type, intent, due_ms, key)
 
@@ -80,3 +81,40 @@ class ActivityDueSource:
                 ActivityIntent.TIME_OUT, ActivityIntent.DISPATCH):
             return None
         return (ValueType.ACTIVITY_TASK, command.intent, command.value["timer_due_ms"], command.key)
+
+
+class WorkflowDueSource:
+    """Workflow timers (TIMER_FIRE) and run deadlines (TASK_TIME_OUT, RUN_TIME_OUT,
+    EXECUTION_TIME_OUT, BACKOFF_START: the deadline's kind is the command's intent)."""
+
+    def __init__(self, due_dates: WorkflowDueDates) -> None:
+        self._due = due_dates
+
+    def next_due_ms(self) -> int | None:
+        return self._due.next_due_ms()
+
+    def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]:
+        out = []
+        for due_ms, run_key, timer_id in self._due.timers(now_ms, limit):
+            # Two timers of a run may fall due at the same ms: the timer id keeps them apart.
+            out.append(((ValueType.WORKFLOW, f"{WorkflowIntent.TIMER_FIRE}/{timer_id}", due_ms, run_key),
+                        Record.command(ValueType.WORKFLOW, WorkflowIntent.TIMER_FIRE,
+                                       {"timer_id": timer_id, "due_ms": due_ms}, key=run_key)))
+        for due_ms, run_key, kind in self._due.deadlines(now_ms, limit):
+            out.append(((ValueType.WORKFLOW, kind, due_ms, run_key),
+                        Record.command(ValueType.WORKFLOW, kind, {"due_ms": due_ms}, key=run_key)))
+        return out
+
+    def item_of(self, command: Record) -> Item | None:
+        if command.value_type != ValueType.WORKFLOW:
+            return None
+        if command.intent == WorkflowIntent.TIMER_FIRE:
+            return (ValueType.WORKFLOW, f"{WorkflowIntent.TIMER_FIRE}/{command.value['timer_id']}",
+                    command.value["due_ms"], command.key)
+        if command.intent in _WORKFLOW_DEADLINES:
+            return (ValueType.WORKFLOW, command.intent, command.value["due_ms"], command.key)
+        return None
+
+
+_WORKFLOW_DEADLINES = frozenset({WorkflowIntent.TASK_TIME_OUT, WorkflowIntent.RUN_TIME_OUT,
+                                 WorkflowIntent.EXECUTION_TIME_OUT, WorkflowIntent.BACKOFF_START})

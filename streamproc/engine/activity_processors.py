@@ -42,21 +42,27 @@ from streamproc.state.activities import policy_from_record, to_datetime, to_ms
 ACT = ValueType.ACTIVITY_TASK
 
 
+def normalise_schedule(v: dict[str, Any], ctx: ProcessingContext) -> tuple[ActivityTimeouts, Any]:
+    """The timeouts and retry policy an activity is scheduled with; raises InvalidArgument
+    (with Temporal's texts) for a value that cannot be scheduled."""
+    problem = (None if v["activity_id"] else "activity_id must be set") \
+        or (None if v["activity_type"] else "activity_type must be set") \
+        or check_task_queue(v["task_queue"]) \
+        or check_json(v["input"], "input", ctx.limits.max_payload_bytes)
+    if problem:
+        raise InvalidArgument(problem)
+    requested = ActivityTimeouts(*(timedelta(milliseconds=v[f]) for f in (
+        "schedule_to_close_timeout_ms", "schedule_to_start_timeout_ms",
+        "start_to_close_timeout_ms", "heartbeat_timeout_ms")))
+    timeouts = normalize_activity_timeouts(requested, activity_id=v["activity_id"],
+                                           activity_type=v["activity_type"])
+    return timeouts, normalize_activity_retry_policy(policy_from_record(v["retry_policy"]))
+
+
 def schedule(cmd: Record, ctx: ProcessingContext) -> None:
     v = cmd.value
     try:
-        problem = (None if v["activity_id"] else "activity_id must be set") \
-            or (None if v["activity_type"] else "activity_type must be set") \
-            or check_task_queue(v["task_queue"]) \
-            or check_json(v["input"], "input", ctx.limits.max_payload_bytes)
-        if problem:
-            raise InvalidArgument(problem)
-        requested = ActivityTimeouts(*(timedelta(milliseconds=v[f]) for f in (
-            "schedule_to_close_timeout_ms", "schedule_to_start_timeout_ms",
-            "start_to_close_timeout_ms", "heartbeat_timeout_ms")))
-        timeouts = normalize_activity_timeouts(requested, activity_id=v["activity_id"],
-                                               activity_type=v["activity_type"])
-        policy = normalize_activity_retry_policy(policy_from_record(v["retry_policy"]))
+        timeouts, policy = normalise_schedule(v, ctx)
     except InvalidArgument as exc:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, str(exc))
         return
@@ -65,15 +71,27 @@ def schedule(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.ALREADY_EXISTS,
                        f"an open activity already has ActivityId={v['activity_id']} (key {existing})")
         return
+    create_activity(ctx, v, timeouts, policy)
+
+
+def create_activity(ctx: ProcessingContext, v: dict[str, Any], timeouts: ActivityTimeouts, policy,
+                    workflow: dict[str, int] | None = None) -> int:
+    """A new activity, its first attempt dispatched. One owned by a workflow run
+    (`workflow`: run_key, scheduled_event_id) writes its events into the run's history
+    instead of its own (see `closing_events`)."""
     key = ctx.keys.next_key()
     state = schedule_activity(policy, timeouts, to_datetime(ctx.now_ms))
     meta = {"activity_id": v["activity_id"], "activity_type": v["activity_type"],
             "task_queue": v["task_queue"], "input": v["input"], "new": True,
             "scheduled_event_id": 1, "next_event_id": 2, "identity": "",
             "latest_cancel_requested_event_id": 0, "dispatched": False, "timer": None}
-    ctx.out.event(ACT, A.SCHEDULED, key, event_value(meta, state, event_id=1))
+    if workflow is None:
+        ctx.out.event(ACT, A.SCHEDULED, key, event_value(meta, state, event_id=1))
+    else:
+        meta.update(workflow=workflow, scheduled_event_id=workflow["scheduled_event_id"])
     _dispatch(key, meta, state, ctx)
     _save(key, meta, state, ctx)
+    return key
 
 
 def _dispatch(key: int, meta: dict, state, ctx: ProcessingContext) -> None:
@@ -248,6 +266,11 @@ def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
                        f"Expected to cancel activity with key '{cmd.key}', but no such activity is open")
         return
     meta, state = found
+    if meta.get("workflow") is not None:
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE,
+                       f"Expected to cancel activity with key '{cmd.key}', but it belongs to a workflow "
+                       f"run: the workflow cancels it (REQUEST_CANCEL_ACTIVITY_TASK)")
+        return
     if state.cancel_requested:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"Expected to cancel activity with key '{cmd.key}', but cancellation was already requested")

@@ -40,7 +40,13 @@ def task_value(meta: dict, state: ActivityState) -> dict[str, Any]:
 
 def closing_events(ctx: ProcessingContext, key: int, meta: dict, state: ActivityState,
                    last_failure, close_intent: str, started: bool = True, **fields: Any) -> None:
-    """ActivityTaskStarted (if the attempt started: written only now) then the close event."""
+    """ActivityTaskStarted (if the attempt started: written only now) then the close event;
+    for an activity owned by a workflow run, into the run's history instead."""
+    if meta.get("workflow") is not None:
+        # Imported here: the workflow side builds on the activity processors.
+        from streamproc.engine.workflow_activities import activity_closed
+        activity_closed(ctx, meta, state, last_failure, close_intent, started, fields)
+        return
     started_event_id = 0
     if started:
         started_event_id = meta["next_event_id"]

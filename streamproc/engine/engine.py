@@ -27,7 +27,7 @@ from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config, producer_config
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
-from streamproc.protocol.records import Record
+from streamproc.protocol.records import Record, ValueType
 from streamproc.protocol.topics import Topics
 from streamproc.settings import Settings
 from streamproc.state.db import PartitionDb
@@ -293,10 +293,13 @@ class Engine:
         for record in out.commands:
             self._produce(self.topics.commands, part.id, record)
         for queue, record in out.tasks:
-            topic = self._admin.ensure_task_queue(queue, self.partition_count)
+            # Workflow tasks go by workflow id, so the pages of one task share a partition.
+            workflow = record.value_type == ValueType.WORKFLOW
+            topic = self._admin.ensure_task_queue(queue, self.partition_count, workflow=workflow)
             partitions = self._task_partitions.get(topic) or self._task_partitions.setdefault(
                 topic, self._admin.partitions(topic))
-            self._produce(topic, partition_for(str(record.key), partitions), record)
+            routing = record.value["workflow_id"] if workflow else str(record.key)
+            self._produce(topic, partition_for(routing, partitions), record)
         for reply_partition, record in out.replies:
             self._produce(self.topics.replies, reply_partition % self.partition_count, record)
         changelog = self.topics.changelog

@@ -56,11 +56,14 @@ class RecordWriter:
             record.request_id = self._command.request_id
         return record
 
-    def event(self, value_type: str, intent: str, key: int, value: dict[str, Any]) -> None:
-        """An event: on the events topic, and to the caller if it asked for a reply."""
+    def event(self, value_type: str, intent: str, key: int, value: dict[str, Any],
+              reply: bool = True) -> None:
+        """An event: on the events topic, and to the caller if it asked for a reply (and
+        `reply`: a workflow's history events are facts, its caller gets one answer)."""
         record = self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key))
         self._pending.events.append(record)
-        self._reply_with(record)
+        if reply:
+            self._reply_with(record)
 
     def reply(self, value_type: str, intent: str, key: int, value: dict[str, Any]) -> None:
         """An answer for the caller only (e.g. a heartbeat's), not a fact for the events topic."""

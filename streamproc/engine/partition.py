@@ -14,19 +14,24 @@ from streamproc.engine.activity_processors import ACTIVITY_PROCESSORS
 from streamproc.engine.context import Limits, ProcessingContext
 from streamproc.engine.job_processors import JOB_PROCESSORS, Processor
 from streamproc.engine.output import Output, RecordWriter
+from streamproc.engine.workflow_processors import WORKFLOW_PROCESSORS
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType
 from streamproc.state.activities import Activities
 from streamproc.state.db import PartitionDb, PendingWrites
+from streamproc.state.history import History
 from streamproc.state.incidents import Incidents
 from streamproc.state.jobs import Jobs
 from streamproc.state.keygen import KeyGenerator
+from streamproc.state.workflow_timers import WorkflowTimers
+from streamproc.state.workflows import Workflows
 
 log = structlog.get_logger("streamproc.engine")
 
 PROCESSORS: dict[tuple[str, str], Processor] = {
     **{(ValueType.JOB, intent): proc for intent, proc in JOB_PROCESSORS.items()},
     **{(ValueType.ACTIVITY_TASK, intent): proc for intent, proc in ACTIVITY_PROCESSORS.items()},
+    **{(ValueType.WORKFLOW, intent): proc for intent, proc in WORKFLOW_PROCESSORS.items()},
 }
 
 
@@ -43,7 +48,9 @@ class PartitionProcessor:
         self._ctx = ProcessingContext(jobs=Jobs(self.writes), incidents=Incidents(self.writes),
                                       keys=KeyGenerator(self.writes, partition),
                                       out=self._writer, limits=limits,
-                                      activities=Activities(self.writes))
+                                      activities=Activities(self.writes),
+                                      workflows=Workflows(self.writes), history=History(self.writes),
+                                      workflow_timers=WorkflowTimers(self.writes), writes=self.writes)
         #: Called with each processed command (accepted or rejected): the checker's hook.
         self.on_processed = None
 

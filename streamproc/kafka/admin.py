@@ -35,8 +35,9 @@ class TopicAdmin:
                      t.changelog: (partitions, CHANGELOG_CONFIG), t.replies: (partitions, REPLIES_CONFIG)})
         return self.partitions(t.commands)
 
-    def ensure_task_queue(self, queue: str, partitions: int) -> str:
-        name = self.topics.tasks(queue)
+    def ensure_task_queue(self, queue: str, partitions: int, workflow: bool = False) -> str:
+        """The topic of a task queue (activity/job tasks, or `workflow` tasks), created if missing."""
+        name = self.topics.workflow_tasks(queue) if workflow else self.topics.tasks(queue)
         if name not in self._known:
             self.ensure({name: (partitions, {})})
         return name

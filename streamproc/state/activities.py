@@ -110,8 +110,9 @@ class Activities:
         return int(raw) if raw is not None else None
 
     def put(self, key: int, meta: Activity, state: ActivityState) -> None:
-        if meta.get("new"):
-            meta.pop("new")
+        # Ids of activities owned by a workflow run are unique within the run (the run
+        # checks), not in the partition: they are "1", "2", ... in every run.
+        if meta.pop("new", False) and meta.get("workflow") is None:
             self._w.put(Family.ACTIVITY_IDS, meta["activity_id"].encode(), str(key).encode())
         self._w.put(Family.ACTIVITIES, u64(key), orjson.dumps({"meta": meta, "state": _state_to_json(state)}))
 
@@ -127,7 +128,8 @@ class Activities:
     def remove(self, key: int, meta: Activity) -> None:
         """The activity closed: forget it, its timer and its id."""
         self.arm(key, meta, None)
-        self._w.delete(Family.ACTIVITY_IDS, meta["activity_id"].encode())
+        if meta.get("workflow") is None:
+            self._w.delete(Family.ACTIVITY_IDS, meta["activity_id"].encode())
         self._w.delete(Family.ACTIVITIES, u64(key))
 
 

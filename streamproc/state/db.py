@@ -47,15 +47,22 @@ class PartitionDb:
         return self._cfs[family].get(key)
 
     def scan(self, family: Family, upper_bound: bytes | None = None,
-             limit: int | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """Keys in order from the first, stopping before `upper_bound` (exclusive)."""
+             limit: int | None = None, lower_bound: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Keys in order from `lower_bound` (inclusive, default the first), stopping before
+        `upper_bound` (exclusive)."""
         read_opt = ReadOptions()
         if upper_bound is not None:
             read_opt.set_iterate_upper_bound(upper_bound)
-        for n, item in enumerate(self._cfs[family].items(read_opt=read_opt)):
-            if limit is not None and n >= limit:
-                return
-            yield item
+        it = self._cfs[family].iter(read_opt)
+        if lower_bound is not None:
+            it.seek(lower_bound)
+        else:
+            it.seek_to_first()
+        n = 0
+        while it.valid() and (limit is None or n < limit):
+            yield it.key(), it.value()
+            n += 1
+            it.next()
 
     def first_key(self, family: Family) -> bytes | None:
         it = self._cfs[family].iter()

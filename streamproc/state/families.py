@@ -18,6 +18,12 @@ class Family(IntEnum):
     ACTIVITIES = 5    # activity key -> activity (meta, attempt state, armed timer)
     ACTIVITY_TIMERS = 6  # (due_ms, activity key) -> b"" : the one armed timer per activity
     ACTIVITY_IDS = 7  # activity id -> activity key, for open activities (ids are unique among them)
+    WORKFLOW_RUNS = 8  # run key -> workflow run (open or closed)
+    WORKFLOW_IDS = 9  # workflow id -> run key of its current run
+    WORKFLOW_RUN_IDS = 10  # run id -> run key
+    WORKFLOW_HISTORY = 11  # (run key, event id) -> history event: append O(1), a page is a range scan
+    WORKFLOW_TIMERS = 12  # (due_ms, run key, timer id) -> b"" : started user timers
+    WORKFLOW_DEADLINES = 13  # (due_ms, run key, kind) -> b"" : task/run/execution timeouts, backoffs
 
     @property
     def cf_name(self) -> str:

@@ -1,0 +1,239 @@
+"""The commands of a completed workflow task: validated all first, then applied in order.
+
+A bad command fails the whole task (WORKFLOW_TASK_FAILED with Temporal's cause) and none
+is applied, as in Temporal. A close command while events are buffered fails the task
+with UNHANDLED_COMMAND: the workflow has not seen them yet, so the next task shows them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from streamproc.engine import workflow_activities
+from streamproc.engine.context import ProcessingContext
+from streamproc.engine.validation import check_json
+from streamproc.engine.workflow_runs import E, append, close
+from streamproc.engine.workflow_start import start_run, timeouts_of
+from streamproc.protocol.failures import check_failure_record, failure_from_record
+from streamproc.protocol.topics import check_task_queue
+from streamproc.semantics import InvalidArgument
+from streamproc.semantics.enums import RetryState
+from streamproc.semantics.workflow_events import ContinueAsNewInitiator
+from streamproc.semantics.workflow_ids import WorkflowExecutionStatus as Status
+from streamproc.semantics.workflow_retry import plan_workflow_retry
+from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, continue_as_new_timeouts
+from streamproc.state.activities import policy_from_record, to_datetime, to_ms
+from streamproc.state.workflows import Run
+
+CLOSE_COMMANDS = ("COMPLETE_WORKFLOW_EXECUTION", "FAIL_WORKFLOW_EXECUTION",
+                  "CANCEL_WORKFLOW_EXECUTION", "CONTINUE_AS_NEW_WORKFLOW_EXECUTION")
+
+_BAD_CAUSE = {
+    "SCHEDULE_ACTIVITY_TASK": "BAD_SCHEDULE_ACTIVITY_ATTRIBUTES",
+    "REQUEST_CANCEL_ACTIVITY_TASK": "BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES",
+    "START_TIMER": "BAD_START_TIMER_ATTRIBUTES",
+    "CANCEL_TIMER": "BAD_CANCEL_TIMER_ATTRIBUTES",
+    "RECORD_MARKER": "BAD_RECORD_MARKER_ATTRIBUTES",
+    "COMPLETE_WORKFLOW_EXECUTION": "BAD_COMPLETE_WORKFLOW_EXECUTION_ATTRIBUTES",
+    "FAIL_WORKFLOW_EXECUTION": "BAD_FAIL_WORKFLOW_EXECUTION_ATTRIBUTES",
+    "CANCEL_WORKFLOW_EXECUTION": "BAD_CANCEL_WORKFLOW_EXECUTION_ATTRIBUTES",
+    "CONTINUE_AS_NEW_WORKFLOW_EXECUTION": "BAD_CONTINUE_AS_NEW_ATTRIBUTES",
+}
+
+
+class BadCommand(Exception):
+    """A command the task may not carry: the task fails with `cause`."""
+
+    def __init__(self, cause: str, message: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.message = message
+
+
+Validated = tuple[str, dict[str, Any]]
+
+
+def validate(ctx: ProcessingContext, run: Run, commands: Any) -> list[Validated]:
+    """Check every command against the run as the earlier commands leave it; raises BadCommand."""
+    if not isinstance(commands, list) or not all(isinstance(c, dict) for c in commands):
+        raise BadCommand("UNHANDLED_COMMAND", "commands must be a JSON list of objects")
+    open_activity_ids = {e["activity_id"] for e in run["activities"].values() if not e["closed"]}
+    open_timers = set(run["timers"])
+    cancelable = {int(s) for s, e in run["activities"].items() if not e["cancel_requested"]}
+    closed_by = None
+    out: list[Validated] = []
+    for command in commands:
+        kind = command.get("type")
+        cause = _BAD_CAUSE.get(kind)
+        if cause is None:
+            raise BadCommand("UNHANDLED_COMMAND", f"unknown command type {kind!r}")
+        if closed_by is not None:
+            raise BadCommand(_BAD_CAUSE[closed_by], f"invalid command sequence: {kind} after {closed_by}, "
+                                                    f"which must be the last command")
+        try:
+            attributes = _check(ctx, run, kind, command, open_activity_ids, open_timers, cancelable)
+        except InvalidArgument as exc:
+            raise BadCommand(cause, str(exc)) from None
+        if kind in CLOSE_COMMANDS:
+            if run["buffered"]:
+                raise BadCommand("UNHANDLED_COMMAND", f"{kind} while {len(run['buffered'])} new events "
+                                                      f"are waiting for the workflow")
+            closed_by = kind
+        out.append((kind, attributes))
+    return out
+
+
+def _check(ctx: ProcessingContext, run: Run, kind: str, c: dict, open_activity_ids: set,
+           open_timers: set, cancelable: set) -> dict[str, Any]:
+    limit = ctx.limits.max_payload_bytes
+    if kind == "SCHEDULE_ACTIVITY_TASK":
+        attributes = workflow_activities.validate_schedule(ctx, run, c)
+        if attributes["activity_id"] in open_activity_ids:
+            raise BadCommand("SCHEDULE_ACTIVITY_DUPLICATE_ID",
+                             f"Activity with ActivityId {attributes['activity_id']} is already open")
+        open_activity_ids.add(attributes["activity_id"])
+        return attributes
+    if kind == "REQUEST_CANCEL_ACTIVITY_TASK":
+        scheduled_id = c.get("scheduled_event_id")
+        if scheduled_id not in cancelable:
+            raise InvalidArgument(f"no open activity with scheduled_event_id {scheduled_id!r} "
+                                  f"whose cancellation was not requested yet")
+        cancelable.discard(scheduled_id)
+        return {"scheduled_event_id": scheduled_id}
+    if kind == "START_TIMER":
+        timer_id, timeout_ms = c.get("timer_id"), c.get("start_to_fire_timeout_ms")
+        if not timer_id or not isinstance(timer_id, str):
+            raise InvalidArgument("TimerId is not set on command.")
+        if not isinstance(timeout_ms, int) or timeout_ms <= 0:
+            raise InvalidArgument(f"A valid StartToFireTimeout is not set on command, got {timeout_ms!r}.")
+        if timer_id in open_timers:
+            raise BadCommand("START_TIMER_DUPLICATE_ID", f"Timer with TimerId {timer_id} is already open")
+        open_timers.add(timer_id)
+        return {"timer_id": timer_id, "start_to_fire_timeout_ms": timeout_ms}
+    if kind == "CANCEL_TIMER":
+        if c.get("timer_id") not in open_timers:
+            raise InvalidArgument(f"no open timer with TimerId {c.get('timer_id')!r}")
+        open_timers.discard(c["timer_id"])
+        return {"timer_id": c["timer_id"]}
+    if kind == "RECORD_MARKER":
+        if not c.get("marker_name") or not isinstance(c["marker_name"], str):
+            raise InvalidArgument("MarkerName is not set on command.")
+        return {"marker_name": c["marker_name"], "details": c.get("details")}
+    if kind == "COMPLETE_WORKFLOW_EXECUTION":
+        result = c.get("result")
+        problem = check_json(result if result is not None else "null", "result", limit)
+        if problem:
+            raise InvalidArgument(problem)
+        return {"result": result}
+    if kind == "FAIL_WORKFLOW_EXECUTION":
+        problem = check_failure_record(c.get("failure"))
+        if problem:
+            raise InvalidArgument(problem)
+        return {"failure": c["failure"]}
+    if kind == "CANCEL_WORKFLOW_EXECUTION":
+        if not run["cancel_requested"]:
+            raise InvalidArgument("the workflow may cancel itself only after a cancellation request")
+        return {"details": c.get("details")}
+    return _check_continue_as_new(ctx, run, c)
+
+
+def _check_continue_as_new(ctx: ProcessingContext, run: Run, c: dict) -> dict[str, Any]:
+    queue = c.get("task_queue") or run["task_queue"]
+    problem = check_task_queue(queue) or check_json(
+        c.get("input") if c.get("input") is not None else "null", "input", ctx.limits.max_payload_bytes)
+    if problem:
+        raise InvalidArgument(problem)
+    requested = WorkflowTimeouts(run=timedelta(milliseconds=c.get("workflow_run_timeout_ms") or 0),
+                                 task=timedelta(milliseconds=c.get("workflow_task_timeout_ms") or 0))
+    timeouts = continue_as_new_timeouts(requested, timeouts_of(run))
+    return {"workflow_type": c.get("workflow_type") or run["workflow_type"], "task_queue": queue,
+            "input": c.get("input"), "timeouts": timeouts}
+
+
+def apply(ctx: ProcessingContext, run_key: int, run: Run, commands: list[Validated],
+          completed_id: int) -> bool:
+    """Write the commands' events and effects; True if an event needs a new workflow task."""
+    needs_task = False
+    for kind, a in commands:
+        if kind == "SCHEDULE_ACTIVITY_TASK":
+            workflow_activities.schedule(ctx, run_key, run, a, completed_id)
+        elif kind == "REQUEST_CANCEL_ACTIVITY_TASK":
+            needs_task |= workflow_activities.request_cancel(ctx, run_key, run, a["scheduled_event_id"],
+                                                             completed_id)
+        elif kind == "START_TIMER":
+            started_id = append(ctx, run_key, run, E.TIMER_STARTED,
+                                {**a, "workflow_task_completed_event_id": completed_id})
+            ctx.workflow_timers.start_timer(run_key, run, a["timer_id"],
+                                            ctx.now_ms + a["start_to_fire_timeout_ms"], started_id)
+        elif kind == "CANCEL_TIMER":
+            _cancel_timer(ctx, run_key, run, a["timer_id"], completed_id)
+        elif kind == "RECORD_MARKER":
+            append(ctx, run_key, run, E.MARKER_RECORDED, {**a, "workflow_task_completed_event_id": completed_id})
+        elif kind == "COMPLETE_WORKFLOW_EXECUTION":
+            close(ctx, run_key, run, Status.COMPLETED, E.WORKFLOW_EXECUTION_COMPLETED, {
+                **a, "workflow_task_completed_event_id": completed_id, "new_execution_run_id": ""})
+        elif kind == "FAIL_WORKFLOW_EXECUTION":
+            _fail(ctx, run_key, run, a["failure"], completed_id)
+        elif kind == "CANCEL_WORKFLOW_EXECUTION":
+            close(ctx, run_key, run, Status.CANCELED, E.WORKFLOW_EXECUTION_CANCELED,
+                  {**a, "workflow_task_completed_event_id": completed_id})
+        else:
+            _continue_as_new(ctx, run_key, run, a, completed_id)
+    return needs_task
+
+
+def _cancel_timer(ctx: ProcessingContext, run_key: int, run: Run, timer_id: str, completed_id: int) -> None:
+    timer = ctx.workflow_timers.remove_timer(run_key, run, timer_id)
+    if timer["fired"]:  # it fired while the task was out: the cancel wins, as in Temporal
+        run["buffered"] = [e for e in run["buffered"]
+                           if not (e[0] == E.TIMER_FIRED.name and e[1]["timer_id"] == timer_id)]
+    append(ctx, run_key, run, E.TIMER_CANCELED, {
+        "timer_id": timer_id, "started_event_id": timer["started_event_id"],
+        "workflow_task_completed_event_id": completed_id})
+
+
+def _fail(ctx: ProcessingContext, run_key: int, run: Run, failure: dict, completed_id: int) -> None:
+    """WORKFLOW_EXECUTION_FAILED, and a retry run if the policy asks for one (SEMANTICS 1.7)."""
+    plan = plan_workflow_retry(
+        policy_from_record(run["retry_policy"]) if run["retry_policy"] is not None else None,
+        attempt=run["attempt"], failure=failure_from_record(failure), now=to_datetime(ctx.now_ms),
+        execution_expiration=to_datetime(run["execution_expiration_ms"]) if run["execution_expiration_ms"] else None,
+        previous_run_execution_time=to_datetime(run["execution_time_ms"]))
+    retrying = plan.retry_state is RetryState.IN_PROGRESS
+    new_run_id = str(uuid.uuid4()) if retrying else ""
+    close(ctx, run_key, run, Status.FAILED, E.WORKFLOW_EXECUTION_FAILED, {
+        "failure": failure, "retry_state": plan.retry_state.name,
+        "workflow_task_completed_event_id": completed_id, "new_execution_run_id": new_run_id})
+    if retrying:
+        next_run(ctx, run_key, run, new_run_id, ContinueAsNewInitiator.RETRY, attempt=plan.next_attempt,
+                 backoff_ms=to_ms(plan.first_workflow_task_backoff), continued_failure=failure)
+
+
+def next_run(ctx: ProcessingContext, run_key: int, run: Run, new_run_id: str,
+             initiator: ContinueAsNewInitiator, *, attempt: int, backoff_ms: int = 0,
+             continued_failure: dict | None = None, **changes: Any) -> None:
+    """The run that follows a closed one (retry or continue-as-new): same workflow id and
+    chain deadline; type, queue, input and timeouts from `changes` or inherited."""
+    run["new_execution_run_id"] = new_run_id
+    ctx.workflows.put(run_key, run)
+    start_run(ctx, run_id=new_run_id, workflow_id=run["workflow_id"],
+              workflow_type=changes.get("workflow_type", run["workflow_type"]),
+              task_queue=changes.get("task_queue", run["task_queue"]),
+              input=changes.get("input", run["input"]), timeouts=changes.get("timeouts", timeouts_of(run)),
+              retry_policy=run["retry_policy"], attempt=attempt,
+              execution_expiration_ms=run["execution_expiration_ms"], identity=run["identity"],
+              first_execution_run_id=run["first_execution_run_id"],
+              continued_execution_run_id=run["run_id"], initiator=initiator,
+              first_task_backoff_ms=backoff_ms, continued_failure=continued_failure)
+
+
+def _continue_as_new(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int) -> None:
+    new_run_id = str(uuid.uuid4())
+    t = a["timeouts"]
+    close(ctx, run_key, run, Status.CONTINUED_AS_NEW, E.WORKFLOW_EXECUTION_CONTINUED_AS_NEW, {
+        "new_execution_run_id": new_run_id, "workflow_type": a["workflow_type"], "task_queue": a["task_queue"],
+        "input": a["input"], "workflow_run_timeout_ms": to_ms(t.run), "workflow_task_timeout_ms": to_ms(t.task),
+        "initiator": ContinueAsNewInitiator.WORKFLOW.name, "workflow_task_completed_event_id": completed_id})
+    next_run(ctx, run_key, run, new_run_id, ContinueAsNewInitiator.WORKFLOW, attempt=1, **a)

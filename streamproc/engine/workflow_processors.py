@@ -1,0 +1,24 @@
+"""Every WORKFLOW command and the processor that handles it (docs/workflow-protocol.md)."""
+
+from __future__ import annotations
+
+from streamproc.engine import workflow_request_processors as requests
+from streamproc.engine import workflow_task_processors as tasks
+from streamproc.engine import workflow_timeout_processors as timeouts
+from streamproc.engine.workflow_start import start
+from streamproc.protocol.records import WorkflowIntent as W
+
+WORKFLOW_PROCESSORS = {
+    W.START: start,
+    W.REQUEST_CANCEL: requests.request_cancel,
+    W.TERMINATE: requests.terminate_request,
+    W.DESCRIBE: requests.describe,
+    W.GET_HISTORY: requests.get_history,
+    W.TASK_COMPLETE: tasks.task_complete,
+    W.TASK_FAIL: tasks.task_fail,
+    W.TASK_TIME_OUT: tasks.task_time_out,
+    W.TIMER_FIRE: timeouts.timer_fire,
+    W.RUN_TIME_OUT: timeouts.run_time_out,
+    W.EXECUTION_TIME_OUT: timeouts.execution_time_out,
+    W.BACKOFF_START: timeouts.backoff_start,
+}

@@ -1,0 +1,174 @@
+"""Writing a run's history: appending events, buffering them while a workflow task is out,
+scheduling and publishing workflow tasks, closing the run (docs/workflow-protocol.md).
+
+Every appended event is stored in the run's history and written to the events topic
+(intent = the event type name). Events that arrive while a workflow task is out are
+buffered in the run and appended when the task ends, followed by a new task, so a
+worker never misses an event it was not shown.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from typing import Any
+
+import orjson
+
+from streamproc.engine.context import ProcessingContext
+from streamproc.protocol.records import ValueType, WorkflowIntent
+from streamproc.semantics.workflow_events import EventType
+from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
+from streamproc.semantics.workflow_timeouts import workflow_task_timeout_for_attempt
+from streamproc.state.workflows import Run
+
+WF = ValueType.WORKFLOW
+E = EventType
+
+#: Deadline kinds of a run (one armed deadline each); the names are the checker's intents.
+TASK_TIME_OUT = WorkflowIntent.TASK_TIME_OUT.value
+RUN_TIME_OUT = WorkflowIntent.RUN_TIME_OUT.value
+EXECUTION_TIME_OUT = WorkflowIntent.EXECUTION_TIME_OUT.value
+BACKOFF_START = WorkflowIntent.BACKOFF_START.value
+
+#: An event waiting to be appended: (type name, attributes, whether its started_event_id
+#: is the id of the event appended just before it: an activity's close after its start).
+Pending = tuple[str, dict[str, Any], bool]
+
+
+def is_open(run: Run) -> bool:
+    return run["status"] == WorkflowExecutionStatus.RUNNING.name
+
+
+def append(ctx: ProcessingContext, run_key: int, run: Run, event_type: EventType,
+           attributes: dict[str, Any]) -> int:
+    """Append one event to the history and the events topic; returns its event id."""
+    event_id = run["next_event_id"]
+    event = {"event_id": event_id, "event_type": event_type.name, "event_time_ms": ctx.now_ms,
+             "attributes": attributes}
+    run["history_size_bytes"] += ctx.history.append(run_key, event)
+    run["next_event_id"] = event_id + 1
+    ctx.out.event(WF, event_type.name, run_key, {
+        "workflow_id": run["workflow_id"], "run_id": run["run_id"],
+        "workflow_type": run["workflow_type"], "task_queue": run["task_queue"],
+        "event_id": event_id, "event_time_ms": ctx.now_ms,
+        "attributes": orjson.dumps(attributes).decode()}, reply=False)
+    return event_id
+
+
+def append_all(ctx: ProcessingContext, run_key: int, run: Run, events: list[Pending]) -> None:
+    previous = 0
+    for type_name, attributes, links_started in events:
+        if links_started:
+            attributes = {**attributes, "started_event_id": previous}
+        previous = append(ctx, run_key, run, E[type_name], attributes)
+
+
+def deliver(ctx: ProcessingContext, run_key: int, run: Run, events: list[Pending]) -> None:
+    """Events from outside a workflow task (an activity closed, a timer fired, a cancel
+    request): appended with a new workflow task, or buffered while one is out."""
+    if run["task"] is not None:
+        run["buffered"].extend([list(e) for e in events])
+        return
+    append_all(ctx, run_key, run, events)
+    if BACKOFF_START not in run["deadlines"]:  # a run in its first-task backoff waits
+        schedule_task(ctx, run_key, run)
+
+
+def flush_buffer(ctx: ProcessingContext, run_key: int, run: Run) -> bool:
+    """Append what arrived while the task was out; True if there was anything."""
+    buffered = run["buffered"]
+    run["buffered"] = []
+    append_all(ctx, run_key, run, [tuple(e) for e in buffered])
+    # What the flushed events closed is no longer open for the workflow's commands.
+    for timer_id in [t for t, timer in run["timers"].items() if timer["fired"]]:
+        del run["timers"][timer_id]
+    for scheduled_id in [s for s, entry in run["activities"].items() if entry["closed"]]:
+        del run["activities"][scheduled_id]
+    return bool(buffered)
+
+
+def task_timeout_ms(run: Run, attempt: int) -> int:
+    """Start-to-close timeout of a task attempt: lengthened from attempt 4 (SEMANTICS 3.4),
+    with a jitter drawn from the run id so that processing it again gives the same."""
+    jitter = random.Random(f"{run['run_id']}/{attempt}").random()
+    timeout = workflow_task_timeout_for_attempt(timedelta(milliseconds=run["timeouts"]["task_ms"]),
+                                                attempt, jitter=jitter)
+    return timeout // timedelta(milliseconds=1)
+
+
+def schedule_task(ctx: ProcessingContext, run_key: int, run: Run) -> None:
+    """WORKFLOW_TASK_SCHEDULED, its timeout armed, and the task published with the history."""
+    attempt = run["task_attempt"]
+    timeout_ms = task_timeout_ms(run, attempt)
+    event_id = append(ctx, run_key, run, E.WORKFLOW_TASK_SCHEDULED, {
+        "task_queue": run["task_queue"], "start_to_close_timeout_ms": timeout_ms, "attempt": attempt})
+    run["task"] = {"scheduled_event_id": event_id, "attempt": attempt, "scheduled_time_ms": ctx.now_ms}
+    ctx.workflow_timers.arm(run_key, run, TASK_TIME_OUT, ctx.now_ms + timeout_ms)
+    pages = history_pages(ctx, run_key, event_id)
+    for page, history in enumerate(pages):
+        ctx.out.task(run["task_queue"], run_key, {
+            "workflow_id": run["workflow_id"], "run_id": run["run_id"],
+            "workflow_type": run["workflow_type"], "task_queue": run["task_queue"],
+            "attempt": attempt, "scheduled_event_id": event_id, "event_time_ms": ctx.now_ms,
+            "history": history, "page": page, "pages": len(pages)}, WF, WorkflowIntent.WORKFLOW_TASK)
+
+
+def history_pages(ctx: ProcessingContext, run_key: int, last_event_id: int) -> list[str]:
+    """Events 1..last_event_id as JSON lists of at most the page byte limit each (an event
+    larger than the limit gets a page of its own)."""
+    limit = ctx.limits.max_history_page_bytes
+    pages: list[list[bytes]] = [[]]
+    size = 0
+    for data in ctx.history.encoded_events(run_key, 1, last_event_id):
+        if pages[-1] and size + len(data) + 1 > limit:
+            pages.append([])
+            size = 0
+        pages[-1].append(data)
+        size += len(data) + 1
+    return [(b"[" + b",".join(page) + b"]").decode() for page in pages]
+
+
+def end_task(ctx: ProcessingContext, run_key: int, run: Run, identity: str) -> tuple[int, int]:
+    """The answer to the task arrived (or its timeout): WORKFLOW_TASK_STARTED, which we write
+    only now. Returns (scheduled, started) event ids."""
+    scheduled_id = run["task"]["scheduled_event_id"]
+    started_id = append(ctx, run_key, run, E.WORKFLOW_TASK_STARTED,
+                        {"scheduled_event_id": scheduled_id, "identity": identity})
+    ctx.workflow_timers.disarm(run_key, run, TASK_TIME_OUT)
+    run["task"] = None
+    return scheduled_id, started_id
+
+
+def retry_task(ctx: ProcessingContext, run_key: int, run: Run, next_attempt: int) -> None:
+    """After a failed or timed-out task: buffered events, then the next attempt."""
+    flush_buffer(ctx, run_key, run)
+    run["task_attempt"] = next_attempt
+    schedule_task(ctx, run_key, run)
+
+
+def close(ctx: ProcessingContext, run_key: int, run: Run, status: WorkflowExecutionStatus,
+          event_type: EventType, attributes: dict[str, Any]) -> int:
+    """Write the close event and forget everything that could still fire for the run:
+    its deadlines, timers and open activities (closed silently, as Temporal does)."""
+    event_id = append(ctx, run_key, run, event_type, attributes)
+    run["status"] = status.name
+    run["close_time_ms"] = ctx.now_ms
+    run["task"] = None
+    run["buffered"] = []
+    ctx.workflow_timers.disarm_all(run_key, run)
+    for entry in run["activities"].values():
+        found = ctx.activities.get(entry["key"])
+        if found is not None:
+            ctx.activities.remove(entry["key"], found[0])
+    run["activities"] = {}
+    return event_id
+
+
+def terminate(ctx: ProcessingContext, run_key: int, run: Run, reason: str, identity: str,
+              details: str | None = None) -> int:
+    """WORKFLOW_EXECUTION_TERMINATED after whatever was buffered; an answer to a task that
+    was out is rejected later (the run is closed)."""
+    flush_buffer(ctx, run_key, run)
+    return close(ctx, run_key, run, WorkflowExecutionStatus.TERMINATED, E.WORKFLOW_EXECUTION_TERMINATED,
+                 {"reason": reason, "details": details, "identity": identity})

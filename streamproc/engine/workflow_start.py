@@ -1,0 +1,164 @@
+"""START: validate, resolve the workflow id against its current run (SEMANTICS.md 4 and 13),
+and start a run; `start_run` also starts the runs that follow a retry or continue-as-new.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+import orjson
+
+from streamproc.engine.context import ProcessingContext
+from streamproc.engine.validation import check_json
+from streamproc.engine.workflow_runs import (
+    EXECUTION_TIME_OUT,
+    RUN_TIME_OUT,
+    WF,
+    BACKOFF_START,
+    append,
+    schedule_task,
+    terminate,
+)
+from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
+from streamproc.protocol.topics import check_task_queue
+from streamproc.semantics import InvalidArgument, normalize_workflow_retry_policy
+from streamproc.semantics.workflow_events import ContinueAsNewInitiator, EventType
+from streamproc.semantics.workflow_ids import (
+    CurrentRun,
+    WorkflowExecutionStatus,
+    WorkflowIdAction,
+    WorkflowIdConflictPolicy,
+    WorkflowIdReusePolicy,
+    normalize_workflow_id_policies,
+    resolve_duplicate_workflow_id,
+    validate_workflow_id,
+)
+from streamproc.semantics.workflow_retry import workflow_execution_expiration
+from streamproc.semantics.workflow_timeouts import (
+    WorkflowTimeouts,
+    normalize_workflow_timeouts,
+    workflow_run_deadlines,
+)
+from streamproc.state.activities import policy_from_record, policy_to_record, to_datetime, to_ms
+from streamproc.state.workflows import Run
+
+
+def _enum(enum, name: str, what: str):
+    if not name:
+        return enum.UNSPECIFIED
+    try:
+        return enum[name]
+    except KeyError:
+        allowed = ", ".join(m.name for m in enum if m.value)
+        raise InvalidArgument(f"{what} must be one of {allowed}, got {name!r}") from None
+
+
+def timeouts_of(run: Run) -> WorkflowTimeouts:
+    t = run["timeouts"]
+    return WorkflowTimeouts(*(timedelta(milliseconds=t[k]) for k in ("execution_ms", "run_ms", "task_ms")))
+
+
+def start(cmd: Record, ctx: ProcessingContext) -> None:
+    v = cmd.value
+    try:
+        validate_workflow_id(v["workflow_id"], max_length=ctx.limits.history.max_id_length)
+        problem = (None if v["workflow_type"] else "WorkflowType is not set on request.") \
+            or check_task_queue(v["task_queue"]) \
+            or check_json(v["input"] if v["input"] is not None else "null", "input",
+                          ctx.limits.max_payload_bytes)
+        if problem:
+            raise InvalidArgument(problem)
+        timeouts = normalize_workflow_timeouts(WorkflowTimeouts(*(timedelta(milliseconds=v[f]) for f in (
+            "workflow_execution_timeout_ms", "workflow_run_timeout_ms", "workflow_task_timeout_ms"))))
+        policy = normalize_workflow_retry_policy(
+            policy_from_record(v["retry_policy"]) if v["retry_policy"] is not None else None)
+        policies = normalize_workflow_id_policies(
+            _enum(WorkflowIdReusePolicy, v["id_reuse_policy"], "id_reuse_policy"),
+            _enum(WorkflowIdConflictPolicy, v["id_conflict_policy"], "id_conflict_policy"))
+    except InvalidArgument as exc:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, str(exc))
+        return
+    request_id = cmd.request_id or ""
+    current = ctx.workflows.find(v["workflow_id"])
+    new_run_id = str(uuid.uuid4())
+    decision = resolve_duplicate_workflow_id(
+        policies, workflow_id=v["workflow_id"], request_id=request_id, new_run_id=new_run_id,
+        current=None if current is None else CurrentRun(
+            current[1]["run_id"], WorkflowExecutionStatus[current[1]["status"]],
+            current[1]["start_request_id"]))
+    if decision.action is WorkflowIdAction.ALREADY_STARTED:
+        ctx.out.reject(cmd, RejectionType.ALREADY_EXISTS, decision.message)
+        return
+    if decision.action is WorkflowIdAction.RETURN_EXISTING:
+        run_key, run = current
+        _reply_started(ctx, run_key, run, started=decision.started)
+        return
+    if decision.action is WorkflowIdAction.TERMINATE_EXISTING_AND_START:
+        run_key, run = current
+        terminate(ctx, run_key, run, decision.reason, decision.identity, details=decision.details)
+        ctx.workflows.put(run_key, run)
+    expiration = workflow_execution_expiration(to_datetime(ctx.now_ms), timeouts.execution)
+    run_key, run = start_run(
+        ctx, run_id=new_run_id, workflow_id=v["workflow_id"], workflow_type=v["workflow_type"],
+        task_queue=v["task_queue"], input=v["input"], timeouts=timeouts,
+        retry_policy=None if policy is None else policy_to_record(policy), attempt=1,
+        execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id)
+    _reply_started(ctx, run_key, run, started=True)
+
+
+def _reply_started(ctx: ProcessingContext, run_key: int, run: Run, started: bool) -> None:
+    ctx.out.reply(WF, WorkflowIntent.STARTED, run_key, {
+        "workflow_id": run["workflow_id"], "run_id": run["run_id"], "workflow_type": run["workflow_type"],
+        "task_queue": run["task_queue"], "attempt": run["attempt"],
+        "attributes": orjson.dumps({"started": started}).decode()})
+
+
+def start_run(ctx: ProcessingContext, *, run_id: str, workflow_id: str, workflow_type: str,
+              task_queue: str, input: str | None, timeouts: WorkflowTimeouts,
+              retry_policy: dict | None, attempt: int, execution_expiration_ms: int,
+              identity: str = "", request_id: str = "", first_execution_run_id: str = "",
+              continued_execution_run_id: str = "",
+              initiator: ContinueAsNewInitiator = ContinueAsNewInitiator.UNSPECIFIED,
+              first_task_backoff_ms: int = 0, continued_failure: dict | None = None) -> tuple[int, Run]:
+    """A new run, current for its workflow id: WORKFLOW_EXECUTION_STARTED, its deadlines
+    armed, and its first workflow task scheduled (or its backoff armed)."""
+    run_key = ctx.keys.next_key()
+    deadlines = workflow_run_deadlines(
+        timeouts, start_time=to_datetime(ctx.now_ms),
+        execution_expiration=to_datetime(execution_expiration_ms) if execution_expiration_ms else None,
+        first_workflow_task_backoff=timedelta(milliseconds=first_task_backoff_ms))
+    run: Run = {
+        "workflow_id": workflow_id, "run_id": run_id, "workflow_type": workflow_type,
+        "task_queue": task_queue, "input": input, "identity": identity, "start_request_id": request_id,
+        "status": WorkflowExecutionStatus.RUNNING.name, "attempt": attempt,
+        "timeouts": {"execution_ms": to_ms(timeouts.execution), "run_ms": to_ms(timeouts.run),
+                     "task_ms": to_ms(timeouts.task)},
+        "retry_policy": retry_policy, "execution_expiration_ms": execution_expiration_ms,
+        "run_expiration_ms": to_ms(deadlines.run_expiration),
+        "start_time_ms": ctx.now_ms, "execution_time_ms": to_ms(deadlines.execution_time),
+        "close_time_ms": 0, "first_execution_run_id": first_execution_run_id or run_id,
+        "next_event_id": 1, "history_size_bytes": 0, "task": None, "task_attempt": 1,
+        "buffered": [], "activities": {}, "timers": {}, "deadlines": {},
+        "cancel_requested": False, "new_execution_run_id": "", "limit_warned": False,
+    }
+    append(ctx, run_key, run, EventType.WORKFLOW_EXECUTION_STARTED, {
+        "workflow_id": workflow_id, "workflow_type": workflow_type, "task_queue": task_queue,
+        "input": input, "workflow_execution_timeout_ms": run["timeouts"]["execution_ms"],
+        "workflow_run_timeout_ms": run["timeouts"]["run_ms"],
+        "workflow_task_timeout_ms": run["timeouts"]["task_ms"], "attempt": attempt,
+        "original_execution_run_id": run_id, "first_execution_run_id": run["first_execution_run_id"],
+        "continued_execution_run_id": continued_execution_run_id, "retry_policy": retry_policy,
+        "identity": identity, "workflow_execution_expiration_time_ms": execution_expiration_ms,
+        "initiator": initiator.name, "first_workflow_task_backoff_ms": first_task_backoff_ms,
+        "continued_failure": continued_failure})
+    if run["run_expiration_ms"]:
+        kind = EXECUTION_TIME_OUT if run["run_expiration_ms"] == execution_expiration_ms else RUN_TIME_OUT
+        ctx.workflow_timers.arm(run_key, run, kind, run["run_expiration_ms"])
+    elif execution_expiration_ms:
+        ctx.workflow_timers.arm(run_key, run, EXECUTION_TIME_OUT, execution_expiration_ms)
+    if first_task_backoff_ms > 0:
+        ctx.workflow_timers.arm(run_key, run, BACKOFF_START, run["execution_time_ms"])
+    else:
+        schedule_task(ctx, run_key, run)
+    ctx.workflows.add(run_key, run)
+    return run_key, run

@@ -1,0 +1,121 @@
+"""Answers to workflow tasks (TASK_COMPLETE, TASK_FAIL) and their timeout (TASK_TIME_OUT).
+
+An answer is for the task it names (scheduled_event_id) of an open run; anything else is
+stale and rejected. WORKFLOW_TASK_STARTED is written when the answer arrives, right
+before the task's end event (there is no start round trip).
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from streamproc.engine.context import ProcessingContext
+from streamproc.engine.workflow_commands import BadCommand, apply, validate
+from streamproc.engine.workflow_runs import (
+    TASK_TIME_OUT,
+    E,
+    append,
+    end_task,
+    flush_buffer,
+    is_open,
+    retry_task,
+    schedule_task,
+)
+from streamproc.protocol.failures import check_failure_record
+from streamproc.protocol.records import Record, RejectionType
+from streamproc.semantics.enums import TimeoutType
+from streamproc.semantics.workflow_timeouts import fail_workflow_task, fire_workflow_task_timeout
+from streamproc.state.workflows import Run
+
+
+def _task_run(cmd: Record, ctx: ProcessingContext, verb: str, any_task: bool = False) -> Run | None:
+    """The open run whose task the command answers (`any_task`: whichever task is out, for
+    a timeout, which names its deadline instead), or None after rejecting it."""
+    run = ctx.workflows.get(cmd.key)
+    scheduled_id = cmd.value["scheduled_event_id"]
+    if any_task and run is not None and run["task"] is not None:
+        scheduled_id = run["task"]["scheduled_event_id"]
+    prefix = f"Expected to {verb} workflow task {scheduled_id} of run with key '{cmd.key}', but"
+    if run is None:
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"{prefix} no such run exists")
+    elif not is_open(run):
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE,
+                       f"{prefix} workflow execution already completed (status {run['status']})")
+    elif run["task"] is None or run["task"]["scheduled_event_id"] != scheduled_id:
+        out = run["task"]["scheduled_event_id"] if run["task"] else None
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE,
+                       f"{prefix} that task is over (the task out now is {out})")
+    else:
+        return run
+    return None
+
+
+def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
+    run = _task_run(cmd, ctx, "complete")
+    if run is None:
+        return
+    try:
+        commands = orjson.loads(cmd.value["commands"] or "[]")
+    except orjson.JSONDecodeError as exc:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"commands is not valid JSON: {exc}")
+        return
+    identity = cmd.value["identity"]
+    try:
+        validated = validate(ctx, run, commands)
+    except BadCommand as bad:
+        fail_task(ctx, cmd.key, run, bad.cause, {"message": bad.message, "kind": "APPLICATION",
+                                                 "type": bad.cause, "non_retryable": False}, identity)
+        ctx.workflows.put(cmd.key, run)
+        return
+    scheduled_id, started_id = end_task(ctx, cmd.key, run, identity)
+    completed_id = append(ctx, cmd.key, run, E.WORKFLOW_TASK_COMPLETED, {
+        "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
+    run["task_attempt"] = 1
+    needs_task = apply(ctx, cmd.key, run, validated, completed_id)
+    if is_open(run) and (flush_buffer(ctx, cmd.key, run) or needs_task):
+        schedule_task(ctx, cmd.key, run)
+    ctx.workflows.put(cmd.key, run)
+
+
+def fail_task(ctx: ProcessingContext, run_key: int, run: Run, cause: str, failure: dict | None,
+              identity: str) -> None:
+    """WORKFLOW_TASK_FAILED, then what was buffered and the next attempt (SEMANTICS 3.4)."""
+    attempt = run["task"]["attempt"]
+    scheduled_id, started_id = end_task(ctx, run_key, run, identity)
+    append(ctx, run_key, run, E.WORKFLOW_TASK_FAILED, {
+        "scheduled_event_id": scheduled_id, "started_event_id": started_id, "cause": cause,
+        "failure": failure, "identity": identity})
+    retry_task(ctx, run_key, run, fail_workflow_task(attempt=attempt, sticky=False).next_attempt)
+
+
+def task_fail(cmd: Record, ctx: ProcessingContext) -> None:
+    run = _task_run(cmd, ctx, "fail")
+    if run is None:
+        return
+    failure = cmd.value["failure"]
+    problem = check_failure_record(failure) if failure is not None else None
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
+        return
+    fail_task(ctx, cmd.key, run, cmd.value["cause"] or "UNSPECIFIED", failure, cmd.value["identity"])
+    ctx.workflows.put(cmd.key, run)
+
+
+def task_time_out(cmd: Record, ctx: ProcessingContext) -> None:
+    """From the checker: re-checked against the task out now and its armed deadline."""
+    run = _task_run(cmd, ctx, "time out", any_task=True)
+    if run is None:
+        return
+    due = cmd.value["due_ms"]
+    if run["deadlines"].get(TASK_TIME_OUT) != due or not due < ctx.now_ms:
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE,
+                       f"Expected to time out workflow task {run['task']['scheduled_event_id']} at {due}, "
+                       f"but its deadline is {run['deadlines'].get(TASK_TIME_OUT)} (now {ctx.now_ms})")
+        return
+    retry = fire_workflow_task_timeout(TimeoutType.START_TO_CLOSE, attempt=run["task"]["attempt"], sticky=False)
+    scheduled_id, started_id = end_task(ctx, cmd.key, run, "")
+    append(ctx, cmd.key, run, E.WORKFLOW_TASK_TIMED_OUT, {
+        "scheduled_event_id": scheduled_id, "started_event_id": started_id,
+        "timeout_type": retry.timeout_type.name})
+    retry_task(ctx, cmd.key, run, retry.next_attempt)
+    ctx.workflows.put(cmd.key, run)

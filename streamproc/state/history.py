@@ -1,0 +1,58 @@
+"""Event histories of workflow runs, one ordered column family keyed (run key, event id).
+
+Appending is one put; reading a page is a range scan. Events are written once and never
+changed, so a scan of committed state plus point reads of the batch's own newest events
+(not in RocksDB yet) gives exactly the history the processor has written so far.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import orjson
+
+from streamproc.state.db import PendingWrites
+from streamproc.state.families import Family
+
+_RUN_EVENT = struct.Struct(">QQ")
+
+HistoryEvent = dict[str, Any]
+
+
+def _key(run_key: int, event_id: int) -> bytes:
+    return _RUN_EVENT.pack(run_key, event_id)
+
+
+class History:
+    def __init__(self, writes: PendingWrites) -> None:
+        self._w = writes
+
+    def append(self, run_key: int, event: HistoryEvent) -> int:
+        """Store an event (its `event_id` is its place); returns its encoded size in bytes."""
+        data = orjson.dumps(event)
+        self._w.put(Family.WORKFLOW_HISTORY, _key(run_key, event["event_id"]), data)
+        return len(data)
+
+    def events(self, run_key: int, first_id: int, last_id: int) -> list[HistoryEvent]:
+        """Events `first_id`..`last_id` (inclusive) of a run, in order."""
+        return [orjson.loads(data) for data in self.encoded_events(run_key, first_id, last_id)]
+
+    def encoded_events(self, run_key: int, first_id: int, last_id: int) -> list[bytes]:
+        """The same events as JSON bytes, as stored (pages are built without re-encoding)."""
+        if last_id < first_id:
+            return []
+        found: dict[int, bytes] = {}
+        committed = self._w.db.scan(Family.WORKFLOW_HISTORY, lower_bound=_key(run_key, first_id),
+                                    upper_bound=_key(run_key, last_id + 1))
+        for key, value in committed:
+            found[_RUN_EVENT.unpack(key)[1]] = value
+        out = []
+        for event_id in range(first_id, last_id + 1):
+            data = found.get(event_id)
+            if data is None:  # written by this batch, not committed yet
+                data = self._w.get(Family.WORKFLOW_HISTORY, _key(run_key, event_id))
+                if data is None:
+                    raise KeyError(f"event {event_id} of run {run_key} is missing")
+            out.append(data)
+        return out
