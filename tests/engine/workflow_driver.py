@@ -11,6 +11,7 @@ from streamproc.protocol import codec
 from streamproc.protocol.records import Record, RecordType
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history import check_well_formed
+from streamproc.state.activities import Activities
 from streamproc.state.db import PendingWrites
 from streamproc.state.history import History
 from streamproc.state.workflows import Workflows
@@ -51,6 +52,12 @@ class WorkflowDriver:
 
     def run(self, run_key: int) -> dict:
         return Workflows(PendingWrites(self.h.db)).get(run_key)
+
+    def current_key(self, workflow_id: str) -> int | None:
+        return Workflows(PendingWrites(self.h.db)).current_key(workflow_id)
+
+    def activity(self, key: int):
+        return Activities(PendingWrites(self.h.db)).get(key)
 
     def task(self, run_key: int) -> dict | None:
         return self.run(run_key)["task"]
