@@ -51,25 +51,33 @@ class ActivityHandle(asyncio.Task):  # type: ignore[type-arg]
                  cancellation_type: ActivityCancellationType) -> None:
         self.activity_id = activity.activity_id
         self.activity_type = activity.activity_type
-        super().__init__(_await_activity(runtime, activity, cancellation_type), loop=runtime.loop,
+        self._runtime = runtime
+        self._activity = activity
+        self._cancellation_type = cancellation_type
+        super().__init__(_await_activity(activity, cancellation_type), loop=runtime.loop,
                          name=f"activity {activity.activity_id} ({activity.activity_type})")
 
+    def cancel(self, msg: Any = None) -> bool:
+        # Also called by asyncio when a task awaiting this handle (the run itself, or a
+        # gather) is cancelled. The request is issued here, not in the coroutine, so that
+        # a handle cancelled before it first ran still reaches the engine (or, scheduled
+        # in this very task, is dropped before the engine hears of it).
+        if not self.done() and self._cancellation_type is not ActivityCancellationType.ABANDON:
+            self._runtime.request_cancel_activity(self._activity)
+        return super().cancel(msg)
 
-async def _await_activity(runtime: WorkflowRuntime, activity: OpenActivity,
-                          cancellation_type: ActivityCancellationType) -> Any:
+
+async def _await_activity(activity: OpenActivity, cancellation_type: ActivityCancellationType) -> Any:
     while True:
         try:
             # Shielded: cancelling the handle must not cancel the result itself, which
             # only the activity's close event settles.
             return await asyncio.shield(activity.future)
         except asyncio.CancelledError:
-            if activity.future.cancelled() or cancellation_type is ActivityCancellationType.ABANDON:
+            waits = cancellation_type is ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            if not waits or activity.future.cancelled():
                 raise
-            if activity.future.done():
-                return activity.future.result()  # closed in the same step: its outcome wins
-            waits = runtime.request_cancel_activity(activity)
-            if not waits or cancellation_type is ActivityCancellationType.TRY_CANCEL:
-                raise
+            # Waiting for the close event: the ActivityError it brings, or the result.
 
 
 def start_activity(
@@ -101,7 +109,7 @@ def start_activity(
         (start_to_close_timeout, "start_to_close_timeout"),
         (heartbeat_timeout, "heartbeat_timeout"))))
     normalize_activity_timeouts(requested, run_timeout=runtime.info.run_timeout or timedelta(0),
-                                activity_id=activity_id or "", activity_type=activity_type)
+                                activity_id=activity_id or runtime.peek_id(), activity_type=activity_type)
     if retry_policy is not None:
         normalize_activity_retry_policy(retry_policy)
     command = {

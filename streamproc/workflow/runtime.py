@@ -197,6 +197,10 @@ class WorkflowRuntime:
         return uuid.UUID(int=self.random.getrandbits(128), version=4)
 
     # -- internals ------------------------------------------------------------------------
+    def peek_id(self) -> str:
+        """The id the next activity or timer will get (for error messages)."""
+        return str(self._sequence + 1)
+
     def _next_id(self) -> str:
         self._sequence += 1
         return str(self._sequence)
