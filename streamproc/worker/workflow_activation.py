@@ -40,8 +40,8 @@ class Instance(Protocol):
     def extend(self, events: list[dict[str, Any]]) -> None: ...
 
 
-#: Builds a run's instance from its definition and whole history (a full replay follows).
-InstanceFactory = Callable[[Any, list[dict[str, Any]]], Instance]
+#: Builds a run's instance from its definition, whole history and run id (a full replay follows).
+InstanceFactory = Callable[[Any, list[dict[str, Any]], str], Instance]
 
 
 class WorkflowTaskHandler:
@@ -86,7 +86,7 @@ class WorkflowTaskHandler:
             instance, new_events = cached
             instance.extend(new_events)
             return instance
-        return self.new_instance(definition, task.history)
+        return self.new_instance(definition, task.history, task.run_id)
 
     def _fail(self, task: WorkflowTask, cause: str, failure: dict[str, Any]) -> Record:
         log.warning("workflow_task_failing", workflow_id=task.workflow_id, run_id=task.run_id,

@@ -56,6 +56,8 @@ class WorkflowWorkerStats:
     #: Tasks answered from a cached instance, and cached runs that needed a replay after all.
     cache_hits: int = 0
     cache_misses: int = 0
+    #: Tasks whose history came in more than one record.
+    paged: int = 0
     #: Records that could not be used (undecodable, not a task), and tasks missing pages.
     skipped: int = 0
     incomplete: int = 0
@@ -180,6 +182,8 @@ class WorkflowWorker:
             return
         if task is None:
             return
+        if record.value.get("pages", 1) > 1:
+            self.stats.paged += 1
         answer = self.handler.answer(task)
         self.client.send(answer, partition_for(task.workflow_id, self.client.partitions))
         if answer.intent == WorkflowIntent.TASK_COMPLETE:
@@ -191,7 +195,7 @@ class WorkflowWorker:
         self.stats.incomplete = self._pages.dropped
 
 
-def _new_instance(definition: Any, history: list[dict[str, Any]]):
+def _new_instance(definition: Any, history: list[dict[str, Any]], run_id: str):
     from streamproc.workflow.instance import WorkflowInstance
 
-    return WorkflowInstance(definition, history)
+    return WorkflowInstance(definition, history, run_id=run_id)

@@ -27,8 +27,9 @@ class Outcome:
 class FakeInstance:
     created: list[FakeInstance] = []
 
-    def __init__(self, definition, history):
+    def __init__(self, definition, history, run_id):
         self.definition = definition
+        self.run_id = run_id
         self.shown = list(history)
         self.extended: list[list] = []
         self.answers = list(definition.answers)
@@ -69,6 +70,7 @@ def test_a_first_task_is_completed_with_the_commands_the_code_issued():
     assert answer.value["scheduled_event_id"] == 2 and answer.value["identity"] == "worker-1"
     assert orjson.loads(answer.value["commands"]) == [SCHEDULE]
     assert FakeInstance.created[0].shown == first_task_history()
+    assert FakeInstance.created[0].run_id == "run-1"
 
 
 def test_the_next_task_feeds_the_cached_instance_only_the_new_events():

@@ -1,0 +1,218 @@
+"""Workflows end to end on a real broker: engine (manual clock), Worker and client.
+
+The engine runs in a thread with a `ManualClock`, so a 24 h `workflow.sleep` passes by
+moving the clock once its timer is on the log. Nothing here waits for wall-clock time:
+each step waits for the event that shows the previous one happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from streamproc import activity, workflow
+from streamproc.client import Client, WorkflowAlreadyStartedError, WorkflowFailureError
+from streamproc.client.errors import CancelledError, TerminatedError
+from streamproc.client.workflow_events import WorkflowEvent
+from streamproc.clock import ManualClock
+from streamproc.engine.context import Limits
+from streamproc.semantics.workflow_events import EventType
+from streamproc.semantics.workflow_history import check_well_formed
+from streamproc.semantics.workflow_ids import WorkflowExecutionStatus, WorkflowIdConflictPolicy
+from streamproc.settings import Settings
+from streamproc.worker import Worker
+from tests.support.engines import EngineThread
+
+pytestmark = pytest.mark.kafka
+
+QUEUE = "orders"
+ACTIVITY_TIMEOUT = timedelta(seconds=30)
+
+
+@activity.defn
+def reserve(order_id: str) -> str:
+    return f"reservation-{order_id}"
+
+
+@activity.defn
+def charge(order_id: str, reservation: str) -> dict:
+    return {"order": order_id, "reservation": reservation, "charged": True}
+
+
+@activity.defn
+def release(order_id: str) -> str:
+    return f"released-{order_id}"
+
+
+@workflow.defn
+class OrderWorkflow:
+    """The issue's sample: an activity, a day's sleep, an activity."""
+
+    @workflow.run
+    async def run(self, order_id: str) -> dict:
+        reservation = await workflow.execute_activity(reserve, order_id, start_to_close_timeout=ACTIVITY_TIMEOUT)
+        await workflow.sleep(timedelta(hours=24))
+        return await workflow.execute_activity(charge, args=[order_id, reservation],
+                                               start_to_close_timeout=ACTIVITY_TIMEOUT)
+
+
+@workflow.defn
+class CancellableOrder:
+    """Waits an hour; a cancel request releases the reservation, then ends as canceled."""
+
+    @workflow.run
+    async def run(self, order_id: str) -> str:
+        try:
+            await workflow.sleep(timedelta(hours=1))
+        except asyncio.CancelledError:
+            await workflow.execute_activity(release, order_id, start_to_close_timeout=ACTIVITY_TIMEOUT)
+            raise
+        return "not cancelled"
+
+
+@workflow.defn
+class ManySteps:
+    """A long history: `steps` activities one after the other."""
+
+    @workflow.run
+    async def run(self, steps: int) -> int:
+        for n in range(steps):
+            await workflow.execute_activity(reserve, f"{n:04d}-" + "x" * 200,
+                                            start_to_close_timeout=ACTIVITY_TIMEOUT)
+        return steps
+
+
+class Env:
+    def __init__(self, engine, clock: ManualClock, client: Client) -> None:
+        self.engine, self.clock, self.client = engine, clock, client
+
+    def start(self, workflow_run, arg, workflow_id: str, **options):
+        return self.client.start_workflow(workflow_run, arg, id=workflow_id, task_queue=QUEUE, **options)
+
+    def wait_for_event(self, workflow_id: str, event_type: str, timeout: float = 60) -> WorkflowEvent:
+        with self.client.workflow_requests.scanner(workflow_id, None) as scanner:
+            for event in scanner.events(workflow_id, timeout):
+                if event.event_type == event_type:
+                    return event
+        raise AssertionError("unreachable")
+
+
+@pytest.fixture
+def env(bootstrap, namespace, tmp_path):
+    clock = ManualClock()
+    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2,
+                        state_dir=tmp_path, engine_id="workflows")
+    # Small pages, so that a history of a few dozen events already travels in several.
+    limits = Limits(max_history_page_bytes=4 * 1024)
+    with EngineThread(settings, clock=clock, limits=limits, idle_poll_ms=10) as engine, \
+            Client(bootstrap, namespace) as client, \
+            Worker(client, task_queue=QUEUE, workflows=[OrderWorkflow, CancellableOrder, ManySteps],
+                   activities=[reserve, charge, release], identity="e2e-worker") as worker:
+        e = Env(engine, clock, client)
+        e.worker = worker
+        yield e
+
+
+def history_of(handle) -> list[tuple[int, EventType, dict]]:
+    return [(e["event_id"], EventType[e["event_type"]], e["attributes"]) for e in handle.fetch_history().events]
+
+
+def test_the_order_workflow_sleeps_a_day_and_completes_with_a_well_formed_history(env):
+    handle = env.start(OrderWorkflow.run, "order-1", "order-1")
+    assert handle.run_id and handle.id == "order-1"
+    timer = env.wait_for_event("order-1", "TIMER_STARTED")
+    assert timer.attributes["start_to_fire_timeout_ms"] == 24 * 3600 * 1000
+
+    env.clock.advance(timedelta(hours=24, milliseconds=1))
+    assert handle.result(60) == {"order": "order-1", "reservation": "reservation-order-1", "charged": True}
+
+    history = history_of(handle)
+    assert check_well_formed(history) == []
+    types = [t.name for _, t, _ in history]
+    assert types.count("ACTIVITY_TASK_COMPLETED") == 2 and types.count("TIMER_FIRED") == 1
+    assert types[0] == "WORKFLOW_EXECUTION_STARTED" and types[-1] == "WORKFLOW_EXECUTION_COMPLETED"
+    completed_tasks = [a for _, t, a in history if t is EventType.WORKFLOW_TASK_COMPLETED]
+    assert len(completed_tasks) == 4 and all(a["identity"] == "e2e-worker" for a in completed_tasks)
+    # the engine's clock, not the wall clock: the fire is a day after the timer's start
+    fired = next(e for e in handle.fetch_history().events if e["event_type"] == "TIMER_FIRED")
+    started = next(e for e in handle.fetch_history().events if e["event_type"] == "TIMER_STARTED")
+    assert fired["event_time_ms"] - started["event_time_ms"] >= 24 * 3600 * 1000
+    # another worker's handle, by id only, reads the same result
+    assert env.client.get_workflow_handle("order-1").result(60)["charged"] is True
+    assert env.worker.workflow_worker.stats.failed == 0
+    assert env.worker.workflow_worker.stats.cache_hits >= 2  # no replay between tasks
+
+
+def test_starting_a_running_workflow_id_again_is_refused_with_temporals_message(env):
+    first = env.start(CancellableOrder.run, "order-2", "order-2")
+    with pytest.raises(WorkflowAlreadyStartedError) as raised:
+        env.start(CancellableOrder.run, "order-2", "order-2")
+    assert str(raised.value) == (f"Workflow execution is already running. WorkflowId: order-2, "
+                                 f"RunId: {first.run_id}.")
+    assert raised.value.run_id == first.run_id and raised.value.workflow_type == "CancellableOrder"
+    # USE_EXISTING answers with the running run instead
+    same = env.start(CancellableOrder.run, "order-2", "order-2",
+                     id_conflict_policy=WorkflowIdConflictPolicy.USE_EXISTING)
+    assert same.run_id == first.run_id
+    first.terminate("done with it")
+
+
+def test_a_cancel_the_workflow_handles_runs_its_cleanup_then_ends_canceled(env):
+    handle = env.start(CancellableOrder.run, "order-3", "order-3")
+    env.wait_for_event("order-3", "TIMER_STARTED")
+    handle.cancel("customer changed their mind")
+    with pytest.raises(WorkflowFailureError) as raised:
+        handle.result(60)
+    assert isinstance(raised.value.cause, CancelledError)
+    history = history_of(handle)
+    assert check_well_formed(history) == []
+    types = [t.name for _, t, _ in history]
+    assert "WORKFLOW_EXECUTION_CANCEL_REQUESTED" in types and types[-1] == "WORKFLOW_EXECUTION_CANCELED"
+    cleanup = [a for _, t, a in history if t is EventType.ACTIVITY_TASK_COMPLETED]
+    assert [a["result"] for a in cleanup] == ['"released-order-3"']
+
+
+def test_terminate_ends_the_run_at_once_without_running_its_code(env):
+    handle = env.start(CancellableOrder.run, "order-4", "order-4")
+    env.wait_for_event("order-4", "TIMER_STARTED")
+    handle.terminate("by the test")
+    with pytest.raises(WorkflowFailureError) as raised:
+        handle.result(60)
+    assert isinstance(raised.value.cause, TerminatedError) and raised.value.cause.message == "by the test"
+    history = history_of(handle)
+    assert check_well_formed(history) == []
+    assert history[-1][1] is EventType.WORKFLOW_EXECUTION_TERMINATED
+    assert not any(t is EventType.ACTIVITY_TASK_SCHEDULED for _, t, _ in history)
+
+
+def test_describe_shows_a_running_then_a_completed_run(env):
+    handle = env.start(OrderWorkflow.run, "order-5", "order-5")
+    env.wait_for_event("order-5", "TIMER_STARTED")
+    running = handle.describe()
+    assert running.status is WorkflowExecutionStatus.RUNNING
+    assert (running.workflow_type, running.task_queue, running.run_id) == ("OrderWorkflow", QUEUE, handle.run_id)
+    # one sequence for activities and timers: reserve is "1", the day's sleep "2"
+    assert [t["timer_id"] for t in running.pending_timers] == ["2"]
+    assert running.pending_activities == []
+
+    env.clock.advance(timedelta(hours=24, milliseconds=1))
+    handle.result(60)
+    closed = handle.describe()
+    assert closed.status is WorkflowExecutionStatus.COMPLETED
+    assert closed.history_length == len(handle.fetch_history().events)
+
+
+def test_a_long_history_reaches_the_worker_and_the_client_in_several_pages(env):
+    steps = 40
+    handle = env.start(ManySteps.run, steps, "many-steps")
+    assert handle.result(120) == steps
+    events = handle.fetch_history().events
+    assert [e["event_id"] for e in events] == list(range(1, len(events) + 1))
+    assert sum(e["event_type"] == "ACTIVITY_TASK_COMPLETED" for e in events) == steps
+    assert len(events) > 6 * steps
+    assert check_well_formed([(e["event_id"], EventType[e["event_type"]], e["attributes"]) for e in events]) == []
+    pages = env.client.workflow_requests.pages({"workflow_id": "many-steps", "run_id": ""}, 30)
+    assert len(pages) > 3 and [p.value["page"] for p in pages] == list(range(len(pages)))
+    assert env.worker.workflow_worker.stats.paged > 3  # later tasks came in pages too
