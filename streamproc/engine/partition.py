@@ -15,6 +15,7 @@ from streamproc.engine.context import Limits, ProcessingContext
 from streamproc.engine.job_processors import JOB_PROCESSORS, Processor
 from streamproc.engine.output import Output, RecordWriter
 from streamproc.engine.workflow_processors import WORKFLOW_PROCESSORS
+from streamproc.engine.workflow_runs import HistoryLimitExceeded, terminate_at_history_limit
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType
 from streamproc.state.activities import Activities
@@ -92,6 +93,13 @@ class PartitionProcessor:
         try:
             processor(cmd, self._ctx)
             self._writer.encode_pending()
+        except HistoryLimitExceeded as exceeded:
+            # Temporal's rule: the command's changes are dropped, the run is terminated.
+            self.writes.discard()
+            self._writer.begin(cmd, position, now_ms)
+            terminate_at_history_limit(self._ctx, exceeded)
+            self._writer.reject(cmd, RejectionType.INVALID_ARGUMENT, exceeded.reason)
+            self._writer.encode_pending_or_strip()
         except Exception as exc:  # a bug must cost one command, not the partition
             log.exception("processor_failed", partition=self.partition, position=position,
                           value_type=cmd.value_type, intent=cmd.intent, key=cmd.key)

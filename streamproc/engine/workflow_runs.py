@@ -14,13 +14,17 @@ from datetime import timedelta
 from typing import Any
 
 import orjson
+import structlog
 
 from streamproc.engine.context import ProcessingContext
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.semantics.workflow_events import EventType
-from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
+from streamproc.semantics.workflow_history_limits import LimitAction, check_history_limits
+from streamproc.semantics.workflow_ids import HISTORY_SERVICE_IDENTITY, WorkflowExecutionStatus
 from streamproc.semantics.workflow_timeouts import workflow_task_timeout_for_attempt
 from streamproc.state.workflows import Run
+
+log = structlog.get_logger("streamproc.engine")
 
 WF = ValueType.WORKFLOW
 E = EventType
@@ -40,14 +44,28 @@ def is_open(run: Run) -> bool:
     return run["status"] == WorkflowExecutionStatus.RUNNING.name
 
 
+class HistoryLimitExceeded(Exception):
+    """A command would grow a run's history past its limit (SEMANTICS.md 6.3): its writes
+    are discarded, the run is terminated (`terminate_at_history_limit`) and the command
+    is rejected with the same reason."""
+
+    def __init__(self, run_key: int, reason: str) -> None:
+        super().__init__(reason)
+        self.run_key = run_key
+        self.reason = reason
+
+
 def append(ctx: ProcessingContext, run_key: int, run: Run, event_type: EventType,
            attributes: dict[str, Any]) -> int:
-    """Append one event to the history and the events topic; returns its event id."""
+    """Append one event to the history and the events topic; returns its event id.
+    Raises HistoryLimitExceeded when the history of a running workflow grows too large."""
     event_id = run["next_event_id"]
     event = {"event_id": event_id, "event_type": event_type.name, "event_time_ms": ctx.now_ms,
              "attributes": attributes}
     run["history_size_bytes"] += ctx.history.append(run_key, event)
     run["next_event_id"] = event_id + 1
+    if is_open(run) and event_type is not E.WORKFLOW_EXECUTION_TERMINATED:
+        _check_limits(ctx, run_key, run, event_id)
     ctx.out.event(WF, event_type.name, run_key, {
         "workflow_id": run["workflow_id"], "run_id": run["run_id"],
         "workflow_type": run["workflow_type"], "task_queue": run["task_queue"],
@@ -133,8 +151,12 @@ def end_task(ctx: ProcessingContext, run_key: int, run: Run, identity: str) -> t
     """The answer to the task arrived (or its timeout): WORKFLOW_TASK_STARTED, which we write
     only now. Returns (scheduled, started) event ids."""
     scheduled_id = run["task"]["scheduled_event_id"]
-    started_id = append(ctx, run_key, run, E.WORKFLOW_TASK_STARTED,
-                        {"scheduled_event_id": scheduled_id, "identity": identity})
+    verdict = check_history_limits(run["next_event_id"], run["history_size_bytes"], ctx.limits.history)
+    started_id = append(ctx, run_key, run, E.WORKFLOW_TASK_STARTED, {
+        "scheduled_event_id": scheduled_id, "identity": identity,
+        "history_size_bytes": run["history_size_bytes"],
+        "suggest_continue_as_new": verdict.suggest_continue_as_new,
+        "suggest_continue_as_new_reasons": [r.name for r in verdict.suggest_continue_as_new_reasons]})
     ctx.workflow_timers.disarm(run_key, run, TASK_TIME_OUT)
     run["task"] = None
     return scheduled_id, started_id
@@ -172,3 +194,21 @@ def terminate(ctx: ProcessingContext, run_key: int, run: Run, reason: str, ident
     flush_buffer(ctx, run_key, run)
     return close(ctx, run_key, run, WorkflowExecutionStatus.TERMINATED, E.WORKFLOW_EXECUTION_TERMINATED,
                  {"reason": reason, "details": details, "identity": identity})
+
+
+def _check_limits(ctx: ProcessingContext, run_key: int, run: Run, event_count: int) -> None:
+    verdict = check_history_limits(event_count, run["history_size_bytes"], ctx.limits.history)
+    if verdict.action is LimitAction.TERMINATE:
+        raise HistoryLimitExceeded(run_key, verdict.termination_reason)
+    if verdict.warn and not run["limit_warned"]:
+        run["limit_warned"] = True
+        log.warning("workflow_history_large", workflow_id=run["workflow_id"], run_id=run["run_id"],
+                    events=event_count, history_size_bytes=run["history_size_bytes"])
+
+
+def terminate_at_history_limit(ctx: ProcessingContext, exceeded: HistoryLimitExceeded) -> None:
+    """After the command's writes were discarded: terminate the run as it was before it."""
+    run = ctx.workflows.get(exceeded.run_key)
+    close(ctx, exceeded.run_key, run, WorkflowExecutionStatus.TERMINATED, E.WORKFLOW_EXECUTION_TERMINATED,
+          {"reason": exceeded.reason, "details": None, "identity": HISTORY_SERVICE_IDENTITY})
+    ctx.workflows.put(exceeded.run_key, run)
