@@ -95,10 +95,11 @@ class WorkflowEventScanner:
 
     def existing(self, workflow_id: str | None, timeout: float = 30) -> list[WorkflowEvent]:
         """Every event of `workflow_id` committed so far (up to the partition's end now)."""
-        _, end = self._consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout)
+        low, end = self._consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout)
         out: list[WorkflowEvent] = []
         deadline = time.monotonic() + timeout
-        while self._position() < end:
+        # Transaction markers count as offsets: the position passes them once read.
+        while max(self._position(), low) < end:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"events partition {self.partition} not read to {end} within {timeout} s")
             out += self._read(workflow_id)
