@@ -177,7 +177,8 @@ class WorkflowInstance:
         """Patch ids recorded by the task completed at `completed_index`: on replay the
         code takes a patched path exactly where the first execution did."""
         found = set()
-        for event in self._history[completed_index + 1:]:
+        for index in range(completed_index + 1, len(self._history)):
+            event = self._history[index]
             if event["event_type"] == _E.WORKFLOW_TASK_SCHEDULED.name:
                 break
             if is_patch_marker(event):
