@@ -115,3 +115,31 @@ def test_a_stale_deadline_command_is_rejected(d):
     assert rejection.rejection_type == "INVALID_STATE" and "the run is closed" in rejection.rejection_reason
     events, _ = d.send("TIMER_FIRE", key, timer_id="1", due_ms=T0)
     assert rejections(events)
+
+
+def test_a_timer_fired_twice_by_the_checker_is_appended_once(d):
+    key, _ = d.start()
+    d.complete(key, [{"type": "START_TIMER", "timer_id": "1", "start_to_fire_timeout_ms": S}])
+    due = d.run(key)["timers"]["1"]["due_ms"]
+    d.clock.advance(2 * S)
+    first, _ = d.send("TIMER_FIRE", key, timer_id="1", due_ms=due)
+    again, _ = d.send("TIMER_FIRE", key, timer_id="1", due_ms=due)
+    assert [r.intent for r in first] == ["TIMER_FIRED", "WORKFLOW_TASK_SCHEDULED"]
+    (rejection,) = rejections(again)
+    assert rejection.rejection_type == "INVALID_STATE"
+    assert len(attrs(d.check(key, closed=False), "TIMER_FIRED")) == 1
+
+
+def test_runs_timers_and_deadlines_survive_a_restart_from_the_database(tmp_path):
+    d = WorkflowDriver(tmp_path / "db", start_ms=T0)
+    key, _ = d.start(workflow_run_timeout_ms=600 * S)
+    d.complete(key, [{"type": "START_TIMER", "timer_id": "1", "start_to_fire_timeout_ms": 60 * S}])
+    d.close()
+    d = WorkflowDriver(tmp_path / "db", start_ms=T0 + 61 * S)
+    try:
+        fired = [e.intent for e in d.run_until(T0 + 62 * S)]
+        assert fired == ["TIMER_FIRED", "WORKFLOW_TASK_SCHEDULED"]
+        d.run_until(T0 + 601 * S)
+        assert d.check(key)[-1]["event_type"] == "WORKFLOW_EXECUTION_TIMED_OUT"
+    finally:
+        d.close()
