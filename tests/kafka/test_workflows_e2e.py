@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from streamproc import activity, workflow
-from streamproc.client import Client, WorkflowAlreadyStartedError, WorkflowFailureError
+from streamproc.client import Client, WorkflowAlreadyStartedError, WorkflowContinuedAsNewError, WorkflowFailureError
 from streamproc.client.errors import CancelledError, TerminatedError
 from streamproc.client.workflow_events import WorkflowEvent
 from streamproc.clock import ManualClock
@@ -84,6 +84,17 @@ class ManySteps:
         return steps
 
 
+@workflow.defn
+class Countdown:
+    """Continues as new until its counter reaches zero."""
+
+    @workflow.run
+    async def run(self, left: int) -> str:
+        if left > 0:
+            workflow.continue_as_new(left - 1)
+        return f"done in run {workflow.info().run_id}"
+
+
 class Env:
     def __init__(self, engine, clock: ManualClock, client: Client) -> None:
         self.engine, self.clock, self.client = engine, clock, client
@@ -108,11 +119,15 @@ def env(bootstrap, namespace, tmp_path):
     limits = Limits(max_history_page_bytes=4 * 1024)
     with EngineThread(settings, clock=clock, limits=limits, idle_poll_ms=10) as engine, \
             Client(bootstrap, namespace) as client, \
-            Worker(client, task_queue=QUEUE, workflows=[OrderWorkflow, CancellableOrder, ManySteps],
-                   activities=[reserve, charge, release], identity="e2e-worker") as worker:
+            worker(client) as running:
         e = Env(engine, clock, client)
-        e.worker = worker
+        e.worker = running
         yield e
+
+
+def worker(client: Client, identity: str = "e2e-worker") -> Worker:
+    return Worker(client, task_queue=QUEUE, workflows=[OrderWorkflow, CancellableOrder, ManySteps, Countdown],
+                  activities=[reserve, charge, release], identity=identity)
 
 
 def history_of(handle) -> list[tuple[int, EventType, dict]]:
@@ -216,3 +231,44 @@ def test_a_long_history_reaches_the_worker_and_the_client_in_several_pages(env):
     pages = env.client.workflow_requests.pages({"workflow_id": "many-steps", "run_id": ""}, 30)
     assert len(pages) > 3 and [p.value["page"] for p in pages] == list(range(len(pages)))
     assert env.worker.workflow_worker.stats.paged > 3  # later tasks came in pages too
+
+
+def test_result_follows_continue_as_new_to_the_last_run(env):
+    handle = env.start(Countdown.run, 2, "countdown")
+    result = handle.result(60)
+    first = handle.fetch_history().events
+    assert first[-1]["event_type"] == "WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
+    second_run = first[-1]["attributes"]["new_execution_run_id"]
+    assert second_run != handle.run_id
+    last = env.client.get_workflow_handle("countdown")  # the current run: the third
+    assert result == f"done in run {last.describe().run_id}" and last.describe().run_id != second_run
+    with pytest.raises(WorkflowContinuedAsNewError):
+        handle.result(60, follow_runs=False)
+
+
+def test_a_workflow_type_no_worker_knows_fails_its_task_with_a_clear_failure(env):
+    handle = env.start("NoSuchWorkflow", None, "unknown-type")
+    failed = env.wait_for_event("unknown-type", "WORKFLOW_TASK_FAILED")
+    assert failed.attributes["cause"] == "WORKFLOW_WORKER_UNHANDLED_FAILURE"
+    assert failed.attributes["failure"]["message"] == (
+        "Workflow class NoSuchWorkflow is not registered on this worker, available workflows: "
+        "CancellableOrder, Countdown, ManySteps, OrderWorkflow")
+    assert handle.describe().status is WorkflowExecutionStatus.RUNNING  # a task failure never fails the run
+    handle.terminate("no worker for it")
+
+
+def test_a_worker_that_stops_mid_run_loses_nothing_another_replays_the_run(env, namespace):
+    handle = env.start(OrderWorkflow.run, "order-6", "order-6")
+    env.wait_for_event("order-6", "TIMER_STARTED")
+    env.worker.shutdown()  # leaves both groups; its sticky cache goes with it
+
+    with worker(env.client, identity="second-worker") as second:
+        env.clock.advance(timedelta(hours=24, milliseconds=1))
+        assert handle.result(60)["charged"] is True
+        stats = second.workflow_worker.stats
+        # the task after the timer from a full replay, the last one from its cache
+        assert stats.completed == 2 and stats.cache_hits == 1 and stats.cache_misses == 0
+    history = history_of(handle)
+    assert check_well_formed(history) == []
+    identities = [a["identity"] for _, t, a in history if t is EventType.WORKFLOW_TASK_COMPLETED]
+    assert identities == ["e2e-worker", "e2e-worker", "second-worker", "second-worker"]
