@@ -80,6 +80,12 @@ class History:
         self.add("WORKFLOW_TASK_FAILED", scheduled_event_id=self._scheduled_task,
                  started_event_id=started, cause=cause, failure=None, identity="worker")
 
+    def time_out_task(self) -> None:
+        started = self.add("WORKFLOW_TASK_STARTED", scheduled_event_id=self._scheduled_task,
+                           identity="")["event_id"]
+        self.add("WORKFLOW_TASK_TIMED_OUT", scheduled_event_id=self._scheduled_task,
+                 started_event_id=started, timeout_type="START_TO_CLOSE")
+
     # -- what happens while the code waits --------------------------------------------------
     def activity_completed(self, activity_id: str, result: Any) -> None:
         scheduled, started = self._activity_started(activity_id)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +106,11 @@ class SleepsZero:
 
 def test_a_zero_sleep_only_yields_and_a_sub_millisecond_one_is_a_one_ms_timer():
     assert Run(SleepsZero).step() == [{"type": "START_TIMER", "timer_id": "1", "start_to_fire_timeout_ms": 1}]
+
+
+def test_the_workflow_runtime_loads_no_kafka_client():
+    code = ("import sys, streamproc.workflow, streamproc.workflow.replayer; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('confluent_kafka', 'rocksdict')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "[]"

@@ -271,3 +271,16 @@ def test_a_sticky_instance_whose_answer_was_refused_replays_from_scratch():
     run.history.activity_completed("1", None)
     run.history.schedule_task()
     assert run.activate() == run.replay()
+
+
+def test_a_sticky_instance_whose_task_timed_out_answers_the_retry_like_a_fresh_replay():
+    run = Run(ShippingV1)
+    run.step()
+    run.history.activity_completed("1", None)
+    run.history.schedule_task()
+    late = run.activate()  # the answer is lost: the engine times the task out
+    run.history.time_out_task()
+    run.history.schedule_task(attempt=2)
+    retried = run.activate()
+    assert retried == run.replay() == late
+    assert retried.commands == [{"type": "START_TIMER", "timer_id": "2", "start_to_fire_timeout_ms": 60_000}]
