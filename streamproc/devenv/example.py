@@ -1,4 +1,5 @@
-"""The example dev mode runs: a worker for `hello` jobs and a few jobs, their events printed."""
+"""The example dev mode runs: a worker for `hello` jobs and a few jobs, a worker for the
+`orders` workflow and two orders, their events and results printed."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from streamproc.client.client import Client
 from streamproc.client.events import EventReader
 from streamproc.protocol.records import Record, RecordType
 from streamproc.settings import Settings
+from streamproc.devenv.example_workflow import EXAMPLE_WORKFLOW_QUEUE, OrderWorkflow, charge, reserve
+from streamproc.worker import Worker
 from streamproc.worker.job_worker import ActivatedJob, JobWorker
 
 EXAMPLE_QUEUE = "hello"
@@ -28,14 +31,16 @@ def describe(record: Record) -> str:
     if record.record_type is RecordType.COMMAND_REJECTION:
         return f"{head} REJECTED {record.rejection_type}: {record.rejection_reason}"
     v = record.value or {}
-    detail = {k: v[k] for k in ("type", "attempt", "retries", "worker", "result", "error_message")
-              if v.get(k) not in (None, "", -1)}
+    detail = {k: v[k] for k in ("workflow_id", "event_id", "activity_id", "type", "attempt", "retries",
+                                "worker", "result", "error_message")
+              if v.get(k) not in (None, "", -1, 0)}
     return f"{head} {detail}"
 
 
 def start_example(settings: Settings, engine) -> Callable[[], None]:
     """Start the example worker and event printer once the engine is ready; returns a stopper."""
     stop = threading.Event()
+    workers: list[Worker] = []
     worker = JobWorker(EXAMPLE_QUEUE, echo_handler, bootstrap=settings.bootstrap,
                        namespace=settings.namespace, worker_id="example-worker")
 
@@ -46,9 +51,23 @@ def start_example(settings: Settings, engine) -> Callable[[], None]:
                 for name in ("ada", "grace", "edsger"):
                     client.create_job(EXAMPLE_QUEUE, {"name": name})
             click.echo("example: created 3 jobs on task queue 'hello'", err=True)
+            threading.Thread(target=run_orders, name="example-orders", daemon=True).start()
             while not stop.is_set():
                 for record, _, _ in reader.poll():
                     click.echo(describe(record))
+
+    def run_orders() -> None:
+        with Client(settings.bootstrap, settings.namespace) as client:
+            workflows = Worker(client, task_queue=EXAMPLE_WORKFLOW_QUEUE, workflows=[OrderWorkflow],
+                               activities=[reserve, charge], identity="example-worker")
+            workers.append(workflows)
+            workflows.start()
+            handles = [client.start_workflow(OrderWorkflow.run, f"order-{n}", id=f"example-order-{n}-{time.time_ns()}",
+                                             task_queue=EXAMPLE_WORKFLOW_QUEUE) for n in (1, 2)]
+            click.echo(f"example: started {len(handles)} OrderWorkflow runs on task queue "
+                       f"'{EXAMPLE_WORKFLOW_QUEUE}'", err=True)
+            for handle in handles:
+                click.echo(f"example: workflow {handle.id} completed: {handle.result(timeout=120)}", err=True)
 
     def run() -> None:
         engine.ready.wait()
@@ -60,6 +79,8 @@ def start_example(settings: Settings, engine) -> Callable[[], None]:
     def stopper() -> None:
         stop.set()
         worker.stop()
+        for started in workers:
+            started.stop()
         time.sleep(0.3)
 
     return stopper
