@@ -14,6 +14,7 @@ from typing import Any
 
 from streamproc.activity import errors
 from streamproc.activity.payloads import decode_details, encode
+from streamproc.protocol.wire_values import ceil_ms
 from streamproc.semantics import TimeoutType
 
 __all__ = ["failure_from_exception", "exception_from_failure"]
@@ -37,7 +38,8 @@ def failure_from_exception(exc: BaseException, depth: int = 0) -> dict[str, Any]
         record.update(type=exc.type or type(exc).__name__, non_retryable=exc.non_retryable,
                       details=_details(exc.details))
         if exc.next_retry_delay is not None:
-            record["next_retry_delay_ms"] = _ceil_ms(exc.next_retry_delay)
+            # A positive delay under a millisecond must not become "retry at once".
+            record["next_retry_delay_ms"] = max(0, ceil_ms(exc.next_retry_delay))
     elif isinstance(exc, errors.CancelledError):
         record.update(kind="CANCELED", type="", details=_details(exc.details))
     cause = exc.__cause__
@@ -80,11 +82,6 @@ def exception_from_failure(record: dict[str, Any] | None, depth: int = 0) -> err
 
 def _details(details: tuple[Any, ...] | Any) -> str | None:
     return encode(list(details)) if details else None
-
-
-def _ceil_ms(value: timedelta) -> int:
-    # A positive delay shorter than a millisecond must not become "retry at once".
-    return max(0, -(-value // timedelta(milliseconds=1)))
 
 
 def _stack_trace(exc: BaseException) -> str:

@@ -30,8 +30,8 @@ from streamproc.activity.definition import ActivityDefinition
 from streamproc.activity.failures import exception_from_failure
 from streamproc.activity.payloads import decode, decode_details, encode_args
 from streamproc.client.client import Client
-from streamproc.client.wire_values import ceil_ms as _ms
-from streamproc.client.wire_values import retry_policy_record as _policy_record
+from streamproc.protocol.wire_values import ceil_ms as _ms
+from streamproc.protocol.wire_values import retry_policy_record as _policy_record
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol import codec

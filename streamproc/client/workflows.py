@@ -21,7 +21,7 @@ from typing import Any
 
 from streamproc.activity.payloads import encode_args
 from streamproc.client.errors import CommandRejectedError, InvalidArgument, WorkflowAlreadyStartedError
-from streamproc.client.wire_values import ceil_ms, retry_policy_record
+from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
 from streamproc.client.workflow_handle import WorkflowHandle, WorkflowRequests
 from streamproc.protocol.records import RecordType, RejectionType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue

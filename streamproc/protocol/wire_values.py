@@ -1,4 +1,7 @@
-"""Values as the client puts them in records: durations in whole milliseconds, retry policies."""
+"""Values as the SDK puts them in records: durations in whole milliseconds, retry policies.
+
+Pure (no Kafka client): the workflow runtime encodes its commands with it too.
+"""
 
 from __future__ import annotations
 

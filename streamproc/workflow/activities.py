@@ -16,6 +16,7 @@ from typing import Any
 
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.activity.payloads import encode_args
+from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
 from streamproc.semantics import (
     ActivityTimeouts,
     RetryPolicy,
@@ -115,11 +116,11 @@ def start_activity(
     command = {
         "activity_type": activity_type, "task_queue": task_queue or runtime.info.task_queue,
         "input": encode_args(args),
-        "schedule_to_close_timeout_ms": _ms(requested.schedule_to_close),
-        "schedule_to_start_timeout_ms": _ms(requested.schedule_to_start),
-        "start_to_close_timeout_ms": _ms(requested.start_to_close),
-        "heartbeat_timeout_ms": _ms(requested.heartbeat),
-        "retry_policy": None if retry_policy is None else _policy_record(retry_policy),
+        "schedule_to_close_timeout_ms": ceil_ms(requested.schedule_to_close),
+        "schedule_to_start_timeout_ms": ceil_ms(requested.schedule_to_start),
+        "start_to_close_timeout_ms": ceil_ms(requested.start_to_close),
+        "heartbeat_timeout_ms": ceil_ms(requested.heartbeat),
+        "retry_policy": None if retry_policy is None else retry_policy_record(retry_policy),
     }
     return ActivityHandle(runtime, runtime.schedule_activity(command, activity_id), cancellation_type)
 
@@ -137,15 +138,3 @@ def _timeout(value: timedelta | None, name: str) -> timedelta:
         raise TypeError(f"{name} must be a timedelta or None, got {value!r}")
     return value
 
-
-def _ms(value: timedelta) -> int:
-    # Rounded up: a positive timeout under a millisecond must not become "none" (0).
-    return -(-value // timedelta(milliseconds=1))
-
-
-def _policy_record(policy: RetryPolicy) -> dict[str, Any]:
-    return {"initial_interval_ms": _ms(policy.initial_interval),
-            "backoff_coefficient": float(policy.backoff_coefficient),
-            "maximum_interval_ms": _ms(policy.maximum_interval),
-            "maximum_attempts": policy.maximum_attempts,
-            "non_retryable_error_types": list(policy.non_retryable_error_types)}

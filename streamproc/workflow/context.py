@@ -11,6 +11,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
+from streamproc.protocol.wire_values import ceil_ms
 from streamproc.workflow.errors import ContinueAsNewError
 from streamproc.workflow.run_info import Info
 from streamproc.workflow.runtime import current_runtime
@@ -76,5 +77,4 @@ def continue_as_new(*args: Any, workflow_type: str | None = None, task_queue: st
 
 
 def _ms(value: timedelta | None) -> int:
-    # Rounded up: a positive duration under a millisecond must not become "unset" (0).
-    return 0 if value is None else -(-value // timedelta(milliseconds=1))
+    return 0 if value is None else ceil_ms(value)

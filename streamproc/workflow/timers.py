@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 
+from streamproc.protocol.wire_values import ceil_ms
 from streamproc.workflow.runtime import current_runtime
 
 __all__ = ["sleep", "wait_condition"]
@@ -69,8 +70,7 @@ async def wait_condition(predicate: Callable[[], bool], *,
 
 def _duration_ms(value: timedelta | float, name: str) -> int:
     if isinstance(value, timedelta):
-        # Rounded up: a positive duration under a millisecond is still a timer.
-        return -(-value // timedelta(milliseconds=1))
+        return ceil_ms(value)  # a positive duration under a millisecond is still a timer
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return -int(-value * 1000 // 1)
     raise TypeError(f"{name} must be a timedelta or a number of seconds, got {value!r}")
