@@ -1,4 +1,5 @@
-"""`streamproc worker run` and `streamproc events tail`."""
+"""`streamproc worker run` (jobs), `streamproc worker start` (workflows and activities) and
+`streamproc events tail`."""
 
 from __future__ import annotations
 
@@ -12,19 +13,29 @@ import orjson
 from streamproc.settings import Settings
 
 
-def _load_handler(spec: str):
+def _load_handler(spec: str, what: str = "function"):
     module_name, _, attr = spec.partition(":")
     if not attr:
-        raise click.BadParameter(f"expected module:function, got {spec!r}")
+        raise click.BadParameter(f"expected module:{what}, got {spec!r}")
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise click.BadParameter(f"cannot load {spec!r}: {exc}") from None
 
 
+def _load_definition(spec: str, what: str, definition_of):
+    """The object `spec` names, if `definition_of` accepts it (a decorated class or function)."""
+    loaded = _load_handler(spec, what)
+    try:
+        definition_of(loaded)
+    except TypeError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return loaded
+
+
 @click.group()
 def worker() -> None:
-    """Job workers."""
+    """Job workers, and workers of workflows and activities."""
 
 
 @worker.command("run")
@@ -43,6 +54,38 @@ def worker_run(task_queue: str, handler: str, worker_id: str | None, backoff_s: 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: w.stop())
     w.run()
+
+
+@worker.command("start")
+@click.argument("task_queue")
+@click.option("--workflow", "workflows", multiple=True, metavar="MODULE:CLASS",
+              help="A @workflow.defn class to run (repeatable).")
+@click.option("--activity", "activities", multiple=True, metavar="MODULE:FUNCTION",
+              help="An @activity.defn function to run (repeatable).")
+@click.option("--identity", default=None, help="Worker identity in histories (default pid@host).")
+@click.option("--max-concurrent-activities", type=click.IntRange(1), default=100, show_default=True)
+@click.option("--max-cached-workflows", type=click.IntRange(0), default=1000, show_default=True)
+def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[str, ...],
+                 identity: str | None, max_concurrent_activities: int, max_cached_workflows: int) -> None:
+    """Run TASK_QUEUE's workflows and activities until SIGINT/SIGTERM (then leave the groups cleanly)."""
+    from streamproc.activity.definition import ActivityDefinition
+    from streamproc.client import Client
+    from streamproc.worker import Worker
+    from streamproc.workflow.definition import WorkflowDefinition
+
+    if not workflows and not activities:
+        raise click.UsageError("give at least one --workflow or --activity")
+    workflow_classes = [_load_definition(spec, "Class", WorkflowDefinition.of) for spec in workflows]
+    activity_functions = [_load_definition(spec, "function", ActivityDefinition.of) for spec in activities]
+    s = Settings.from_env()
+    with Client(s.bootstrap, s.namespace) as client:
+        try:
+            w = Worker(client, task_queue=task_queue, workflows=workflow_classes, activities=activity_functions,
+                       identity=identity, max_concurrent_activities=max_concurrent_activities,
+                       max_cached_workflows=max_cached_workflows)
+        except ValueError as exc:  # two workflows or activities of the same name
+            raise click.UsageError(str(exc)) from None
+        w.run()  # in the main thread: SIGINT / SIGTERM stop it
 
 
 @click.group()

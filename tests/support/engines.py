@@ -97,3 +97,12 @@ def worker_process(bootstrap: str, namespace: str, queue: str, worker_id: str, l
     env = _env(bootstrap, namespace)
     return Process(["worker", "run", queue, "--handler", handler, "--worker-id", worker_id],
                    env, log_dir / f"worker-{worker_id}.log")
+
+
+def combined_worker_process(bootstrap: str, namespace: str, queue: str, worker_id: str, log_dir: Path, *,
+                            workflows: list[str] = (), activities: list[str] = (),
+                            **env: str) -> Process:
+    """`streamproc worker start`: workflows and activities (module:name specs) of `queue`."""
+    specs = [*(a for w in workflows for a in ("--workflow", w)), *(a for f in activities for a in ("--activity", f))]
+    return Process(["worker", "start", queue, "--identity", worker_id, *specs], _env(bootstrap, namespace, **env),
+                   log_dir / f"worker-{worker_id}.log")

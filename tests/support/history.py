@@ -23,6 +23,24 @@ class EventLog:
                 raise TimeoutError(f"events so far: {self.summary()}")
             self.records += [r for r, _, _ in self.reader.poll(0.2)]
 
+    def read_to_end(self, timeout: float) -> None:
+        """Read everything committed so far: up to the end offset, as of now, of every partition."""
+        consumer = self.reader._consumer
+        deadline = time.monotonic() + timeout
+        while not consumer.assignment():  # the group has not given the partitions yet
+            if time.monotonic() > deadline:
+                raise TimeoutError("no events partition assigned")
+            self.records += [r for r, _, _ in self.reader.poll(0.2)]
+        assigned = consumer.assignment()
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in assigned}
+
+        def behind() -> bool:
+            return any(ends[tp.partition] > 0 and tp.offset < ends[tp.partition] for tp in consumer.position(assigned))
+        while behind():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"events not read to their end within {timeout} s: {self.summary()}")
+            self.records += [r for r, _, _ in self.reader.poll(0.2)]
+
     def events(self, value_type: str = "JOB", intent: str | None = None) -> list:
         return [r for r in self.records if r.record_type is RecordType.EVENT
                 and r.value_type == value_type and (intent is None or r.intent == intent)]

@@ -1,0 +1,72 @@
+"""The workflow and activities of the workflow crash test, loaded by worker processes by name.
+
+`ThreeStepsAndATimer` runs three activities and a short real-time timer. Each activity
+execution appends one line to a file of its own process in the directory named by
+`EFFECTS_DIR_VARIABLE`, so the test can count side effects: at-least-once per attempt
+is allowed, but no step may run again once its ActivityTaskCompleted is on the log.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import orjson
+
+from streamproc import activity, workflow
+from streamproc.semantics import RetryPolicy
+
+EFFECTS_DIR_VARIABLE = "STREAMPROC_TEST_EFFECTS_DIR"
+TIMER = timedelta(seconds=1)
+#: Short, so that an attempt lost with a killed worker is retried within seconds.
+STEP_OPTIONS = {
+    "start_to_close_timeout": timedelta(seconds=3),
+    "retry_policy": RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=1.5,
+                                maximum_interval=timedelta(seconds=1)),
+}
+
+
+def _record_effect(**effect) -> None:
+    """One line per execution, written with a single append so a kill never tears it."""
+    directory = os.environ.get(EFFECTS_DIR_VARIABLE)
+    if not directory:
+        return
+    fd = os.open(Path(directory) / f"effects-{os.getpid()}.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, orjson.dumps(effect) + b"\n")
+    finally:
+        os.close(fd)
+
+
+@activity.defn
+def crash_step(workflow_id: str, step: int, so_far: str) -> str:
+    _record_effect(workflow_id=workflow_id, step=step, attempt=activity.info().attempt)
+    return f"{so_far}>{step}"
+
+
+@workflow.defn
+class ThreeStepsAndATimer:
+    @workflow.run
+    async def run(self, workflow_id: str) -> str:
+        result = workflow_id
+        for step in (1, 2):
+            result = await workflow.execute_activity(crash_step, args=[workflow_id, step, result], **STEP_OPTIONS)
+        await workflow.sleep(TIMER)
+        return await workflow.execute_activity(crash_step, args=[workflow_id, 3, result], **STEP_OPTIONS)
+
+
+def expected_result(workflow_id: str) -> str:
+    return f"{workflow_id}>1>2>3"
+
+
+def read_effects(directory: Path) -> list[dict]:
+    """Every execution the worker processes recorded (a kill leaves at most a torn last line)."""
+    effects = []
+    for path in sorted(directory.glob("effects-*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            try:
+                effects.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                continue
+    return effects
