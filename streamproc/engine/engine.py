@@ -51,6 +51,8 @@ class EngineStats:
     batches: int = 0
     commands: int = 0
     due_commands: int = 0
+    #: Due commands read back from the log (skipped: processed when they were written).
+    echoes: int = 0
     restored_records: int = 0
     restore_seconds: list[float] = field(default_factory=list)
 
@@ -58,7 +60,7 @@ class EngineStats:
 class Engine:
     def __init__(self, settings: Settings, clock: Clock | None = None, limits: Limits = Limits(),
                  max_batch: int = 2000, idle_poll_ms: int = 100,
-                 transaction_timeout_ms: int = 10_000) -> None:
+                 transaction_timeout_ms: int = 10_000, echo_offsets_max_age_s: float = 1.0) -> None:
         self.settings = settings
         self.topics = Topics(settings.namespace)
         self.clock = clock or SystemClock()
@@ -66,6 +68,10 @@ class Engine:
         self.max_batch = max_batch
         self.idle_poll_ms = idle_poll_ms
         self.transaction_timeout_ms = transaction_timeout_ms
+        #: Offsets of our own due commands read back from the log ride with the next
+        #: transaction; when none comes, they are committed after this long (read again
+        #: after a crash, they are skipped anyway).
+        self.echo_offsets_max_age_s = echo_offsets_max_age_s
         self.stats = EngineStats()
         self.partitions: dict[int, _Partition] = {}
         self.ready = threading.Event()
@@ -77,6 +83,8 @@ class Engine:
         self._delivered: dict[int, int] = {}
         self._delivery_error: Exception | None = None
         self._task_partitions: dict[str, int] = {}
+        self._echo_offsets: dict[int, int] = {}
+        self._echo_offsets_since = 0.0
         self.on_batch_committed: Callable[[int], None] | None = None
 
     # lifecycle ----------------------------------------------------------------------------
@@ -209,6 +217,7 @@ class Engine:
 
     def _close_partition(self, pid: int) -> None:
         part = self.partitions.pop(pid, None)
+        self._echo_offsets.pop(pid, None)  # not ours to commit any more; re-read, they are skipped
         if part is not None:
             part.db.close()
 
@@ -229,18 +238,28 @@ class Engine:
                 log.warning("consume_error", error=str(msg.error()))
             elif msg.partition() in self.partitions:
                 commands.append(msg)
-        if commands or due:
+        echoes = sum(1 for msg in commands if _is_echo(msg))
+        self.stats.echoes += echoes
+        if due or echoes < len(commands):
             self._commit(commands, due)
+        elif commands:
+            # Only due commands we wrote (and processed) coming back: a transaction just
+            # to move their offsets would hold up the next real command by a commit.
+            if not self._echo_offsets:
+                self._echo_offsets_since = time.monotonic()
+            self._echo_offsets.update((msg.partition(), msg.offset() + 1) for msg in commands)
+        elif self._echo_offsets and time.monotonic() - self._echo_offsets_since >= self.echo_offsets_max_age_s:
+            self._commit([], [])
 
     def _commit(self, messages: list[Message], due: list[tuple[int, Record]]) -> None:
         producer = self._producer
         # 1. Process every command; processors only stage writes and follow-up records.
         #    Due commands are processed now too, in the transaction that writes them to
         #    the log: a timeout costs one commit, not a round trip through Kafka.
-        offsets: dict[int, int] = {}
+        offsets: dict[int, int] = dict(self._echo_offsets)
         touched_ids: set[int] = set()
         for msg in messages:
-            if codec.header(msg.headers(), codec.PROCESSED_HEADER) is None:
+            if not _is_echo(msg):
                 self.partitions[msg.partition()].processor.process(msg.value(), msg.headers(), msg.offset())
                 touched_ids.add(msg.partition())
             offsets[msg.partition()] = msg.offset() + 1
@@ -272,6 +291,7 @@ class Engine:
         producer.poll(0)
         if self._delivery_error is not None:
             raise KafkaException(self._delivery_error)
+        self._echo_offsets.clear()
         # 5. Only now write local state, with the changelog offset it reflects.
         now = self.clock.now_ms()
         for part in touched:
@@ -325,3 +345,8 @@ class Engine:
             pid = msg.partition()
             if msg.offset() > self._delivered.get(pid, -1):
                 self._delivered[pid] = msg.offset()
+
+
+def _is_echo(msg: Message) -> bool:
+    """A command the engine wrote and processed in the same transaction (a due command)."""
+    return codec.header(msg.headers(), codec.PROCESSED_HEADER) is not None

@@ -17,13 +17,18 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from streamproc import activity
 from streamproc.activity import ActivityError, ApplicationError, RetryPolicy, RetryState, TimeoutType
 from streamproc.client import ActivityClient, Client
 from streamproc.clock import ManualClock
+from streamproc.kafka.config import consumer_config
+from streamproc.protocol import codec
+from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record
+from streamproc.protocol.topics import Topics
 from streamproc.semantics import normalize_activity_retry_policy
 from streamproc.settings import Settings
 from streamproc.state.activities import to_datetime, to_ms
@@ -319,3 +324,66 @@ def test_maximum_attempts_3_fails_after_the_third_attempt(env):
     assert started["attempt"] == 3 and started["last_failure"]["message"] == "attempt 2 failed"
     assert failed.timestamp_ms == to_ms(attempts[-1].started_time)  # closed at the failure, no wait
     assert failed.value["retry_state"] == "MAXIMUM_ATTEMPTS_REACHED"
+
+
+def wait_until(condition, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.005)
+
+
+def time_out_command_offset(env: Env, key: int) -> int:
+    """Offset of the TIME_OUT command the engine wrote to the log for activity `key`."""
+    topic = TopicPartition(Topics(env.namespace).commands, partition_of_key(key), OFFSET_BEGINNING)
+    consumer = Consumer(consumer_config(env.bootstrap, f"{env.namespace}.test-reader"))
+    consumer.assign([topic])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                record = codec.decode(msg.value(), msg.headers())
+                if record.key == key and record.intent == A.TIME_OUT:
+                    return msg.offset()
+        raise TimeoutError(f"no TIME_OUT for {key} in {topic}")
+    finally:
+        consumer.close()
+
+
+def committed_offset(env: Env, partition: int) -> int:
+    consumer = Consumer(consumer_config(env.bootstrap, Topics(env.namespace).engine_group))
+    try:
+        (tp,) = consumer.committed([TopicPartition(Topics(env.namespace).commands, partition)], 30)
+        return tp.offset
+    finally:
+        consumer.close()
+
+
+def test_reading_its_own_due_commands_back_costs_the_engine_no_transaction(env):
+    """A due command is processed in the transaction that writes it to the log; when the
+    engine reads it back, its offset rides with the next transaction instead of costing
+    one (which would hold up the next real command), or is committed once idle."""
+    engine = env.engine
+    engine.echo_offsets_max_age_s = 3600  # only a real transaction commits them, for now
+    scheduled = to_datetime(env.clock.now_ms())
+    commands = engine.stats.commands
+    first, second = (env.schedule("nobody_polls", schedule_to_start_timeout=n * SECOND,
+                                  start_to_close_timeout=10 * SECOND) for n in (1, 2))
+    wait_until(lambda: engine.stats.commands == commands + 2, "both schedules committed")
+    batches, echoes = engine.stats.batches, engine.stats.echoes
+    for n, handle in ((1, first), (2, second)):
+        env.fire(scheduled + n * SECOND)
+        with pytest.raises(ActivityError):
+            handle.result(30)
+        wait_until(lambda: engine.stats.echoes == echoes + n, f"echo {n} read back")
+    assert engine.stats.batches == batches + 2  # one per timer, none per echo
+
+    first_echo = time_out_command_offset(env, first.key)
+    assert committed_offset(env, partition_of_key(first.key)) > first_echo  # rode with the second timer
+    second_echo = time_out_command_offset(env, second.key)
+    engine.echo_offsets_max_age_s = 0  # idle now: commit what is left
+    wait_until(lambda: committed_offset(env, partition_of_key(second.key)) > second_echo,
+               "the second echo's offset committed")
+    assert engine.stats.batches == batches + 3
