@@ -148,7 +148,8 @@ class ScriptedWorker(threading.Thread):
         self.client = Client(bench.bootstrap, bench.namespace)
         topic = TopicAdmin(bench.bootstrap, bench.topics).ensure_task_queue(queue, partitions)
         self._reader = Reader(bench, topic, list(range(partitions)))
-        self.on_task = on_task
+        self.queue = queue
+        self.on_task = completes_warmups(on_task)
         self.tasks: list[tuple[float, Record]] = []
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
@@ -185,6 +186,40 @@ class ScriptedWorker(threading.Thread):
         self.join(10)
         self._reader.close()
         self.client.close()
+
+
+#: Activities completed before a measurement (ids prefixed "warmup-"): the first records
+#: on a new task topic and partition pay for topic metadata and AddPartitionsToTxn, which
+#: would queue the first schedules up and turn an evenly spread load into bursts.
+WARMUP_ACTIVITIES = 16
+
+
+def warm_up(client: Client, worker: ScriptedWorker, events: Reader, replies: Reader | None = None) -> None:
+    """Schedule WARMUP_ACTIVITIES on the worker's queue, wait until they completed, then
+    forget what they left in the readers and the worker."""
+    for i in range(WARMUP_ACTIVITIES):
+        send_schedule(client, schedule_value(f"warmup-{i}", worker.queue, start_to_close_ms=10_000))
+    client.flush()
+    events.wait(lambda: events.count(A.COMPLETED) >= WARMUP_ACTIVITIES or worker.error is not None, 60,
+                f"{WARMUP_ACTIVITIES} warm-up activities completed")
+    worker.check()
+    for reader in (events, replies):
+        if reader is not None:
+            reader.poll(0.2)
+            reader.forget()
+    worker.tasks.clear()
+
+
+def completes_warmups(on_task: TaskHandler) -> TaskHandler:
+    """`on_task`, except that warm-up attempts are started and completed at once."""
+    def handle(task: Record, worker: ScriptedWorker) -> None:
+        if not task.value["activity_id"].startswith("warmup-"):
+            on_task(task, worker)
+            return
+        attempt = task.value["attempt"]
+        send_command(worker.client, A.START, task.key, attempt=attempt, identity="bench")
+        send_command(worker.client, A.COMPLETE, task.key, attempt=attempt, result="null")
+    return handle
 
 
 def timer_writes(bench: Bench, partitions: int) -> dict[tuple[str, int, int], tuple[int, int]]:
