@@ -5,6 +5,10 @@ Every appended event is stored in the run's history and written to the events to
 (intent = the event type name). Events that arrive while a workflow task is out are
 buffered in the run and appended when the task ends, followed by a new task, so a
 worker never misses an event it was not shown.
+
+A retried task attempt (2 or more) is *transient* (SEMANTICS.md 3.4): its
+WORKFLOW_TASK_SCHEDULED is shown to the worker but written only if the attempt
+completes, so a run whose tasks keep failing does not grow its history.
 """
 
 from __future__ import annotations
@@ -56,11 +60,14 @@ class HistoryLimitExceeded(Exception):
 
 
 def append(ctx: ProcessingContext, run_key: int, run: Run, event_type: EventType,
-           attributes: dict[str, Any]) -> int:
+           attributes: dict[str, Any], event_time_ms: int | None = None) -> int:
     """Append one event to the history and the events topic; returns its event id.
-    Raises HistoryLimitExceeded when the history of a running workflow grows too large."""
+    `event_time_ms` defaults to now (a transient task's Scheduled keeps the time its
+    worker was shown). Raises HistoryLimitExceeded when the history of a running
+    workflow grows too large."""
     event_id = run["next_event_id"]
-    event = {"event_id": event_id, "event_type": event_type.name, "event_time_ms": ctx.now_ms,
+    time_ms = ctx.now_ms if event_time_ms is None else event_time_ms
+    event = {"event_id": event_id, "event_type": event_type.name, "event_time_ms": time_ms,
              "attributes": attributes}
     run["history_size_bytes"] += ctx.history.append(run_key, event)
     run["next_event_id"] = event_id + 1
@@ -69,7 +76,7 @@ def append(ctx: ProcessingContext, run_key: int, run: Run, event_type: EventType
     ctx.out.event(WF, event_type.name, run_key, {
         "workflow_id": run["workflow_id"], "run_id": run["run_id"],
         "workflow_type": run["workflow_type"], "task_queue": run["task_queue"],
-        "event_id": event_id, "event_time_ms": ctx.now_ms,
+        "event_id": event_id, "event_time_ms": time_ms,
         "attributes": orjson.dumps(attributes).decode()}, reply=False)
     return event_id
 
@@ -115,15 +122,30 @@ def task_timeout_ms(run: Run, attempt: int) -> int:
     return timeout // timedelta(milliseconds=1)
 
 
+def _scheduled_attributes(run: Run, attempt: int) -> dict[str, Any]:
+    return {"task_queue": run["task_queue"], "start_to_close_timeout_ms": task_timeout_ms(run, attempt),
+            "attempt": attempt}
+
+
 def schedule_task(ctx: ProcessingContext, run_key: int, run: Run) -> None:
-    """WORKFLOW_TASK_SCHEDULED, its timeout armed, and the task published with the history."""
+    """WORKFLOW_TASK_SCHEDULED (or, for a retried attempt, its transient copy shown only to
+    the worker), its timeout armed, and the task published with the history."""
     attempt = run["task_attempt"]
-    timeout_ms = task_timeout_ms(run, attempt)
-    event_id = append(ctx, run_key, run, E.WORKFLOW_TASK_SCHEDULED, {
-        "task_queue": run["task_queue"], "start_to_close_timeout_ms": timeout_ms, "attempt": attempt})
-    run["task"] = {"scheduled_event_id": event_id, "attempt": attempt, "scheduled_time_ms": ctx.now_ms}
-    ctx.workflow_timers.arm(run_key, run, TASK_TIME_OUT, ctx.now_ms + timeout_ms)
-    pages = history_pages(ctx, run_key, event_id)
+    attributes = _scheduled_attributes(run, attempt)
+    transient = attempt >= 2
+    if transient:
+        # Its id is the next one: nothing is appended while a task is out (events are
+        # buffered), so the id is still free when the attempt completes.
+        event_id = run["next_event_id"]
+        shown = [orjson.dumps({"event_id": event_id, "event_type": E.WORKFLOW_TASK_SCHEDULED.name,
+                               "event_time_ms": ctx.now_ms, "attributes": attributes})]
+    else:
+        event_id = append(ctx, run_key, run, E.WORKFLOW_TASK_SCHEDULED, attributes)
+        shown = []
+    run["task"] = {"scheduled_event_id": event_id, "attempt": attempt, "scheduled_time_ms": ctx.now_ms,
+                   "transient": transient}
+    ctx.workflow_timers.arm(run_key, run, TASK_TIME_OUT, ctx.now_ms + attributes["start_to_close_timeout_ms"])
+    pages = history_pages(ctx, run_key, run["next_event_id"] - 1, shown)
     for page, history in enumerate(pages):
         ctx.out.task(run["task_queue"], run_key, {
             "workflow_id": run["workflow_id"], "run_id": run["run_id"],
@@ -132,13 +154,15 @@ def schedule_task(ctx: ProcessingContext, run_key: int, run: Run) -> None:
             "history": history, "page": page, "pages": len(pages)}, WF, WorkflowIntent.WORKFLOW_TASK)
 
 
-def history_pages(ctx: ProcessingContext, run_key: int, last_event_id: int) -> list[str]:
-    """Events 1..last_event_id as JSON lists of at most the page byte limit each (an event
-    larger than the limit gets a page of its own)."""
+def history_pages(ctx: ProcessingContext, run_key: int, last_event_id: int,
+                  unwritten: list[bytes] = ()) -> list[str]:
+    """Events 1..last_event_id, then the `unwritten` ones (a transient task's Scheduled), as
+    JSON lists of at most the page byte limit each (an event larger than the limit gets a
+    page of its own)."""
     limit = ctx.limits.max_history_page_bytes
     pages: list[list[bytes]] = [[]]
     size = 0
-    for data in ctx.history.encoded_events(run_key, 1, last_event_id):
+    for data in [*ctx.history.encoded_events(run_key, 1, last_event_id), *unwritten]:
         if pages[-1] and size + len(data) + 1 > limit:
             pages.append([])
             size = 0
@@ -149,8 +173,13 @@ def history_pages(ctx: ProcessingContext, run_key: int, last_event_id: int) -> l
 
 def end_task(ctx: ProcessingContext, run_key: int, run: Run, identity: str) -> tuple[int, int]:
     """The answer to the task arrived (or its timeout): WORKFLOW_TASK_STARTED, which we write
-    only now. Returns (scheduled, started) event ids."""
-    scheduled_id = run["task"]["scheduled_event_id"]
+    only now, after a transient attempt's Scheduled. Returns (scheduled, started) event ids."""
+    task = run["task"]
+    scheduled_id = task["scheduled_event_id"]
+    if task.get("transient"):
+        written = append(ctx, run_key, run, E.WORKFLOW_TASK_SCHEDULED,
+                         _scheduled_attributes(run, task["attempt"]), event_time_ms=task["scheduled_time_ms"])
+        assert written == scheduled_id, f"transient task {scheduled_id} was written as event {written}"
     verdict = check_history_limits(run["next_event_id"], run["history_size_bytes"], ctx.limits.history)
     started_id = append(ctx, run_key, run, E.WORKFLOW_TASK_STARTED, {
         "scheduled_event_id": scheduled_id, "identity": identity,
@@ -162,10 +191,24 @@ def end_task(ctx: ProcessingContext, run_key: int, run: Run, identity: str) -> t
     return scheduled_id, started_id
 
 
+def end_failed_task(ctx: ProcessingContext, run_key: int, run: Run, identity: str,
+                    end_type: EventType, attributes: dict[str, Any]) -> None:
+    """A task failed or timed out: WORKFLOW_TASK_STARTED and `end_type` (scheduled and
+    started ids added to `attributes`); a transient attempt leaves no event at all."""
+    if run["task"].get("transient"):
+        ctx.workflow_timers.disarm(run_key, run, TASK_TIME_OUT)
+        run["task"] = None
+        return
+    scheduled_id, started_id = end_task(ctx, run_key, run, identity)
+    append(ctx, run_key, run, end_type, {"scheduled_event_id": scheduled_id, "started_event_id": started_id,
+                                         **attributes})
+
+
 def retry_task(ctx: ProcessingContext, run_key: int, run: Run, next_attempt: int) -> None:
-    """After a failed or timed-out task: buffered events, then the next attempt."""
-    flush_buffer(ctx, run_key, run)
-    run["task_attempt"] = next_attempt
+    """After a failed or timed-out task: buffered events, then the next attempt. New events
+    make it a normal task again (attempt 1), as in Temporal: the workflow has something
+    new to see, and the events it is shown must be in history."""
+    run["task_attempt"] = 1 if flush_buffer(ctx, run_key, run) else next_attempt
     schedule_task(ctx, run_key, run)
 
 

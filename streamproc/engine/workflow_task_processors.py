@@ -1,6 +1,7 @@
 """Answers to workflow tasks (TASK_COMPLETE, TASK_FAIL) and their timeout (TASK_TIME_OUT).
 
-An answer is for the task it names (scheduled_event_id) of an open run; anything else is
+An answer is for the task it names (scheduled_event_id, and attempt when given: the
+attempts of a transient task share their scheduled id) of an open run; anything else is
 stale and rejected. WORKFLOW_TASK_STARTED is written when the answer arrives, right
 before the task's end event (there is no start round trip).
 """
@@ -15,6 +16,7 @@ from streamproc.engine.workflow_runs import (
     TASK_TIME_OUT,
     E,
     append,
+    end_failed_task,
     end_task,
     flush_buffer,
     is_open,
@@ -41,8 +43,9 @@ def _task_run(cmd: Record, ctx: ProcessingContext, verb: str, any_task: bool = F
     elif not is_open(run):
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"{prefix} workflow execution already completed (status {run['status']})")
-    elif run["task"] is None or run["task"]["scheduled_event_id"] != scheduled_id:
-        out = run["task"]["scheduled_event_id"] if run["task"] else None
+    elif run["task"] is None or run["task"]["scheduled_event_id"] != scheduled_id or (
+            not any_task and cmd.value["attempt"] not in (0, run["task"]["attempt"])):
+        out = f"{run['task']['scheduled_event_id']} attempt {run['task']['attempt']}" if run["task"] else None
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"{prefix} that task is over (the task out now is {out})")
     else:
@@ -79,12 +82,11 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
 
 def fail_task(ctx: ProcessingContext, run_key: int, run: Run, cause: str, failure: dict | None,
               identity: str) -> None:
-    """WORKFLOW_TASK_FAILED, then what was buffered and the next attempt (SEMANTICS 3.4)."""
+    """WORKFLOW_TASK_FAILED (none for a transient attempt), then what was buffered and the
+    next attempt (SEMANTICS 3.4)."""
     attempt = run["task"]["attempt"]
-    scheduled_id, started_id = end_task(ctx, run_key, run, identity)
-    append(ctx, run_key, run, E.WORKFLOW_TASK_FAILED, {
-        "scheduled_event_id": scheduled_id, "started_event_id": started_id, "cause": cause,
-        "failure": failure, "identity": identity})
+    end_failed_task(ctx, run_key, run, identity, E.WORKFLOW_TASK_FAILED,
+                    {"cause": cause, "failure": failure, "identity": identity})
     retry_task(ctx, run_key, run, fail_workflow_task(attempt=attempt, sticky=False).next_attempt)
 
 
@@ -113,9 +115,6 @@ def task_time_out(cmd: Record, ctx: ProcessingContext) -> None:
                        f"but its deadline is {run['deadlines'].get(TASK_TIME_OUT)} (now {ctx.now_ms})")
         return
     retry = fire_workflow_task_timeout(TimeoutType.START_TO_CLOSE, attempt=run["task"]["attempt"], sticky=False)
-    scheduled_id, started_id = end_task(ctx, cmd.key, run, "")
-    append(ctx, cmd.key, run, E.WORKFLOW_TASK_TIMED_OUT, {
-        "scheduled_event_id": scheduled_id, "started_event_id": started_id,
-        "timeout_type": retry.timeout_type.name})
+    end_failed_task(ctx, cmd.key, run, "", E.WORKFLOW_TASK_TIMED_OUT, {"timeout_type": retry.timeout_type.name})
     retry_task(ctx, cmd.key, run, retry.next_attempt)
     ctx.workflows.put(cmd.key, run)

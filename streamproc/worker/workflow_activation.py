@@ -97,7 +97,8 @@ class WorkflowTaskHandler:
     def _command(self, task: WorkflowTask, intent: str, **value: Any) -> Record:
         return Record.command(ValueType.WORKFLOW, intent, {
             "workflow_id": task.workflow_id, "run_id": task.run_id,
-            "scheduled_event_id": task.scheduled_event_id, "identity": self.identity, **value},
+            "scheduled_event_id": task.scheduled_event_id, "attempt": task.attempt,
+            "identity": self.identity, **value},
             key=task.key)
 
 

@@ -113,7 +113,7 @@ def test_close_command_while_events_are_buffered_fails_the_task(d):
     (failed,) = attrs(events, "WORKFLOW_TASK_FAILED")
     assert failed["cause"] == "UNHANDLED_COMMAND"
     assert [e["event_type"] for e in events][-3:] == ["WORKFLOW_TASK_FAILED", "TIMER_FIRED", "WORKFLOW_TASK_SCHEDULED"]
-    assert events[-1]["attributes"]["attempt"] == 2
+    assert events[-1]["attributes"]["attempt"] == 1  # new events: a normal task, not a transient retry
     d.complete(key, [COMPLETE])
     assert d.check(key)[-1]["event_type"] == "WORKFLOW_EXECUTION_COMPLETED"
 
@@ -165,10 +165,11 @@ def test_bad_commands_fail_the_task_and_apply_nothing(d, commands, cause, messag
     events = d.check(key, closed=False)
     assert [e["event_type"] for e in events] == [
         "WORKFLOW_EXECUTION_STARTED", "WORKFLOW_TASK_SCHEDULED", "WORKFLOW_TASK_STARTED",
-        "WORKFLOW_TASK_FAILED", "WORKFLOW_TASK_SCHEDULED"]
+        "WORKFLOW_TASK_FAILED"]  # the retry (attempt 2) is transient: not in history yet
     failed = events[3]["attributes"]
     assert failed["cause"] == cause and failed["failure"]["message"].startswith(message)
     assert d.activity_tasks() == [] and d.run(key)["status"] == "RUNNING"
+    assert d.shown(key)[-1]["event_id"] == 5 and d.shown(key)[-1]["attributes"]["attempt"] == 2
 
 
 def test_task_fail_reschedules_with_the_next_attempt(d):

@@ -44,10 +44,18 @@ class WorkflowDriver:
         return reply.key, reply.value["run_id"]
 
     def complete(self, run_key: int, commands: list, scheduled_event_id: int | None = None,
-                 identity: str = "wf-worker") -> list[Record]:
+                 identity: str = "wf-worker", attempt: int = 0) -> list[Record]:
+        """TASK_COMPLETE for the task out now (or the one named); attempt 0 is not checked."""
         scheduled = scheduled_event_id if scheduled_event_id is not None else self.task(run_key)["scheduled_event_id"]
         events, _ = self.send("TASK_COMPLETE", run_key, scheduled_event_id=scheduled, identity=identity,
-                              commands=orjson.dumps(commands).decode())
+                              attempt=attempt, commands=orjson.dumps(commands).decode())
+        return events
+
+    def fail_task(self, run_key: int, cause: str = "WORKFLOW_WORKER_UNHANDLED_FAILURE") -> list[Record]:
+        task = self.task(run_key)
+        events, _ = self.send("TASK_FAIL", run_key, scheduled_event_id=task["scheduled_event_id"],
+                              attempt=task["attempt"], identity="wf-worker", cause=cause,
+                              failure={"message": "boom", "kind": "APPLICATION", "type": "Boom"})
         return events
 
     def run(self, run_key: int) -> dict:
@@ -78,6 +86,13 @@ class WorkflowDriver:
 
     def workflow_tasks(self) -> list[Record]:
         return [r for _, r in self.h.tasks if r.value_type == "WORKFLOW"]
+
+    def shown(self, run_key: int) -> list[dict]:
+        """The events the run's latest workflow task record carries (all its pages)."""
+        pages = [r for r in self.workflow_tasks() if r.key == run_key]
+        last = pages[-1].value
+        pages = pages[len(pages) - last["pages"]:]
+        return [e for r in pages for e in orjson.loads(r.value["history"])]
 
     def activity_tasks(self) -> list[Record]:
         return [r for _, r in self.h.tasks if r.value_type == "ACTIVITY_TASK"]

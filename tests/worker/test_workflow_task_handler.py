@@ -95,9 +95,11 @@ def test_a_history_that_does_not_continue_the_cached_one_is_replayed_in_full():
     h = handler(Outcome([SCHEDULE]), Outcome([SCHEDULE]))
     h.answer(task(first))
     FakeInstance.created[0].definition.answers[:] = [Outcome([SCHEDULE])]
-    h.answer(task(timed_out, attempt=2))
+    answer = h.answer(task(timed_out, attempt=2))
     assert len(FakeInstance.created) == 2 and FakeInstance.created[1].shown == timed_out
     assert h.cache.misses == 1
+    # attempts of a transient task share their scheduled event id: the answer names its attempt
+    assert (answer.value["scheduled_event_id"], answer.value["attempt"]) == (5, 2)
 
 
 def test_another_workers_task_in_between_means_a_full_replay():

@@ -102,3 +102,31 @@ def test_cancelled_order_releases_its_reservation_then_is_canceled_on_the_engine
     events = d.check(key)
     assert d.run(key)["status"] == "CANCELED"
     assert Replayer(workflows=[Order]).replay(events).commands == []
+
+
+@workflow.defn(name="Stamped")
+class Stamped:
+    """Its command depends on workflow.now(), so a replay that sees another time fails."""
+
+    @workflow.run
+    async def run(self) -> str:
+        now_ms = int(workflow.now().timestamp() * 1000)
+        return await workflow.execute_activity(f"stamp-{now_ms}", start_to_close_timeout=timedelta(seconds=10))
+
+
+def test_a_transient_task_attempt_runs_at_its_scheduled_time_and_its_history_replays(d):
+    key, _ = d.start(workflow_type="Stamped", input="[]")
+    definition = WorkflowDefinition.of(Stamped)
+    d.run_until(d.clock.now_ms() + 11_000)  # attempt 1 is never answered: it times out
+    d.clock.advance(2_000)
+    d.fail_task(key)  # attempt 2 fails too; attempt 3 is out
+    shown = d.shown(key)
+    assert shown[-1]["attributes"]["attempt"] == 3 and shown[:-1] == d.history(key)
+    d.clock.advance(5_000)  # the worker answers a while after the task was scheduled
+    outcome = WorkflowInstance(definition, shown).activate()
+    (command,) = outcome.commands
+    assert command["activity_type"] == f"stamp-{shown[-1]['event_time_ms']}"
+    d.complete(key, outcome.commands, attempt=3)
+    events = d.check(key, closed=False)
+    assert events[4] == shown[-1]  # written as shown: the replay sees the same time
+    assert Replayer(workflows=[Stamped]).replay(events).commands == []
