@@ -22,16 +22,25 @@ SCENARIOS = {
     "activity_retry_precision": "bench.activity_retry",
     "heartbeat_timeout_detection": "bench.activity_heartbeat",
     "activities_per_sec": "bench.activity_throughput",
+    "workflows_1_activity": "bench.workflow_throughput:run_one_activity",
+    "workflows_10_sequential": "bench.workflow_throughput:run_sequential",
+    "workflow_latency_single": "bench.workflow_latency:run",
+    "timer_accuracy": "bench.workflow_timers:run",
 }
+#: Scenarios that take --workers and --profile (worker processes; py-spy files prefix).
+WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflow_latency_single",
+                      "timer_accuracy"}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario", choices=sorted(SCENARIOS))
     parser.add_argument("--quick", action="store_true", help="small sizes: finishes within a minute")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes (jobs_per_sec)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="worker processes (jobs_per_sec: 2; workflow scenarios: 1)")
     parser.add_argument("--profile", metavar="FILE",
-                        help="jobs_per_sec: py-spy the 4-partition engine during saturation, raw stacks to FILE")
+                        help="jobs_per_sec: py-spy the 4-partition engine during saturation, raw stacks to FILE; "
+                             "workflow scenarios: py-spy the engine and workers while measured, to FILE.engine ...")
     parser.add_argument("--profile-idle", action="store_true",
                         help="with --profile: sample idle time too (wall clock: waits on Kafka show up)")
     parser.add_argument("--keep-topics", action="store_true")
@@ -46,7 +55,8 @@ def main() -> int:
 
     from bench.common import Bench, listener_pid, pid_cpu_seconds
 
-    module = importlib.import_module(SCENARIOS[args.scenario])
+    module_name, _, function_name = SCENARIOS[args.scenario].partition(":")
+    scenario_run = getattr(importlib.import_module(module_name), function_name or "run")
     started = time.monotonic()
     machine_before, ours_before = _machine_busy_s(), _own_cpu_s()
     bench = Bench(args.scenario)
@@ -56,8 +66,10 @@ def main() -> int:
     try:
         kwargs = {}
         if args.scenario == "jobs_per_sec":
-            kwargs = {"workers": args.workers, "profile": args.profile, "profile_idle": args.profile_idle}
-        result = module.run(bench, args.quick, **kwargs)
+            kwargs = {"workers": args.workers or 2, "profile": args.profile, "profile_idle": args.profile_idle}
+        elif args.scenario in WORKFLOW_SCENARIOS:
+            kwargs = {"workers": args.workers or 1, "profile": args.profile, "profile_idle": args.profile_idle}
+        result = scenario_run(bench, args.quick, **kwargs)
     finally:
         broker = pid_cpu_seconds(broker_pid) - broker_before  # before a broker started here stops
         bench.close(keep_topics=args.keep_topics)

@@ -1,0 +1,217 @@
+"""What the workflow benchmarks share: an engine, worker processes, a START sender, a closed loop.
+
+The bench sends START commands itself (the Python client's `start_workflow` waits for
+each STARTED reply; a benchmark keeping 100 runs in flight must not), to the partition
+of the workflow id, and reads the events topic (read_committed) for the runs' history
+events. Workers are child processes running the combined `Worker`
+(`bench.workflow_worker_main`) for the workflows of `bench.workflow_definitions`.
+
+Times: `sent` is the bench's clock when it handed START to its producer; `seen` is when
+the bench read the run's close event; `event_time_ms` are the engine's clock when it
+processed the command that appended the event. All three are this machine's wall clock.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+
+from bench.activity_common import Reader
+from bench.common import (
+    REPO,
+    Bench,
+    cpu_seconds,
+    now_ms,
+    peak_rss_mb,
+    peek,
+    percentiles,
+    say,
+    stop,
+    wait_group_stable,
+    wait_log,
+)
+from streamproc.activity.payloads import encode_args
+from streamproc.client import Client
+from streamproc.client.workflow_events import CLOSE_EVENTS
+from streamproc.kafka.admin import TopicAdmin
+from streamproc.protocol import codec
+from streamproc.protocol.partitioning import partition_for
+from streamproc.protocol.records import Record, ValueType, WorkflowIntent
+
+QUEUE = "bench-workflows"
+_CLOSES = {name.encode() for name in CLOSE_EVENTS}
+_COMPLETED = b"WORKFLOW_EXECUTION_COMPLETED"
+
+
+def start_value(workflow_id: str, workflow_type: str, arg: object, queue: str = QUEUE) -> dict:
+    return {"workflow_id": workflow_id, "workflow_type": workflow_type, "task_queue": queue,
+            "input": encode_args([arg]), "workflow_execution_timeout_ms": 0, "workflow_run_timeout_ms": 0,
+            "workflow_task_timeout_ms": 0, "retry_policy": None, "id_reuse_policy": "",
+            "id_conflict_policy": "", "identity": "bench"}
+
+
+class WorkflowRig:
+    """One engine and `workers` worker processes on QUEUE, a client and an events reader."""
+
+    def __init__(self, bench: Bench, partitions: int = 4, workers: int = 1) -> None:
+        self.bench = bench
+        self.partitions = partitions
+        self.engine = bench.engine(f"workflows-{uuid.uuid4().hex[:6]}", partitions)
+        self.workers: list[subprocess.Popen] = []
+        wait_log(self.engine, "partitions_assigned", 90)
+        topics = bench.topics
+        # Topics first, so that every worker joins groups of topics that exist.
+        TopicAdmin(bench.bootstrap, topics).ensure({topics.workflow_tasks(QUEUE): (partitions, {}),
+                                                    topics.tasks(QUEUE): (partitions, {})})
+        for n in range(workers):
+            self.workers.append(self._spawn_worker(f"worker-{n}"))
+        for group in (topics.workflow_worker_group(QUEUE), topics.worker_group(QUEUE)):
+            wait_group_stable(bench, group, workers, partitions, 90)
+        self.client = Client(bench.bootstrap, bench.namespace)
+        self.events = Reader(bench, topics.events, list(range(partitions)), from_end=True)
+
+    def _spawn_worker(self, name: str) -> subprocess.Popen:
+        log_path = self.bench.dir / f"{name}.log"
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "bench.workflow_worker_main", QUEUE],
+                                    env=self.bench.env(), cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        proc.log_path = log_path
+        self.bench.procs.append(proc)
+        return proc
+
+    def send_start(self, workflow_id: str, workflow_type: str, arg: object) -> None:
+        # A reply partition is not asked for: the run's events tell everything.
+        self.client.send(Record.command(ValueType.WORKFLOW, WorkflowIntent.START,
+                                        start_value(workflow_id, workflow_type, arg), request_id=workflow_id),
+                         partition_for(workflow_id, self.partitions))
+
+    def cpu(self) -> dict[str, float]:
+        return {"engine": cpu_seconds(self.engine), "workers": sum(cpu_seconds(w) for w in self.workers)}
+
+    def check_alive(self) -> None:
+        for proc in [self.engine, *self.workers]:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.args} exited {proc.returncode}: {proc.log_path.read_text()[-3000:]}")
+
+    def peak_rss(self) -> dict:
+        return {"engine": peak_rss_mb(self.engine), "workers": [peak_rss_mb(w) for w in self.workers]}
+
+    def close(self) -> None:
+        self.events.close()
+        self.client.close()
+        for proc in [*self.workers, self.engine]:
+            stop(proc)
+
+
+def closed_loop(rig: WorkflowRig, tag: str, count: int, in_flight: int, workflow_type: str, arg: object,
+                timeout_s: float) -> dict:
+    """Start `count` runs keeping `in_flight` open (one more each time one closes); wait for all.
+
+    Returns sent / seen times by workflow id, the closes that were not completions, the
+    decoded workflow events of the runs, CPU used and the wall time from first send to
+    last close seen.
+    """
+    events = rig.events
+    events.poll(0.05)
+    events.forget()
+    cpu_before = rig.cpu()
+    sent: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    not_completed: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    first_send = now_ms()
+    while len(seen) < count:
+        room = min(count - len(sent), in_flight - (len(sent) - len(seen)))
+        for _ in range(max(0, room)):
+            workflow_id = f"{tag}-{len(sent)}"
+            sent[workflow_id] = now_ms()
+            rig.send_start(workflow_id, workflow_type, arg)
+        for value in events.poll(0.02):
+            intent = peek(value)[1]
+            if intent in _CLOSES:
+                received = now_ms()
+                record = codec.decode(value, codec.AVRO_HEADERS)
+                seen[record.value["workflow_id"]] = received
+                if intent != _COMPLETED:
+                    not_completed.append(f"{record.value['workflow_id']}: {intent.decode()}")
+        if time.monotonic() > deadline:
+            rig.check_alive()
+            raise TimeoutError(f"{tag}: {len(seen)} of {count} closed in {timeout_s} s; {events.summary()}")
+    seconds = (max(seen.values()) - first_send) / 1000
+    cpu_after = rig.cpu()
+    runs = events_by_run(events.decode())
+    return {"sent": sent, "seen": seen, "not_completed": not_completed, "runs": runs, "seconds": seconds,
+            "cpu": {k: cpu_after[k] - cpu_before[k] for k in cpu_after}, "counts": events.summary()}
+
+
+def measured_loop(rig: WorkflowRig, out: dict, profile: str | None, profile_idle: bool, count: int,
+                  in_flight: int, workflow_type: str, arg: object, timeout_s: float) -> dict:
+    """`closed_loop` of the measured runs, under py-spy when `profile` names a file prefix
+    (the files written go to out["profiled"])."""
+    from bench.workflow_profile import Profiler
+
+    profiler = Profiler(profile, rig, profile_idle) if profile else None
+    try:
+        return closed_loop(rig, "measured", count, in_flight, workflow_type, arg, timeout_s)
+    finally:
+        if profiler is not None:
+            out["profiled"] = profiler.stop()
+
+
+def events_by_run(records: list[Record]) -> dict[str, list[dict]]:
+    """History events (as dicts: event_type, event_time_ms, attributes, timestamp_ms) by workflow id."""
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        if r.record_type.name != "EVENT" or r.value_type != ValueType.WORKFLOW:
+            continue
+        out.setdefault(r.value["workflow_id"], []).append(
+            {"event_type": r.intent, "event_id": r.value["event_id"], "event_time_ms": r.value["event_time_ms"],
+             "attributes": r.value.get("attributes"), "log_time_ms": r.timestamp_ms})
+    for history in out.values():
+        history.sort(key=lambda e: e["event_id"])
+    return out
+
+
+def stage_breakdown(loop: dict, stages: list[str]) -> dict:
+    """Percentiles of the time between consecutive stages of each run.
+
+    A stage is "sent" (the bench's START), an event type (its first occurrence in the
+    run's history, engine time), or "seen" (the bench read the close event).
+    """
+    out: dict = {}
+    for before, after in zip(stages, stages[1:]):
+        gaps = []
+        for workflow_id in loop["seen"]:
+            a, b = _stage_time(loop, workflow_id, before), _stage_time(loop, workflow_id, after)
+            if a is not None and b is not None:
+                gaps.append(b - a)
+        out[f"{before}->{after}"] = percentiles(gaps)
+    return out
+
+
+def _stage_time(loop: dict, workflow_id: str, stage: str) -> float | None:
+    if stage in ("sent", "seen"):
+        return loop[stage].get(workflow_id)
+    for event in loop["runs"].get(workflow_id, ()):
+        if event["event_type"] == stage:
+            return event["event_time_ms"]
+    return None
+
+
+def latencies(loop: dict) -> dict:
+    """Client START sent -> client read the close event, and -> the engine wrote it."""
+    sent, seen = loop["sent"], loop["seen"]
+    closed_at = {w: h[-1]["event_time_ms"] for w, h in loop["runs"].items() if h}
+    return {"client_seen": percentiles([seen[w] - sent[w] for w in seen]),
+            "close_event_time": percentiles([closed_at[w] - sent[w] for w in seen if w in closed_at])}
+
+
+def cpu_per_workflow(loop: dict, count: int) -> dict:
+    return {name: round(seconds * 1000 / count, 3) for name, seconds in loop["cpu"].items()}
+
+
+def report(tag: str, result: dict) -> dict:
+    say(tag, result)
+    return result

@@ -1,0 +1,79 @@
+"""One workflow at a time (one trivial activity): latency from START sent to the result read.
+
+One engine (4 partitions), one worker process. Each run starts when the previous one's
+close event was read, so nothing queues: this is the path's own latency. After a
+warm-up:
+  p50_ms / p99_ms = the bench read WORKFLOW_EXECUTION_COMPLETED - the bench sent START
+                    (what a client calling execute_workflow waits)
+The floor: a run takes 5 engine transactions (START; the first task's answer, which
+schedules the activity; the activity's START; its COMPLETE, which schedules the second
+task; that task's answer, which completes the run) and 10 hops through Kafka. The bench
+times a Kafka transaction on this broker (one record, commit; like the engine's, after
+an idle moment) and reports 5 of them as `transaction_floor_ms`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import Producer
+
+from bench.common import Bench, loadavg, percentiles
+from bench.workflow_common import (
+    WorkflowRig,
+    closed_loop,
+    cpu_per_workflow,
+    latencies,
+    measured_loop,
+    report,
+    stage_breakdown,
+)
+from bench.workflow_throughput import ONE_ACTIVITY_STAGES
+from streamproc.kafka.config import producer_config
+
+PARTITIONS = 4
+TRANSACTIONS_PER_WORKFLOW = 5
+
+
+def run(bench: Bench, quick: bool, workers: int = 1, profile: str | None = None,
+        profile_idle: bool = False) -> dict:
+    count = 100 if quick else 500
+    out: dict = {"workflows": count, "partitions": PARTITIONS, "worker_processes": workers,
+                 "load1_at_start": loadavg()}
+    rig = WorkflowRig(bench, PARTITIONS, workers)
+    try:
+        closed_loop(rig, "warmup", 30, 1, "BenchOneActivity", 1, 120)
+        loop = measured_loop(rig, out, profile, profile_idle, count, 1, "BenchOneActivity", 1, 60 + count)
+        lat = latencies(loop)
+        out.update({
+            "p50_ms": lat["client_seen"]["p50"], "p99_ms": lat["client_seen"]["p99"],
+            "latency_ms": lat,
+            "stages_ms": stage_breakdown(loop, ONE_ACTIVITY_STAGES),
+            "cpu_ms_per_workflow": cpu_per_workflow(loop, count),
+            "not_completed": loop["not_completed"][:10],
+        })
+        transaction = transaction_ms(bench, 30 if quick else 100)
+        out["transaction_ms"] = transaction
+        out["transaction_floor_ms"] = round(TRANSACTIONS_PER_WORKFLOW * transaction["p50"], 1)
+    finally:
+        rig.close()
+    return report("measured", out)
+
+
+def transaction_ms(bench: Bench, count: int, idle_s: float = 0.005) -> dict:
+    """begin, produce one record, commit: wall time of each, `idle_s` apart (percentiles, ms)."""
+    producer = Producer(producer_config(bench.bootstrap, **{
+        "transactional.id": f"{bench.namespace}.bench-probe.{uuid.uuid4().hex[:6]}",
+        "linger.ms": 0, "retry.backoff.ms": 2, "retry.backoff.max.ms": 50}))
+    producer.init_transactions(30)
+    times = []
+    for n in range(count + 5):  # the first ones add the partition to the coordinator's cache
+        time.sleep(idle_s)
+        began = time.perf_counter()
+        producer.begin_transaction()
+        producer.produce(bench.topics.replies, b"probe", partition=0)
+        producer.commit_transaction(30)
+        if n >= 5:
+            times.append((time.perf_counter() - began) * 1000)
+    return percentiles(times)

@@ -1,0 +1,72 @@
+"""Workflows per second with 100 in flight: one trivial activity each, or 10 sequential ones.
+
+One engine (4 partitions) and worker processes running the combined Worker share the
+machine with the broker and the bench. The bench starts IN_FLIGHT runs, then one more
+each time a run's close event is read, until `count` were started. After a warm-up
+(not measured):
+  workflows/s  = count / (last close read by the bench - first START sent)
+  activities/s = activities completed (ActivityTaskCompleted events) / the same time
+  latency      = close event read by the bench - START sent (client_seen; the p50_ms /
+                 p99_ms keys), and WORKFLOW_EXECUTION_COMPLETED's event time - START sent
+Stages split each run at its history events (engine times).
+"""
+
+from __future__ import annotations
+
+from bench.common import Bench, loadavg
+from bench.workflow_common import (
+    WorkflowRig,
+    closed_loop,
+    cpu_per_workflow,
+    latencies,
+    measured_loop,
+    report,
+    stage_breakdown,
+)
+
+PARTITIONS = 4
+IN_FLIGHT = 100
+ONE_ACTIVITY_STAGES = ["sent", "WORKFLOW_EXECUTION_STARTED", "WORKFLOW_TASK_COMPLETED",
+                       "ACTIVITY_TASK_COMPLETED", "WORKFLOW_EXECUTION_COMPLETED", "seen"]
+SEQUENTIAL_STAGES = ["sent", "WORKFLOW_EXECUTION_STARTED", "WORKFLOW_EXECUTION_COMPLETED", "seen"]
+
+
+def run_one_activity(bench: Bench, quick: bool, workers: int = 1, profile: str | None = None,
+                     profile_idle: bool = False) -> dict:
+    count = 1000 if quick else 5000
+    return _run(bench, "BenchOneActivity", 1, count, 200, ONE_ACTIVITY_STAGES, workers, profile, profile_idle)
+
+
+def run_sequential(bench: Bench, quick: bool, workers: int = 1, profile: str | None = None,
+                   profile_idle: bool = False) -> dict:
+    count = 200 if quick else 1000
+    return _run(bench, "BenchSequentialActivities", 10, count, 50, SEQUENTIAL_STAGES, workers, profile, profile_idle)
+
+
+def _run(bench: Bench, workflow_type: str, activities_each: int, count: int, warmup: int,
+         stages: list[str], workers: int, profile: str | None, profile_idle: bool) -> dict:
+    out: dict = {"workflows": count, "activities_per_workflow": activities_each, "in_flight": IN_FLIGHT,
+                 "partitions": PARTITIONS, "worker_processes": workers, "load1_at_start": loadavg()}
+    rig = WorkflowRig(bench, PARTITIONS, workers)
+    try:
+        # Warm-up: topic metadata, transactions' partitions, the workers' imports and caches.
+        closed_loop(rig, "warmup", warmup, IN_FLIGHT, workflow_type, activities_each, 120)
+        loop = measured_loop(rig, out, profile, profile_idle, count, IN_FLIGHT, workflow_type, activities_each,
+                             60 + count * activities_each / 20)
+        lat = latencies(loop)
+        completed_activities = loop["counts"].get("EVENT:ACTIVITY_TASK_COMPLETED", 0)
+        out.update({
+            "workflows_per_sec": round(count / loop["seconds"], 1),
+            "activities_per_sec": round(completed_activities / loop["seconds"], 1),
+            "p50_ms": lat["client_seen"]["p50"], "p99_ms": lat["client_seen"]["p99"],
+            "seconds": round(loop["seconds"], 3),
+            "latency_ms": lat,
+            "stages_ms": stage_breakdown(loop, stages),
+            "cpu_ms_per_workflow": cpu_per_workflow(loop, count),
+            "not_completed": loop["not_completed"][:10],
+            "event_counts": loop["counts"],
+        })
+        out["peak_rss_mb"] = rig.peak_rss()
+    finally:
+        rig.close()
+    return report("measured", out)
