@@ -44,6 +44,15 @@ SECOND = timedelta(seconds=1)
 GIVING_UP = "Not enough time to schedule next retry before activity ScheduleToClose timeout, giving up retrying"
 
 
+def wait_until(condition, what, timeout: float = 30) -> None:
+    """Poll `condition` (state another thread changes); `what` may be a callable message."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what() if callable(what) else what)
+        time.sleep(0.005)
+
+
 class Env:
     def __init__(self, engine, clock: ManualClock, bootstrap: str, namespace: str,
                  activities: ActivityClient) -> None:
@@ -75,13 +84,10 @@ class Env:
 
     def wait_armed(self, due: datetime) -> None:
         """Until a partition's earliest committed timer is due at `due`."""
-        due_ms = to_ms(due)
-        deadline = time.monotonic() + 30
-        while due_ms not in {p.checker.next_due_ms for p in list(self.engine.partitions.values())}:
-            if time.monotonic() > deadline:
-                armed = {p.id: p.checker.next_due_ms for p in self.engine.partitions.values()}
-                raise TimeoutError(f"no timer armed for {due_ms} (now {self.clock.now_ms()}): {armed}")
-            time.sleep(0.005)
+        def armed() -> dict[int, int | None]:
+            return {p.id: p.checker.next_due_ms for p in list(self.engine.partitions.values())}
+        wait_until(lambda: to_ms(due) in armed().values(),
+                   lambda: f"no timer armed for {to_ms(due)} (now {self.clock.now_ms()}): {armed()}")
 
     def history(self, key: int) -> list[Record]:
         return self.events.activity_history(key, timeout=30)
@@ -324,14 +330,6 @@ def test_maximum_attempts_3_fails_after_the_third_attempt(env):
     assert started["attempt"] == 3 and started["last_failure"]["message"] == "attempt 2 failed"
     assert failed.timestamp_ms == to_ms(attempts[-1].started_time)  # closed at the failure, no wait
     assert failed.value["retry_state"] == "MAXIMUM_ATTEMPTS_REACHED"
-
-
-def wait_until(condition, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.005)
 
 
 def time_out_command_offset(env: Env, key: int) -> int:
