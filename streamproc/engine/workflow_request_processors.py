@@ -103,7 +103,7 @@ def get_history(cmd: Record, ctx: ProcessingContext) -> None:
     if found is None:
         return
     run_key, run = found
-    pages = history_pages(ctx, run_key, run["next_event_id"] - 1)
+    pages = history_pages(ctx, run_key, 1, run["next_event_id"] - 1)
     for page, history in enumerate(pages):
         ctx.out.reply(WF, WorkflowIntent.HISTORY_PAGE, run_key, {
             "workflow_id": run["workflow_id"], "run_id": run["run_id"],

@@ -9,6 +9,12 @@ worker never misses an event it was not shown.
 A retried task attempt (2 or more) is *transient* (SEMANTICS.md 3.4): its
 WORKFLOW_TASK_SCHEDULED is shown to the worker but written only if the attempt
 completes, so a run whose tasks keep failing does not grow its history.
+
+A task carries the run's history from the previous completed task's
+WORKFLOW_TASK_SCHEDULED on (`first_event_id`): the worker that completed that task
+usually gets this one too (same workflow id, same task partition) and has the rest
+cached. The first task of a run and the one after a failed or timed-out task carry the
+whole history. Shipping it all every time would cost O(n^2) for a run of n tasks.
 """
 
 from __future__ import annotations
@@ -145,24 +151,27 @@ def schedule_task(ctx: ProcessingContext, run_key: int, run: Run) -> None:
     run["task"] = {"scheduled_event_id": event_id, "attempt": attempt, "scheduled_time_ms": ctx.now_ms,
                    "transient": transient}
     ctx.workflow_timers.arm(run_key, run, TASK_TIME_OUT, ctx.now_ms + attributes["start_to_close_timeout_ms"])
-    pages = history_pages(ctx, run_key, run["next_event_id"] - 1, shown)
+    # Runs stored before tasks were shipped incrementally lack the key: the whole history.
+    first_event_id = run.get("task_history_from", 1)
+    pages = history_pages(ctx, run_key, first_event_id, run["next_event_id"] - 1, shown)
     for page, history in enumerate(pages):
         ctx.out.task(run["task_queue"], run_key, {
             "workflow_id": run["workflow_id"], "run_id": run["run_id"],
             "workflow_type": run["workflow_type"], "task_queue": run["task_queue"],
             "attempt": attempt, "scheduled_event_id": event_id, "event_time_ms": ctx.now_ms,
-            "history": history, "page": page, "pages": len(pages)}, WF, WorkflowIntent.WORKFLOW_TASK)
+            "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages)},
+            WF, WorkflowIntent.WORKFLOW_TASK)
 
 
-def history_pages(ctx: ProcessingContext, run_key: int, last_event_id: int,
+def history_pages(ctx: ProcessingContext, run_key: int, first_event_id: int, last_event_id: int,
                   unwritten: list[bytes] = ()) -> list[str]:
-    """Events 1..last_event_id, then the `unwritten` ones (a transient task's Scheduled), as
-    JSON lists of at most the page byte limit each (an event larger than the limit gets a
-    page of its own)."""
+    """Events first_event_id..last_event_id, then the `unwritten` ones (a transient task's
+    Scheduled), as JSON lists of at most the page byte limit each (an event larger than
+    the limit gets a page of its own)."""
     limit = ctx.limits.max_history_page_bytes
     pages: list[list[bytes]] = [[]]
     size = 0
-    for data in [*ctx.history.encoded_events(run_key, 1, last_event_id), *unwritten]:
+    for data in [*ctx.history.encoded_events(run_key, first_event_id, last_event_id), *unwritten]:
         if pages[-1] and size + len(data) + 1 > limit:
             pages.append([])
             size = 0
@@ -195,6 +204,7 @@ def end_failed_task(ctx: ProcessingContext, run_key: int, run: Run, identity: st
                     end_type: EventType, attributes: dict[str, Any]) -> None:
     """A task failed or timed out: WORKFLOW_TASK_STARTED and `end_type` (scheduled and
     started ids added to `attributes`); a transient attempt leaves no event at all."""
+    run["task_history_from"] = 1  # the next worker may have run ahead of history: show it all
     if run["task"].get("transient"):
         ctx.workflow_timers.disarm(run_key, run, TASK_TIME_OUT)
         run["task"] = None

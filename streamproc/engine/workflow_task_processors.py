@@ -74,6 +74,7 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
     completed_id = append(ctx, cmd.key, run, E.WORKFLOW_TASK_COMPLETED, {
         "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
     run["task_attempt"] = 1
+    run["task_history_from"] = scheduled_id  # the next task shows the worker what follows its answer
     needs_task = apply(ctx, cmd.key, run, validated, completed_id)
     if is_open(run) and (flush_buffer(ctx, cmd.key, run) or needs_task):
         schedule_task(ctx, cmd.key, run)

@@ -1,20 +1,23 @@
 """Workflow instances kept between tasks, so a worker replays a run's history only once.
 
 After a worker answers a task with TASK_COMPLETE it keeps the run's instance, which is
-exactly where the code stopped. The run's next task carries its whole history again
-(every task does); when that history *continues* the one the instance was shown, the
-worker feeds it only the new events. It continues it when:
+exactly where the code stopped. The run's next task carries the history from the
+previous completed task's WORKFLOW_TASK_SCHEDULED on (or all of it, from event 1); when
+it *continues* what the instance was shown, the worker feeds it only the new events. It
+continues it when:
 
-* the instance was shown the first ``n`` events, ending with the WORKFLOW_TASK_SCHEDULED
-  this worker answered, and the new history has those ids at those places;
-* right after them come WORKFLOW_TASK_STARTED and WORKFLOW_TASK_COMPLETED for that task
+* the instance was shown events 1..n, ending with the WORKFLOW_TASK_SCHEDULED (id n)
+  this worker answered, and the task's history has that very event (same id, time and
+  attempt) at that place;
+* right after it come WORKFLOW_TASK_STARTED and WORKFLOW_TASK_COMPLETED for that task
   (the engine accepted the answer the instance produced), then no other workflow task
   event until the new WORKFLOW_TASK_SCHEDULED at the end.
 
 Anything else (the answer timed out or was refused, another worker handled a task of
-the run in between, the engine wrote a task failure) means the instance may have run
-ahead of what the history says: it is dropped and the run replayed from its start.
-The cache is a bounded LRU: losing an entry only costs a replay.
+the run in between, the engine wrote a task failure, the task starts after event n)
+means the instance may have run ahead of or behind what the history says: it is dropped,
+and the worker replays the run from its whole history. The cache is a bounded LRU:
+losing an entry only costs a replay.
 """
 
 from __future__ import annotations
@@ -38,9 +41,8 @@ _TASK_EVENTS = frozenset({_SCHEDULED, _STARTED, _COMPLETED, "WORKFLOW_TASK_FAILE
 @dataclasses.dataclass(slots=True)
 class _Entry(Generic[Instance]):
     instance: Instance
-    #: Events the instance was shown, and the id of the last one (the answered task's).
-    shown: int
-    answered_event_id: int
+    #: The last event the instance was shown: the WORKFLOW_TASK_SCHEDULED it answered.
+    answered: dict[str, Any]
 
 
 class StickyCache(Generic[Instance]):
@@ -59,18 +61,20 @@ class StickyCache(Generic[Instance]):
         entry = self._entries.pop(task.run_id, None)
         if entry is None:
             return None
-        if not _continues(task.history, entry.shown, entry.answered_event_id):
+        new_events = _new_events(task, entry.answered)
+        if new_events is None:
             self.misses += 1
             return None
         self.hits += 1
-        return entry.instance, task.history[entry.shown:]
+        return entry.instance, new_events
 
     def keep(self, task: WorkflowTask, instance: Instance) -> None:
-        """Remember `instance` after it answered `task` (shown all of its history)."""
-        if self.max_runs == 0:
+        """Remember `instance` after it answered `task` (shown all of the run's history up
+        to the task's WORKFLOW_TASK_SCHEDULED, the last event of `task.history`)."""
+        if self.max_runs == 0 or not task.history:
             return
         self._entries.pop(task.run_id, None)
-        self._entries[task.run_id] = _Entry(instance, len(task.history), task.scheduled_event_id)
+        self._entries[task.run_id] = _Entry(instance, task.history[-1])
         while len(self._entries) > self.max_runs:
             self._entries.popitem(last=False)
 
@@ -84,17 +88,21 @@ class StickyCache(Generic[Instance]):
         return run_id in self._entries
 
 
-def _continues(history: list[dict[str, Any]], shown: int, answered_event_id: int) -> bool:
-    if len(history) < shown + 3:
-        return False
-    last_shown, started, completed = history[shown - 1], history[shown], history[shown + 1]
-    return (last_shown.get("event_id") == answered_event_id == shown
-            and last_shown.get("event_type") == _SCHEDULED
-            and started.get("event_type") == _STARTED
-            and started.get("attributes", {}).get("scheduled_event_id") == answered_event_id
-            and completed.get("event_type") == _COMPLETED
-            and completed.get("attributes", {}).get("scheduled_event_id") == answered_event_id
-            # Only our task in between: another task means another worker's answer,
-            # whose commands this instance never issued.
-            and not any(e.get("event_type") in _TASK_EVENTS for e in history[shown + 2:-1])
-            and history[-1].get("event_type") == _SCHEDULED)
+def _new_events(task: WorkflowTask, answered: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The events of `task` after the `answered` one, if they continue it; else None."""
+    answered_event_id = answered.get("event_id")
+    at = answered_event_id - task.first_event_id if isinstance(answered_event_id, int) else -1
+    history = task.history
+    if at < 0 or len(history) < at + 4 or history[at] != answered:
+        return None
+    started, completed = history[at + 1], history[at + 2]
+    continues = (answered.get("event_type") == _SCHEDULED
+                 and started.get("event_type") == _STARTED
+                 and started.get("attributes", {}).get("scheduled_event_id") == answered_event_id
+                 and completed.get("event_type") == _COMPLETED
+                 and completed.get("attributes", {}).get("scheduled_event_id") == answered_event_id
+                 # Only our task in between: another task means another worker's answer,
+                 # whose commands this instance never issued.
+                 and not any(e.get("event_type") in _TASK_EVENTS for e in history[at + 3:-1])
+                 and history[-1].get("event_type") == _SCHEDULED)
+    return history[at + 1:] if continues else None

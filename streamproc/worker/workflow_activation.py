@@ -4,7 +4,11 @@ A task is answered with one command about the run's key: TASK_COMPLETE with the
 commands the workflow code issued, or TASK_FAIL with a failure and a cause (the code no
 longer matches its history, the code raised something that is not a workflow failure,
 or no workflow of that type is registered here). The run's instance comes from the
-sticky cache when the history continues what it last saw, else from a full replay.
+sticky cache when the history continues what it last saw, else from a full replay. A
+task that carries only the history after the run's previous completed task
+(`first_event_id` > 1) and finds no cached instance to continue gets the rest with
+`fetch_history` (GET_HISTORY); if that fails, the task fails, and the engine sends the
+whole history with the next attempt.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from streamproc.protocol.records import Record, ValueType, WorkflowIntent
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_task_pages import WorkflowTask
 
-__all__ = ["WorkflowTaskHandler", "UNHANDLED_FAILURE", "CLOSE_COMMANDS"]
+__all__ = ["WorkflowTaskHandler", "HistoryUnavailable", "UNHANDLED_FAILURE", "CLOSE_COMMANDS"]
 
 log = structlog.get_logger("streamproc.worker")
 
@@ -42,15 +46,38 @@ class Instance(Protocol):
 
 #: Builds a run's instance from its definition, whole history and run id (a full replay follows).
 InstanceFactory = Callable[[Any, list[dict[str, Any]], str], Instance]
+#: The run's history as the engine has it now (GET_HISTORY), for a task that lacks its start.
+HistoryFetcher = Callable[[WorkflowTask], list[dict[str, Any]]]
+
+
+class HistoryUnavailable(Exception):
+    """The start of a task's history could not be had: fetching it failed, or what came
+    back does not lead to the task's own events."""
+
+
+def whole_history(task: WorkflowTask, fetched: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events 1..first_event_id-1 from `fetched` (the run's history, possibly longer by
+    now), then the task's own: the history up to the task's WORKFLOW_TASK_SCHEDULED."""
+    keep = task.first_event_id - 1
+    head = fetched[:keep]
+    if len(head) < keep or [e.get("event_id") for e in head] != list(range(1, keep + 1)):
+        raise HistoryUnavailable(f"GET_HISTORY returned {len(fetched)} events, the task needs events "
+                                 f"1..{keep} before its own")
+    if len(fetched) > keep and task.history and fetched[keep] != task.history[0]:
+        raise HistoryUnavailable(f"event {task.first_event_id} of the fetched history is not the task's")
+    return head + task.history
 
 
 class WorkflowTaskHandler:
     def __init__(self, definitions: Mapping[str, Any], identity: str, new_instance: InstanceFactory,
-                 cache: StickyCache[Instance]) -> None:
+                 cache: StickyCache[Instance], fetch_history: HistoryFetcher | None = None) -> None:
         self.definitions = definitions
         self.identity = identity
         self.new_instance = new_instance
         self.cache = cache
+        self.fetch_history = fetch_history
+        #: Tasks whose history had to be fetched (no cached instance continued it).
+        self.fetches = 0
 
     def answer(self, task: WorkflowTask) -> Record:
         """TASK_COMPLETE or TASK_FAIL for `task`; never raises for what the code does."""
@@ -63,6 +90,11 @@ class WorkflowTaskHandler:
         try:
             instance = self._instance_for(task, definition)
             outcome = instance.activate()
+        except HistoryUnavailable as exc:
+            self.cache.evict(task.run_id)
+            return self._fail(task, UNHANDLED_FAILURE, failure_from_exception(errors.ApplicationError(
+                f"the history of workflow {task.workflow_id} run {task.run_id} before event "
+                f"{task.first_event_id} is unavailable: {exc}", type="HistoryUnavailable")))
         except Exception as exc:  # a runtime bug fails this task, never the worker
             log.exception("workflow_activation_crashed", workflow_id=task.workflow_id, run_id=task.run_id)
             self.cache.evict(task.run_id)
@@ -86,7 +118,17 @@ class WorkflowTaskHandler:
             instance, new_events = cached
             instance.extend(new_events)
             return instance
-        return self.new_instance(definition, task.history, task.run_id)
+        history = task.history
+        if not task.is_whole:
+            if self.fetch_history is None:
+                raise HistoryUnavailable("this worker cannot fetch histories")
+            self.fetches += 1
+            try:
+                fetched = self.fetch_history(task)
+            except Exception as exc:  # whatever the transport raised: the task cannot run
+                raise HistoryUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            history = whole_history(task, fetched)
+        return self.new_instance(definition, history, task.run_id)
 
     def _fail(self, task: WorkflowTask, cause: str, failure: dict[str, Any]) -> Record:
         log.warning("workflow_task_failing", workflow_id=task.workflow_id, run_id=task.run_id,

@@ -10,6 +10,10 @@ A worker that joined the group in the middle of a task's pages (it got the parti
 from a worker that stopped mid-task) never sees the first pages; such a task is
 dropped at once (its first page came before, from the same producer), and the engine's
 task timeout schedules it again with its whole history.
+
+A task may carry only the history after the run's previous completed task
+(`first_event_id` > 1); the worker fills in the rest from its cache or GET_HISTORY
+(`workflow_activation`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ __all__ = ["WorkflowTask", "TaskPageAssembler"]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class WorkflowTask:
-    """One workflow task with its whole history (events up to its WORKFLOW_TASK_SCHEDULED)."""
+    """One workflow task with its history: events `first_event_id` up to its
+    WORKFLOW_TASK_SCHEDULED (from 1: the whole history; from later: the events from the
+    run's previous completed task on, which a worker that has the run cached continues)."""
 
     key: int
     workflow_id: str
@@ -36,13 +42,19 @@ class WorkflowTask:
     attempt: int
     scheduled_event_id: int
     history: list[dict[str, Any]]
+    first_event_id: int = 1
+
+    @property
+    def is_whole(self) -> bool:
+        return self.first_event_id == 1
 
     @classmethod
     def from_record(cls, record: Record, history: list[dict[str, Any]]) -> WorkflowTask:
         v = record.value
         return cls(key=record.key, workflow_id=v["workflow_id"], run_id=v["run_id"],
                    workflow_type=v["workflow_type"], task_queue=v["task_queue"], attempt=v["attempt"],
-                   scheduled_event_id=v["scheduled_event_id"], history=history)
+                   scheduled_event_id=v["scheduled_event_id"], history=history,
+                   first_event_id=v.get("first_event_id") or 1)
 
 
 #: What identifies the pages of one task.

@@ -4,7 +4,11 @@ Kafka delivers each WORKFLOW_TASK record to one member of the queue's consumer g
 (`Topics.workflow_worker_group`). The worker puts paged histories back together, runs
 the workflow code to its next block (the pure part is in `workflow_activation`), and
 sends TASK_COMPLETE or TASK_FAIL to the run's partition of the commands topic (murmur2
-of the workflow id, as the client does).
+of the workflow id, as the client does). A task usually carries only the events after
+the run's previous completed task: a workflow id always maps to the same task partition,
+so the worker that answered that task has the run cached. Any other worker (new, after a
+rebalance, or after evicting the run) fetches the whole history with the client's paged
+GET_HISTORY first.
 
 Offsets are committed only once the answers of a batch are on the log (flushed), so a
 worker that dies loses nothing: the tasks it had not answered are delivered again to
@@ -36,7 +40,7 @@ from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_activation import InstanceFactory, WorkflowTaskHandler
-from streamproc.worker.workflow_task_pages import TaskPageAssembler
+from streamproc.worker.workflow_task_pages import TaskPageAssembler, WorkflowTask
 
 log = structlog.get_logger("streamproc.worker")
 
@@ -44,6 +48,9 @@ __all__ = ["WorkflowWorker", "WorkflowWorkerStats"]
 
 #: Tasks taken from Kafka per poll: answers are flushed and offsets committed per batch.
 MAX_BATCH = 100
+#: How long to wait for GET_HISTORY's pages before failing the task (the engine then
+#: sends the next attempt with the whole history).
+HISTORY_FETCH_TIMEOUT_S = 20.0
 
 
 @dataclasses.dataclass
@@ -58,6 +65,8 @@ class WorkflowWorkerStats:
     cache_misses: int = 0
     #: Tasks whose history came in more than one record.
     paged: int = 0
+    #: Tasks that carried part of the history and needed GET_HISTORY for the rest.
+    history_fetches: int = 0
     #: Records that could not be used (undecodable, not a task), and tasks missing pages.
     skipped: int = 0
     incomplete: int = 0
@@ -86,7 +95,7 @@ class WorkflowWorker:
         self.identity = identity or f"{os.getpid()}@{socket.gethostname()}"
         self.stats = WorkflowWorkerStats()
         self.handler = WorkflowTaskHandler(definitions, self.identity, new_instance or _new_instance,
-                                           StickyCache(max_cached_workflows))
+                                           StickyCache(max_cached_workflows), self._fetch_history)
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self._pages = TaskPageAssembler()
@@ -117,6 +126,7 @@ class WorkflowWorker:
                 self._answer_batch(consumer, consume_available(consumer, MAX_BATCH, 0.1))
         finally:
             consumer.close()  # leave the group at once: the queue's partitions move on
+            self.client.close_workflow_requests()
             log.info("workflow_worker_stopped", task_queue=self.task_queue,
                      stats=dataclasses.asdict(self.stats))
 
@@ -192,6 +202,11 @@ class WorkflowWorker:
             self.stats.failed += 1
         cache = self.handler.cache
         self.stats.cache_hits, self.stats.cache_misses = cache.hits, cache.misses
+        self.stats.history_fetches = self.handler.fetches
+
+    def _fetch_history(self, task: WorkflowTask) -> list[dict[str, Any]]:
+        handle = self.client.get_workflow_handle(task.workflow_id, run_id=task.run_id)
+        return handle.fetch_history(rpc_timeout=HISTORY_FETCH_TIMEOUT_S).events
         self.stats.incomplete = self._pages.dropped
 
 

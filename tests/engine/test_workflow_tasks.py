@@ -98,8 +98,10 @@ def test_events_arriving_while_a_task_is_out_are_buffered_until_it_ends(d):
         "ACTIVITY_TASK_STARTED", "ACTIVITY_TASK_COMPLETED", "WORKFLOW_TASK_SCHEDULED"]
     assert events[-7]["event_id"] == task["scheduled_event_id"]
     assert events[-2]["attributes"]["started_event_id"] == events[-3]["event_id"]
-    # the new task shows the worker everything, including the buffered events
-    assert orjson.loads(d.workflow_tasks()[-1].value["history"]) == events
+    # the new task shows the worker everything after the task it answered, buffered events too
+    shown = d.workflow_tasks()[-1].value
+    assert shown["first_event_id"] == task["scheduled_event_id"]
+    assert orjson.loads(shown["history"]) == events[task["scheduled_event_id"] - 1:]
 
 
 def test_close_command_while_events_are_buffered_fails_the_task(d):

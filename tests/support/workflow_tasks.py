@@ -36,10 +36,12 @@ def after_completed_task(history: list[dict[str, Any]], *more: tuple[str, dict[s
 
 def task_records(history: list[dict[str, Any]], *, pages: int = 1, run_id: str = "run-1",
                  workflow_type: str = "Order", attempt: int = 1) -> list[Record]:
-    """The WORKFLOW_TASK record(s) of a task showing `history`, split into `pages`."""
+    """The WORKFLOW_TASK record(s) of a task showing `history` (events from the id of its
+    first one on), split into `pages`."""
     size = -(-len(history) // pages)
     return [Record(RecordType.COMMAND, ValueType.WORKFLOW, WorkflowIntent.WORKFLOW_TASK, {
         "workflow_id": "wf-1", "run_id": run_id, "workflow_type": workflow_type, "task_queue": "q",
         "attempt": attempt, "scheduled_event_id": history[-1]["event_id"],
+        "first_event_id": history[0]["event_id"],
         "history": orjson.dumps(history[n * size:(n + 1) * size]).decode(), "page": n, "pages": pages},
         key=RUN_KEY) for n in range(pages)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import orjson
+import pytest
 
 from streamproc.protocol.records import WorkflowIntent
 from streamproc.worker.sticky_cache import StickyCache
@@ -155,3 +156,81 @@ def test_a_cache_of_size_zero_always_replays():
     FakeInstance.created[0].definition.answers[:] = [Outcome([COMPLETE])]
     h.answer(task(after_completed_task(first)))
     assert len(FakeInstance.created) == 2
+
+
+# --- tasks that carry only the history after the previous completed task ---------------
+
+
+class Fetcher:
+    """GET_HISTORY as the engine answers it: the run's history as it is now."""
+
+    def __init__(self, history=None, error: Exception | None = None):
+        self.history = history
+        self.error = error
+        self.calls: list[WorkflowTask] = []
+
+    def __call__(self, task):
+        self.calls.append(task)
+        if self.error is not None:
+            raise self.error
+        return self.history
+
+
+def fetching_handler(fetcher: Fetcher, *answers) -> WorkflowTaskHandler:
+    FakeInstance.created = []
+    return WorkflowTaskHandler({"Order": Definition("Order", list(answers))}, "worker-1", FakeInstance,
+                               StickyCache(10), fetcher)
+
+
+def test_a_cached_run_continues_from_a_task_that_carries_only_the_new_events():
+    first = first_task_history()
+    second = after_completed_task(first, ("ACTIVITY_TASK_SCHEDULED", {"activity_id": "1"}))
+    fetcher = Fetcher()
+    h = fetching_handler(fetcher, Outcome([SCHEDULE]), Outcome([COMPLETE]))
+    h.answer(task(first))
+    partial = task(second[1:])  # from the answered task's Scheduled (event 2) on
+    assert partial.first_event_id == 2 and not partial.is_whole
+    answer = h.answer(partial)
+    assert orjson.loads(answer.value["commands"]) == [COMPLETE]
+    (instance,) = FakeInstance.created
+    assert instance.extended == [second[2:]] and instance.shown == second
+    assert fetcher.calls == [] and h.fetches == 0 and h.cache.hits == 1
+
+
+def test_a_worker_without_the_run_cached_fetches_the_history_before_replaying():
+    first = first_task_history()
+    second = after_completed_task(first, ("TIMER_STARTED", {"timer_id": "1"}))
+    later = [*second, event(len(second) + 1, "WORKFLOW_TASK_STARTED", scheduled_event_id=len(second))]
+    fetcher = Fetcher(later)  # the engine's history may have grown since the task went out
+    h = fetching_handler(fetcher, Outcome([COMPLETE]))
+    answer = h.answer(task(second[1:]))
+    assert answer.intent == WorkflowIntent.TASK_COMPLETE
+    assert [t.run_id for t in fetcher.calls] == ["run-1"] and h.fetches == 1
+    assert FakeInstance.created[0].shown == second  # fetched head, then the task's own events
+
+
+def test_a_cached_run_that_missed_a_task_fetches_the_history():
+    first = first_task_history()
+    second = after_completed_task(first, ("TIMER_STARTED", {"timer_id": "1"}))
+    third = after_completed_task(second, ("TIMER_FIRED", {"timer_id": "1", "started_event_id": 5}))
+    fetcher = Fetcher(third)
+    h = fetching_handler(fetcher, Outcome([SCHEDULE]), Outcome([COMPLETE]))
+    h.answer(task(first))
+    FakeInstance.created[0].definition.answers[:] = [Outcome([COMPLETE])]
+    h.answer(task(third[5:]))  # from event 6: another worker answered the second task
+    assert h.cache.misses == 1 and len(fetcher.calls) == 1
+    assert len(FakeInstance.created) == 2 and FakeInstance.created[1].shown == third
+
+
+@pytest.mark.parametrize("fetcher, message", [
+    (Fetcher(error=TimeoutError("no answer to GET_HISTORY within 20.0 s")), "no answer to GET_HISTORY"),
+    (Fetcher([event(1, "WORKFLOW_EXECUTION_STARTED")]), "GET_HISTORY returned 1 events"),
+])
+def test_a_history_that_cannot_be_fetched_fails_the_task(fetcher, message):
+    second = after_completed_task(first_task_history())
+    h = fetching_handler(fetcher, Outcome([COMPLETE]))
+    answer = h.answer(task(second[2:]))  # events 3.. : events 1 and 2 are missing
+    assert answer.intent == WorkflowIntent.TASK_FAIL and answer.value["cause"] == UNHANDLED_FAILURE
+    failure = answer.value["failure"]
+    assert failure["type"] == "HistoryUnavailable" and message in failure["message"]
+    assert FakeInstance.created == [] and "run-1" not in h.cache
