@@ -29,7 +29,7 @@ import uuid
 
 from bench.activity_common import (ACT, REPLY_PARTITION, Reader, ScriptedWorker, by_key_attempt, schedule_value,
                                    send_command, send_schedule, stagger, timer_writes, warm_up)
-from bench.common import Bench, cpu_seconds, loadavg, peak_rss_mb, percentiles, say, stop, wait_log
+from bench.common import Bench, cpu_seconds, loadavg, log_lines, peak_rss_mb, percentiles, say, stop, wait_log
 from streamproc.client import Client
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record
@@ -57,6 +57,9 @@ def run(bench: Bench, quick: bool) -> dict:
         out["engine_peak_rss_mb"] = peak_rss_mb(engine)
     finally:
         stop(engine)
+    stopped = [line for line in log_lines(engine) if line.get("event") == "engine_stopped"]
+    if stopped:  # warm-up included: a handful of transactions
+        out["engine_transactions"] = {k: stopped[-1][k] for k in ("transactions", "commands", "due_commands", "echoes")}
     return out
 
 

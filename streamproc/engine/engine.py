@@ -48,6 +48,7 @@ class _Partition:
 
 @dataclass
 class EngineStats:
+    #: Committed transactions.
     batches: int = 0
     commands: int = 0
     due_commands: int = 0
@@ -102,6 +103,9 @@ class Engine:
                     self._recover(exc)
         finally:
             self._close_session()
+            st = self.stats
+            log.info("engine_stopped", transactions=st.batches, commands=st.commands,
+                     due_commands=st.due_commands, echoes=st.echoes)
 
     def stop(self) -> None:
         self._stop.set()
