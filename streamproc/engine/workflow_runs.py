@@ -20,6 +20,7 @@ whole history. Shipping it all every time would cost O(n^2) for a run of n tasks
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -164,7 +165,7 @@ def schedule_task(ctx: ProcessingContext, run_key: int, run: Run) -> None:
 
 
 def history_pages(ctx: ProcessingContext, run_key: int, first_event_id: int, last_event_id: int,
-                  unwritten: list[bytes] = ()) -> list[str]:
+                  unwritten: Sequence[bytes] = ()) -> list[str]:
     """Events first_event_id..last_event_id, then the `unwritten` ones (a transient task's
     Scheduled), as JSON lists of at most the page byte limit each (an event larger than
     the limit gets a page of its own)."""
