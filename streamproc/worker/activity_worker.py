@@ -8,11 +8,13 @@ answers COMPLETE, FAIL or REPORT_CANCELED for that attempt. Every command about 
 activity goes to the activity's partition through one idempotent producer, so the
 engine sees them in the order sent (a last heartbeat before the result, say).
 
-Redelivery is the engine's business (timeouts, retries): offsets are committed
-automatically and a task is never consumed twice on purpose. The worker takes no more
-tasks than it has free slots (it pauses its partitions when full), so a task it
-received but never started (it stopped first) is rare; that attempt then ends by its
-schedule-to-start or schedule-to-close timeout, as if the worker had crashed. The engine refuses
+Redelivery is the engine's business (timeouts, retries) once an attempt has started; until
+the engine answered its START, a task is the broker's to redeliver: offsets are committed
+automatically, but only past tasks whose START was answered (`TaskOffsets`), so a worker
+killed or stopped before its START reached the engine leaves the task to the next owner
+of the partition, whose START the engine refuses if the first one got there after all.
+The worker takes no more tasks than it has free slots (it pauses its partitions when
+full). The engine refuses
 answers for an attempt that is over, so a slow worker cannot complete an activity
 twice or complete an attempt that timed out; the refusal is logged.
 """
@@ -32,7 +34,7 @@ from datetime import timedelta
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streamproc.activity import errors
 from streamproc.activity.context import (
@@ -55,6 +57,7 @@ from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import ActivityIntent, Record, RecordType, RejectionType, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.replies import Reply, ReplyListener
+from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
 
@@ -111,6 +114,7 @@ class ActivityWorker:
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self.replies: ReplyListener | None = None
+        self.offsets = TaskOffsets()
         self._partitions = partitions
         self._stop = threading.Event()
         self._lock = threading.Condition()
@@ -131,10 +135,10 @@ class ActivityWorker:
         loop_thread.start()
         executor = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="activity")
         consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
-            "enable.auto.commit": True, "auto.commit.interval.ms": 1000,
+            "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
         }))
-        consumer.subscribe([topic], on_assign=self._on_assign)
+        consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke)
         log.info("activity_worker_started", task_queue=self.task_queue, identity=self.identity,
                  activities=sorted(self.definitions))
         try:
@@ -167,6 +171,20 @@ class ActivityWorker:
                  partitions=sorted(tp.partition for tp in partitions))
         self.ready.set()
 
+    def _on_revoke(self, consumer, partitions) -> None:
+        self._store_offsets(consumer)  # what is settled so far goes with the commit of the revocation
+        self.offsets.forget({tp.partition for tp in partitions})
+
+    def _store_offsets(self, consumer: Consumer) -> None:
+        """Let auto-commit commit past the tasks whose START was answered, no further."""
+        topic = self.client.topics.tasks(self.task_queue)
+        settled = [TopicPartition(topic, partition, offset) for partition, offset in self.offsets.committable().items()]
+        if settled:
+            try:
+                consumer.store_offsets(offsets=settled)
+            except KafkaException as exc:  # a partition that was just taken away: its next owner redelivers
+                log.info("task_offsets_not_stored", error=str(exc))
+
     def _poll(self, consumer: Consumer, executor: ThreadPoolExecutor) -> None:
         paused = False
         while not self._stop.is_set():
@@ -185,21 +203,26 @@ class ActivityWorker:
                     task = codec.decode(msg.value(), msg.headers())
                 except codec.DecodeError as exc:
                     log.warning("task_undecodable", offset=msg.offset(), error=str(exc))
+                    self.offsets.skipped(msg.partition(), msg.offset())
                     continue
                 if task.value_type != ValueType.ACTIVITY_TASK or task.intent != A.ACTIVITY_TASK:
                     log.warning("task_not_an_activity", value_type=task.value_type, intent=task.intent)
+                    self.offsets.skipped(msg.partition(), msg.offset())
                     continue
                 with self._lock:
                     self._in_flight += 1
-                executor.submit(self._run_attempt, task)
+                self.offsets.taken(msg.partition(), msg.offset())
+                executor.submit(self._run_attempt, task, msg.partition(), msg.offset())
+            self._store_offsets(consumer)
 
-    def _run_attempt(self, task: Record) -> None:
-        attempt = _Attempt(self, task)
+    def _run_attempt(self, task: Record, partition: int, offset: int) -> None:
+        attempt = _Attempt(self, task, lambda: self.offsets.settled(partition, offset))
         try:
             attempt.run()
         except Exception:  # a bug here must not leak a slot or kill the pool thread
             attempt.log.exception("activity_attempt_crashed")
         finally:
+            attempt.settle()  # in case a bug skipped it
             with self._lock:
                 self._in_flight -= 1
                 self._running.discard(attempt)
@@ -247,8 +270,10 @@ class ActivityWorker:
 class _Attempt:
     """One attempt of one activity on this worker, from START to its answer."""
 
-    def __init__(self, worker: ActivityWorker, task: Record) -> None:
+    def __init__(self, worker: ActivityWorker, task: Record, settle: Callable[[], None] = lambda: None) -> None:
         self.worker = worker
+        #: Marks the task's START answered: its offset may be committed.
+        self.settle = settle
         self.key = task.key
         self.task = task.value
         self.number: int = task.value["attempt"]
@@ -303,6 +328,8 @@ class _Attempt:
             w.replies.forget(request_id)
             self.log.warning("activity_start_unanswered", waited_s=START_REPLY_TIMEOUT_S)
             return None
+        finally:
+            self.settle()
         record = reply.record
         if record.record_type is RecordType.COMMAND_REJECTION:
             self.log.info("activity_start_rejected", rejection_type=record.rejection_type,
