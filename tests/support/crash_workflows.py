@@ -9,6 +9,7 @@ is allowed, but no step may run again once its ActivityTaskCompleted is on the l
 from __future__ import annotations
 
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from streamproc.semantics import RetryPolicy
 
 EFFECTS_DIR_VARIABLE = "STREAMPROC_TEST_EFFECTS_DIR"
 TIMER = timedelta(seconds=1)
+#: How long a step works: long enough that a killed worker takes running attempts with it.
+STEP_WORK_S = 0.2
 #: Short, so that an attempt lost with a killed worker is retried within seconds.
 STEP_OPTIONS = {
     "start_to_close_timeout": timedelta(seconds=3),
@@ -41,6 +44,7 @@ def _record_effect(**effect) -> None:
 
 @activity.defn
 def crash_step(workflow_id: str, step: int, so_far: str) -> str:
+    time.sleep(STEP_WORK_S)
     _record_effect(workflow_id=workflow_id, step=step, attempt=activity.info().attempt)
     return f"{so_far}>{step}"
 

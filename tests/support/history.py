@@ -23,6 +23,10 @@ class EventLog:
                 raise TimeoutError(f"events so far: {self.summary()}")
             self.records += [r for r, _, _ in self.reader.poll(0.2)]
 
+    def read_available(self) -> None:
+        """Take what is there now, without waiting for more."""
+        self.records += [r for r, _, _ in self.reader.poll(0.2)]
+
     def read_to_end(self, timeout: float) -> None:
         """Read everything committed so far: up to the end offset, as of now, of every partition."""
         consumer = self.reader._consumer
