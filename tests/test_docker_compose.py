@@ -6,6 +6,7 @@ letting click parse each service's command exactly as the container would.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import click
@@ -37,13 +38,32 @@ def parse_cli(args: list[str]) -> list[str]:
 def test_compose_runs_kafka_in_kraft_mode_and_our_engine_and_worker():
     kafka = COMPOSE["services"]["kafka"]
     assert "kafka" in kafka["image"] and kafka["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
-    assert set(OUR_SERVICES) == {"engine", "worker"}
+    assert set(OUR_SERVICES) == {"engine", "worker", "workflow-worker"}
 
 
 @pytest.mark.parametrize("service", sorted(OUR_SERVICES))
 def test_service_command_is_accepted_by_the_cli(service):
     path = parse_cli(OUR_SERVICES[service]["command"])
-    assert path == {"engine": ["engine", "run"], "worker": ["worker", "run"]}[service]
+    assert path == {"engine": ["engine", "run"], "worker": ["worker", "run"],
+                    "workflow-worker": ["worker", "start"]}[service]
+
+
+def test_the_workflow_worker_runs_definitions_that_import():
+    from streamproc.activity.definition import ActivityDefinition
+    from streamproc.workflow.definition import WorkflowDefinition
+
+    command = OUR_SERVICES["workflow-worker"]["command"]
+    targets = {flag: [command[i + 1] for i, arg in enumerate(command) if arg == flag]
+               for flag in ("--workflow", "--activity")}
+    assert targets["--workflow"] and targets["--activity"]
+    for flag, paths in targets.items():
+        for path in paths:
+            module, _, name = path.partition(":")
+            target = getattr(importlib.import_module(module), name)
+            if flag == "--workflow":
+                assert WorkflowDefinition.of(target).name == name
+            else:
+                assert ActivityDefinition.of(target).name == name
 
 
 @pytest.mark.parametrize("service", sorted(OUR_SERVICES))
