@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from streamproc.client.client import Client
 from streamproc.kafka.admin import TopicAdmin
@@ -176,8 +176,15 @@ class WorkflowWorker:
         # 2. ... then its tasks are done, except pages of tasks that are not whole yet.
         offsets = [TopicPartition(topic, partition, min([end, *self._pages.pending_offsets(partition)]))
                    for (topic, partition), end in ends.items()]
-        if offsets:
+        if not offsets:
+            return
+        try:
             consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            # A rebalance (a member joined, or one died) moved the group on while this batch
+            # was answered. The answers are on the log; the partitions' next owner gets the
+            # tasks again and the engine refuses answers to tasks that are already answered.
+            log.warning("workflow_task_commit_failed", error=str(exc.args[0]))
 
     def _answer(self, msg: Message) -> None:
         try:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import random
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,41 +38,56 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 COUNT = 1000
 QUEUE = "crashy-flows"
 KILLS_EACH = 5
-STARTS_PER_SECOND = 16
 WORKFLOW = "tests.support.crash_workflows:ThreeStepsAndATimer"
 ACTIVITY = "tests.support.crash_workflows:crash_step"
 COMPLETED = "WORKFLOW_EXECUTION_COMPLETED"
 
 
-def _start_all(bootstrap: str, namespace: str, ids: list[str], started: list) -> None:
-    """Start the workflows through the client, paced over about a minute so that every kill
-    finds runs at every stage; a start waits out engine restarts."""
-    with Client(bootstrap, namespace) as client:
-        def start(workflow_id: str) -> None:
-            client.start_workflow(ThreeStepsAndATimer.run, workflow_id, id=workflow_id, task_queue=QUEUE,
-                                  rpc_timeout=120)
-            started.append(workflow_id)
-        with ThreadPoolExecutor(8) as pool:
-            for n in range(0, len(ids), STARTS_PER_SECOND):
-                list(pool.map(start, ids[n:n + STARTS_PER_SECOND]))
-                time.sleep(1)
-        client.close_workflow_requests()
+class Starter:
+    """Starts workflows through the client from a few threads; a start waits out engine restarts."""
+
+    def __init__(self, bootstrap: str, namespace: str) -> None:
+        self.client = Client(bootstrap, namespace)
+        self.pool = ThreadPoolExecutor(8)
+        self.futures = []
+
+    def start(self, workflow_ids: list[str]) -> None:
+        self.futures += [self.pool.submit(self.client.start_workflow, ThreeStepsAndATimer.run, workflow_id,
+                                          id=workflow_id, task_queue=QUEUE, rpc_timeout=120)
+                         for workflow_id in workflow_ids]
+
+    def submitted(self) -> int:
+        return len(self.futures)
+
+    def started(self) -> int:
+        return sum(1 for f in self.futures if f.done() and f.exception() is None)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        self.client.close_workflow_requests()
+        self.client.close()
 
 
-def _kill_at_random_moments(rng: random.Random, engine, workers: list, completed) -> list[int]:
-    """SIGKILL and restart the engine and each worker KILLS_EACH times, in random order; after
-    each restart wait until it has its partitions back, so that work goes on between kills.
-    Returns how many workflows had completed at each kill."""
+def _kill_at_random_moments(rng: random.Random, engine, workers: list, ids: list[str], starter: Starter,
+                            completed) -> list[tuple[int, int]]:
+    """SIGKILL and restart the engine and each worker KILLS_EACH times, in random order. Before
+    each kill a new slice of the workflows is started, so every kill finds runs at every
+    stage; after each restart wait until the process has its partitions back, so that work
+    goes on between kills. Returns (submitted, completed) workflows at each kill."""
     victims = [engine, *workers] * KILLS_EACH
     rng.shuffle(victims)
+    slices = [ids[n::len(victims) + 1] for n in range(len(victims) + 1)]
     progress = []
-    for victim in victims:
-        time.sleep(rng.uniform(1.0, 3.0))
-        progress.append(completed())
+    for victim, workflow_ids in zip(victims, slices):
+        starter.start(workflow_ids)
+        time.sleep(rng.uniform(0.3, 1.5))  # a run takes about 2 s: most kills catch this slice running
+        assert victim.alive(), f"{victim.log_path.name}: the process died by itself:\n{victim.log_text()[-3000:]}"
+        progress.append((starter.submitted(), completed()))
         victim.kill()
         mark = len(victim.log_text())
         victim.start()
         victim.wait_for_log("partitions_assigned" if victim is engine else "workflow_tasks_assigned", since=mark)
+    starter.start(slices[-1])
     return progress
 
 
@@ -162,7 +176,7 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
                for n in (1, 2)]
     events = EventLog(bootstrap, namespace)
     ids = [f"crash-{n:04d}" for n in range(COUNT)]
-    started: list[str] = []
+    starter = None
     began = time.monotonic()
     try:
         engine.start().wait_for_log("partitions_assigned")
@@ -170,16 +184,16 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
             w.start()
         for w in workers:
             w.wait_for_log("workflow_tasks_assigned")
-        starter = threading.Thread(target=_start_all, args=(bootstrap, namespace, ids, started))
-        starter.start()
+        starter = Starter(bootstrap, namespace)
         def completed() -> int:
             events.read_available()
             return events.count_value("WORKFLOW", COMPLETED)
-        progress = _kill_at_random_moments(rng, engine, workers, completed)
+        progress = _kill_at_random_moments(rng, engine, workers, ids, starter, completed)
         chaos_s = time.monotonic() - began
-        assert progress[-1] < COUNT, "the kills came after the work: nothing was tested"
-        starter.join(180)
-        assert len(started) == COUNT
+        in_flight = sum(submitted > done for submitted, done in progress)
+        assert in_flight >= len(progress) // 2, f"most kills found no workflow running: {progress}"
+        starter.close()
+        assert starter.started() == COUNT
         try:
             events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= COUNT, timeout=180)
         except TimeoutError:
@@ -187,6 +201,7 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
                 p.stop()
             raise AssertionError(f"stuck; open activities: {_open_activities(tmp_path / 'state')}") from None
         for w in workers:
+            assert w.alive(), f"{w.log_path.name}: the process died by itself:\n{w.log_text()[-3000:]}"
             w.stop()
         sample = _histories_from_the_client(bootstrap, namespace, rng.sample(ids, 20))
         # Stop the engine cleanly, then read the events topic to its end: no late duplicate hides.
@@ -194,7 +209,11 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
         events.read_to_end(timeout=60)
         assert _open_activities(tmp_path / "state") == []
 
-        assert events.duplicates() == [], events.duplicates()[:5]
+        # Answers to a command written twice (a command replayed after a crash). Commands the
+        # due-date checker made inside a transaction have no position (-1): the history check
+        # below covers what they wrote.
+        replayed = [d for d in events.duplicates() if d[1] >= 0]
+        assert replayed == [], replayed[:5]
         runs = _runs(events)
         twice = [k for k, n in collections.Counter(
             (e.run_id, e.event_id) for h in runs.values() for e in h).items() if n > 1]
@@ -205,9 +224,11 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
         for run_id, fetched in sample.items():  # the client's view is the events topic's
             assert fetched == [e.as_history_event() for e in runs[run_id]]
         print(f"\n{COUNT} workflows, {KILLS_EACH} kills of the engine and of each of {len(workers)} workers "
-              f"in {chaos_s:.1f} s (completed at each kill: {progress}), all done in "
+              f"in {chaos_s:.1f} s ((submitted, completed) at each kill: {progress}), all done in "
               f"{time.monotonic() - began:.1f} s; steps by attempts run: {dict(attempts_per_step)}")
     finally:
         events.close()
+        if starter is not None:
+            starter.pool.shutdown(wait=False, cancel_futures=True)
         for p in (*workers, engine):
             p.stop()
