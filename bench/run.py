@@ -38,9 +38,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes: finishes within a minute")
     parser.add_argument("--workers", type=int, default=None,
                         help="worker processes (jobs_per_sec: 2; workflow scenarios: 1)")
+    parser.add_argument("--engines", type=int, default=1, help="engine processes (workflow scenarios)")
     parser.add_argument("--profile", metavar="FILE",
-                        help="jobs_per_sec: py-spy the 4-partition engine during saturation, raw stacks to FILE; "
-                             "workflow scenarios: py-spy the engine and workers while measured, to FILE.engine ...")
+                        help="jobs_per_sec: py-spy the 4-partition engine during saturation, raw stacks to "
+                             "FILE; workflow scenarios: the engines and workers while measured, FILE.engine-0 ...")
     parser.add_argument("--profile-idle", action="store_true",
                         help="with --profile: sample idle time too (wall clock: waits on Kafka show up)")
     parser.add_argument("--keep-topics", action="store_true")
@@ -68,7 +69,8 @@ def main() -> int:
         if args.scenario == "jobs_per_sec":
             kwargs = {"workers": args.workers or 2, "profile": args.profile, "profile_idle": args.profile_idle}
         elif args.scenario in WORKFLOW_SCENARIOS:
-            kwargs = {"workers": args.workers or 1, "profile": args.profile, "profile_idle": args.profile_idle}
+            kwargs = {"workers": args.workers or 1, "engines": args.engines, "profile": args.profile,
+                      "profile_idle": args.profile_idle}
         result = scenario_run(bench, args.quick, **kwargs)
     finally:
         broker = pid_cpu_seconds(broker_pid) - broker_before  # before a broker started here stops

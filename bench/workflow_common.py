@@ -53,15 +53,19 @@ def start_value(workflow_id: str, workflow_type: str, arg: object, queue: str = 
 
 
 class WorkflowRig:
-    """One engine and `workers` worker processes on QUEUE, a client and an events reader."""
+    """`engines` engine processes sharing `partitions`, `workers` worker processes on QUEUE,
+    a client and an events reader."""
 
-    def __init__(self, bench: Bench, partitions: int = 4, workers: int = 1) -> None:
+    def __init__(self, bench: Bench, partitions: int = 4, workers: int = 1, engines: int = 1) -> None:
         self.bench = bench
         self.partitions = partitions
-        self.engine = bench.engine(f"workflows-{uuid.uuid4().hex[:6]}", partitions)
+        run = uuid.uuid4().hex[:6]
+        self.engines = [bench.engine(f"workflows-{run}-{n}", partitions) for n in range(engines)]
+        self.engine = self.engines[0]
         self.workers: list[subprocess.Popen] = []
-        wait_log(self.engine, "partitions_assigned", 90)
         topics = bench.topics
+        wait_log(self.engine, "partitions_assigned", 90)
+        wait_group_stable(bench, topics.engine_group, engines, partitions, 90)
         # Topics first, so that every worker joins groups of topics that exist.
         TopicAdmin(bench.bootstrap, topics).ensure({topics.workflow_tasks(QUEUE): (partitions, {}),
                                                     topics.tasks(QUEUE): (partitions, {})})
@@ -88,20 +92,22 @@ class WorkflowRig:
                          partition_for(workflow_id, self.partitions))
 
     def cpu(self) -> dict[str, float]:
-        return {"engine": cpu_seconds(self.engine), "workers": sum(cpu_seconds(w) for w in self.workers)}
+        return {"engine": sum(cpu_seconds(e) for e in self.engines),
+                "workers": sum(cpu_seconds(w) for w in self.workers)}
 
     def check_alive(self) -> None:
-        for proc in [self.engine, *self.workers]:
+        for proc in [*self.engines, *self.workers]:
             if proc.poll() is not None:
                 raise RuntimeError(f"{proc.args} exited {proc.returncode}: {proc.log_path.read_text()[-3000:]}")
 
     def peak_rss(self) -> dict:
-        return {"engine": peak_rss_mb(self.engine), "workers": [peak_rss_mb(w) for w in self.workers]}
+        return {"engines": [peak_rss_mb(e) for e in self.engines],
+                "workers": [peak_rss_mb(w) for w in self.workers]}
 
     def close(self) -> None:
         self.events.close()
         self.client.close()
-        for proc in [*self.workers, self.engine]:
+        for proc in [*self.workers, *self.engines]:
             stop(proc)
 
 
@@ -178,26 +184,30 @@ def stage_breakdown(loop: dict, stages: list[str]) -> dict:
     """Percentiles of the time between consecutive stages of each run.
 
     A stage is "sent" (the bench's START), an event type (its first occurrence in the
-    run's history, engine time), or "seen" (the bench read the close event).
+    run's history after the previous stage's event; engine time), or "seen" (the bench
+    read the close event).
     """
-    out: dict = {}
-    for before, after in zip(stages, stages[1:]):
-        gaps = []
-        for workflow_id in loop["seen"]:
-            a, b = _stage_time(loop, workflow_id, before), _stage_time(loop, workflow_id, after)
-            if a is not None and b is not None:
-                gaps.append(b - a)
-        out[f"{before}->{after}"] = percentiles(gaps)
+    gaps: dict[str, list[float]] = {f"{a}->{b}": [] for a, b in zip(stages, stages[1:])}
+    for workflow_id in loop["seen"]:
+        times = _stage_times(loop, workflow_id, stages)
+        for (a, b), (ta, tb) in zip(zip(stages, stages[1:]), zip(times, times[1:])):
+            if ta is not None and tb is not None:
+                gaps[f"{a}->{b}"].append(tb - ta)
+    return {name: percentiles(values) for name, values in gaps.items()}
+
+
+def _stage_times(loop: dict, workflow_id: str, stages: list[str]) -> list[float | None]:
+    history = loop["runs"].get(workflow_id, [])
+    position = 0
+    out: list[float | None] = []
+    for stage in stages:
+        if stage in ("sent", "seen"):
+            out.append(loop[stage].get(workflow_id))
+            continue
+        found = next((i for i in range(position, len(history)) if history[i]["event_type"] == stage), None)
+        out.append(None if found is None else history[found]["event_time_ms"])
+        position = position if found is None else found + 1
     return out
-
-
-def _stage_time(loop: dict, workflow_id: str, stage: str) -> float | None:
-    if stage in ("sent", "seen"):
-        return loop[stage].get(workflow_id)
-    for event in loop["runs"].get(workflow_id, ()):
-        if event["event_type"] == stage:
-            return event["event_time_ms"]
-    return None
 
 
 def latencies(loop: dict) -> dict:

@@ -36,12 +36,13 @@ PARTITIONS = 4
 TRANSACTIONS_PER_WORKFLOW = 5
 
 
-def run(bench: Bench, quick: bool, workers: int = 1, profile: str | None = None,
-        profile_idle: bool = False) -> dict:
+def run(bench: Bench, quick: bool, workers: int = 1, engines: int = 1,
+        profile: str | None = None, profile_idle: bool = False) -> dict:
     count = 100 if quick else 500
     out: dict = {"workflows": count, "partitions": PARTITIONS, "worker_processes": workers,
+                 "engine_processes": engines,
                  "load1_at_start": loadavg()}
-    rig = WorkflowRig(bench, PARTITIONS, workers)
+    rig = WorkflowRig(bench, PARTITIONS, workers, engines)
     try:
         closed_loop(rig, "warmup", 30, 1, "BenchOneActivity", 1, 120)
         loop = measured_loop(rig, out, profile, profile_idle, count, 1, "BenchOneActivity", 1, 60 + count)

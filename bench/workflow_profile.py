@@ -1,7 +1,7 @@
 """py-spy on the engine and the worker processes of a workflow benchmark, one raw profile each.
 
 `Profiler(prefix, rig)` starts sampling (on-CPU, or wall clock with `idle`; without pausing the processes);
-`stop()` ends it and returns the files written: PREFIX.engine, PREFIX.worker-0, ...
+`stop()` ends it and returns the files written: PREFIX.engine-0, PREFIX.worker-0, ...
 Summarise one with `python bench/profile_summary.py FILE`.
 """
 
@@ -15,7 +15,8 @@ from bench.common import say
 
 class Profiler:
     def __init__(self, prefix: str, rig, idle: bool = False) -> None:
-        targets = {"engine": rig.engine, **{f"worker-{n}": w for n, w in enumerate(rig.workers)}}
+        targets = {**{f"engine-{n}": e for n, e in enumerate(rig.engines)},
+                   **{f"worker-{n}": w for n, w in enumerate(rig.workers)}}
         self.files = {name: f"{prefix}.{name}" for name in targets}
         self._spies = [subprocess.Popen(["py-spy", "record", "--pid", str(proc.pid), "--format", "raw",
                                          "--rate", "200", "--nonblocking", *(["--idle"] if idle else []),

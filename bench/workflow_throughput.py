@@ -31,23 +31,23 @@ ONE_ACTIVITY_STAGES = ["sent", "WORKFLOW_EXECUTION_STARTED", "WORKFLOW_TASK_COMP
 SEQUENTIAL_STAGES = ["sent", "WORKFLOW_EXECUTION_STARTED", "WORKFLOW_EXECUTION_COMPLETED", "seen"]
 
 
-def run_one_activity(bench: Bench, quick: bool, workers: int = 1, profile: str | None = None,
-                     profile_idle: bool = False) -> dict:
+def run_one_activity(bench: Bench, quick: bool, **options) -> dict:
     count = 1000 if quick else 5000
-    return _run(bench, "BenchOneActivity", 1, count, 200, ONE_ACTIVITY_STAGES, workers, profile, profile_idle)
+    return _run(bench, "BenchOneActivity", 1, count, 200, ONE_ACTIVITY_STAGES, **options)
 
 
-def run_sequential(bench: Bench, quick: bool, workers: int = 1, profile: str | None = None,
-                   profile_idle: bool = False) -> dict:
+def run_sequential(bench: Bench, quick: bool, **options) -> dict:
     count = 200 if quick else 1000
-    return _run(bench, "BenchSequentialActivities", 10, count, 50, SEQUENTIAL_STAGES, workers, profile, profile_idle)
+    return _run(bench, "BenchSequentialActivities", 10, count, 50, SEQUENTIAL_STAGES, **options)
 
 
 def _run(bench: Bench, workflow_type: str, activities_each: int, count: int, warmup: int,
-         stages: list[str], workers: int, profile: str | None, profile_idle: bool) -> dict:
+         stages: list[str], workers: int = 1, engines: int = 1, profile: str | None = None,
+         profile_idle: bool = False) -> dict:
     out: dict = {"workflows": count, "activities_per_workflow": activities_each, "in_flight": IN_FLIGHT,
-                 "partitions": PARTITIONS, "worker_processes": workers, "load1_at_start": loadavg()}
-    rig = WorkflowRig(bench, PARTITIONS, workers)
+                 "partitions": PARTITIONS, "worker_processes": workers, "engine_processes": engines,
+                 "load1_at_start": loadavg()}
+    rig = WorkflowRig(bench, PARTITIONS, workers, engines)
     try:
         # Warm-up: topic metadata, transactions' partitions, the workers' imports and caches.
         closed_loop(rig, "warmup", warmup, IN_FLIGHT, workflow_type, activities_each, 120)

@@ -14,19 +14,26 @@ timers come due spread over time rather than all at once. For each run:
 from __future__ import annotations
 
 from bench.common import Bench, loadavg, percentiles
-from bench.workflow_common import WorkflowRig, closed_loop, cpu_per_workflow, measured_loop, report
+from bench.workflow_common import (
+    WorkflowRig,
+    closed_loop,
+    cpu_per_workflow,
+    measured_loop,
+    report,
+    stage_breakdown,
+)
 
 PARTITIONS = 4
 SLEEP_MS = 1000
 IN_FLIGHT = 20
 
 
-def run(bench: Bench, quick: bool, workers: int = 1, profile: str | None = None,
-        profile_idle: bool = False) -> dict:
+def run(bench: Bench, quick: bool, workers: int = 1, engines: int = 1,
+        profile: str | None = None, profile_idle: bool = False) -> dict:
     count = 200 if quick else 1000
     out: dict = {"timers": count, "sleep_ms": SLEEP_MS, "in_flight": IN_FLIGHT, "partitions": PARTITIONS,
-                 "worker_processes": workers, "load1_at_start": loadavg()}
-    rig = WorkflowRig(bench, PARTITIONS, workers)
+                 "worker_processes": workers, "engine_processes": engines, "load1_at_start": loadavg()}
+    rig = WorkflowRig(bench, PARTITIONS, workers, engines)
     try:
         closed_loop(rig, "warmup", 20, IN_FLIGHT, "BenchOneTimer", SLEEP_MS, 120)
         loop = measured_loop(rig, out, profile, profile_idle, count, IN_FLIGHT, "BenchOneTimer", SLEEP_MS,
@@ -42,6 +49,8 @@ def run(bench: Bench, quick: bool, workers: int = 1, profile: str | None = None,
         out.update({
             "p50_ms": late_ms["p50"], "p99_ms": late_ms["p99"], "late_ms": late_ms,
             "result_after_due_ms": percentiles(after_due),
+            "stages_ms": stage_breakdown(loop, ["TIMER_STARTED", "TIMER_FIRED", "WORKFLOW_TASK_COMPLETED",
+                                                "WORKFLOW_EXECUTION_COMPLETED", "seen"]),
             "timers_per_sec": round(count / loop["seconds"], 1),
             "cpu_ms_per_workflow": cpu_per_workflow(loop, count),
             "not_completed": loop["not_completed"][:10],
