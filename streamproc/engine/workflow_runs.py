@@ -46,6 +46,9 @@ RUN_TIME_OUT = WorkflowIntent.RUN_TIME_OUT.value
 EXECUTION_TIME_OUT = WorkflowIntent.EXECUTION_TIME_OUT.value
 BACKOFF_START = WorkflowIntent.BACKOFF_START.value
 
+#: WORKFLOW_TASK_FAILED's cause when the run closes under a task that is out.
+FORCE_CLOSE_COMMAND = "FORCE_CLOSE_COMMAND"
+
 #: An event waiting to be appended: (type name, attributes, whether its started_event_id
 #: is the id of the event appended just before it: an activity's close after its start).
 Pending = tuple[str, dict[str, Any], bool]
@@ -241,13 +244,31 @@ def close(ctx: ProcessingContext, run_key: int, run: Run, status: WorkflowExecut
     return event_id
 
 
+def force_close(ctx: ProcessingContext, run_key: int, run: Run, status: WorkflowExecutionStatus,
+                event_type: EventType, attributes: dict[str, Any], *, fail_started_task: bool) -> int:
+    """Close the run from outside its workflow task (terminate, a workflow timeout, the history
+    limit), as Temporal does (SEMANTICS.md 3.3, 6.2): with `fail_started_task`, the task that
+    is out is failed first, WORKFLOW_TASK_STARTED + WORKFLOW_TASK_FAILED(FORCE_CLOSE_COMMAND)
+    (a transient attempt leaves nothing, as always); then what was buffered; then the close
+    event. A task counts as started once dispatched: we write its Started only when an
+    answer arrives, and a worker may be running it now. Its late answer finds the run closed
+    and is rejected."""
+    # The closing batch is not held to the history limits: Temporal checks them only while
+    # a run goes on, and terminating at the limit must be able to write its events.
+    run["status"] = status.name
+    if fail_started_task and run["task"] is not None:
+        end_failed_task(ctx, run_key, run, "", E.WORKFLOW_TASK_FAILED, {
+            "cause": FORCE_CLOSE_COMMAND, "failure": None, "identity": HISTORY_SERVICE_IDENTITY})
+    flush_buffer(ctx, run_key, run)
+    return close(ctx, run_key, run, status, event_type, attributes)
+
+
 def terminate(ctx: ProcessingContext, run_key: int, run: Run, reason: str, identity: str,
               details: str | None = None) -> int:
-    """WORKFLOW_EXECUTION_TERMINATED after whatever was buffered; an answer to a task that
-    was out is rejected later (the run is closed)."""
-    flush_buffer(ctx, run_key, run)
-    return close(ctx, run_key, run, WorkflowExecutionStatus.TERMINATED, E.WORKFLOW_EXECUTION_TERMINATED,
-                 {"reason": reason, "details": details, "identity": identity})
+    """WORKFLOW_EXECUTION_TERMINATED, the task that was out failed first (`force_close`)."""
+    return force_close(ctx, run_key, run, WorkflowExecutionStatus.TERMINATED, E.WORKFLOW_EXECUTION_TERMINATED,
+                       {"reason": reason, "details": details, "identity": identity},
+                       fail_started_task=run["task"] is not None)
 
 
 def _check_limits(ctx: ProcessingContext, run_key: int, run: Run, event_count: int) -> None:
@@ -263,6 +284,5 @@ def _check_limits(ctx: ProcessingContext, run_key: int, run: Run, event_count: i
 def terminate_at_history_limit(ctx: ProcessingContext, exceeded: HistoryLimitExceeded) -> None:
     """After the command's writes were discarded: terminate the run as it was before it."""
     run = ctx.workflows.get(exceeded.run_key)
-    close(ctx, exceeded.run_key, run, WorkflowExecutionStatus.TERMINATED, E.WORKFLOW_EXECUTION_TERMINATED,
-          {"reason": exceeded.reason, "details": None, "identity": HISTORY_SERVICE_IDENTITY})
+    terminate(ctx, exceeded.run_key, run, exceeded.reason, HISTORY_SERVICE_IDENTITY)
     ctx.workflows.put(exceeded.run_key, run)

@@ -14,9 +14,8 @@ from streamproc.engine.workflow_runs import (
     EXECUTION_TIME_OUT,
     RUN_TIME_OUT,
     E,
-    close,
     deliver,
-    flush_buffer,
+    force_close,
     is_open,
     schedule_task,
 )
@@ -89,7 +88,7 @@ def execution_time_out(cmd: Record, ctx: ProcessingContext) -> None:
     run = _armed(cmd, ctx, EXECUTION_TIME_OUT)
     if run is None:
         return
-    _timed_out(cmd.key, run, fire_execution_timeout(workflow_task_started=False), ctx)
+    _timed_out(cmd.key, run, fire_execution_timeout(workflow_task_started=run["task"] is not None), ctx)
 
 
 def run_time_out(cmd: Record, ctx: ProcessingContext) -> None:
@@ -101,16 +100,18 @@ def run_time_out(cmd: Record, ctx: ProcessingContext) -> None:
         policy_from_record(run["retry_policy"]) if run["retry_policy"] is not None else None,
         attempt=run["attempt"], now=to_datetime(cmd.value["due_ms"]),
         execution_expiration=to_datetime(expiration) if expiration else None,
-        previous_run_execution_time=to_datetime(run["execution_time_ms"]), workflow_task_started=False)
+        previous_run_execution_time=to_datetime(run["execution_time_ms"]),
+        workflow_task_started=run["task"] is not None)
     _timed_out(cmd.key, run, outcome, ctx)
 
 
 def _timed_out(run_key: int, run: Run, outcome: WorkflowTimedOut, ctx: ProcessingContext) -> None:
-    """WORKFLOW_EXECUTION_TIMED_OUT (after what was buffered), and the retry run if any."""
+    """WORKFLOW_EXECUTION_TIMED_OUT (a task that is out failed first, then what was buffered),
+    and the retry run if any. A dispatched task counts as started (`force_close`)."""
     new_run_id = str(uuid.uuid4()) if outcome.new_run is not None else ""
-    flush_buffer(ctx, run_key, run)
-    close(ctx, run_key, run, outcome.status, E.WORKFLOW_EXECUTION_TIMED_OUT,
-          {"retry_state": outcome.retry_state.name, "new_execution_run_id": new_run_id})
+    force_close(ctx, run_key, run, outcome.status, E.WORKFLOW_EXECUTION_TIMED_OUT,
+                {"retry_state": outcome.retry_state.name, "new_execution_run_id": new_run_id},
+                fail_started_task=outcome.fail_started_workflow_task)
     if outcome.new_run is not None:
         next_run(ctx, run_key, run, new_run_id, outcome.new_run.initiator, attempt=outcome.new_run.attempt,
                  backoff_ms=to_ms(outcome.new_run.first_workflow_task_backoff),

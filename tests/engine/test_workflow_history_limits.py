@@ -39,8 +39,11 @@ def test_a_command_that_crosses_the_count_limit_is_dropped_and_the_run_terminate
     assert rejection.rejection_type == "INVALID_ARGUMENT"
     assert rejection.rejection_reason == "Workflow history count exceeds limit."
     history = d.check(key)
+    # The task whose answer was dropped is closed first, as Temporal does before terminating.
     assert [e["event_type"] for e in history] == [
-        "WORKFLOW_EXECUTION_STARTED", "WORKFLOW_TASK_SCHEDULED", "WORKFLOW_EXECUTION_TERMINATED"]
+        "WORKFLOW_EXECUTION_STARTED", "WORKFLOW_TASK_SCHEDULED", "WORKFLOW_TASK_STARTED", "WORKFLOW_TASK_FAILED",
+        "WORKFLOW_EXECUTION_TERMINATED"]
+    assert history[3]["attributes"]["cause"] == "FORCE_CLOSE_COMMAND"
     assert history[-1]["attributes"] == {"reason": "Workflow history count exceeds limit.", "details": None,
                                          "identity": "history-service"}
     assert d.run(key)["status"] == "TERMINATED" and d.run(key)["deadlines"] == {}
