@@ -14,22 +14,21 @@ from __future__ import annotations
 import collections
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
 
-from streamproc.client import Client
-from streamproc.client.workflow_events import workflow_event
-from streamproc.semantics.workflow_history import EventType, check_well_formed
-from streamproc.state.db import PartitionDb
-from streamproc.state.families import Family
-from tests.support.crash_workflows import (
-    EFFECTS_DIR_VARIABLE,
-    ThreeStepsAndATimer,
-    expected_result,
-    read_effects,
+from tests.support.crash_workflow_checks import (
+    COMPLETED,
+    Starter,
+    assert_client_sees_the_events_topic,
+    assert_nothing_written_twice,
+    check_completed_once,
+    histories_from_the_client,
+    open_activities,
+    runs_from_events,
 )
+from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE, read_effects
 from tests.support.engines import combined_worker_process, engine_process
 from tests.support.history import EventLog
 
@@ -40,32 +39,6 @@ QUEUE = "crashy-flows"
 KILLS_EACH = 5
 WORKFLOW = "tests.support.crash_workflows:ThreeStepsAndATimer"
 ACTIVITY = "tests.support.crash_workflows:crash_step"
-COMPLETED = "WORKFLOW_EXECUTION_COMPLETED"
-
-
-class Starter:
-    """Starts workflows through the client from a few threads; a start waits out engine restarts."""
-
-    def __init__(self, bootstrap: str, namespace: str) -> None:
-        self.client = Client(bootstrap, namespace)
-        self.pool = ThreadPoolExecutor(8)
-        self.futures = []
-
-    def start(self, workflow_ids: list[str]) -> None:
-        self.futures += [self.pool.submit(self.client.start_workflow, ThreeStepsAndATimer.run, workflow_id,
-                                          id=workflow_id, task_queue=QUEUE, rpc_timeout=120)
-                         for workflow_id in workflow_ids]
-
-    def submitted(self) -> int:
-        return len(self.futures)
-
-    def started(self) -> int:
-        return sum(1 for f in self.futures if f.done() and f.exception() is None)
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)
-        self.client.close_workflow_requests()
-        self.client.close()
 
 
 def _kill_at_random_moments(rng: random.Random, engine, workers: list, ids: list[str], starter: Starter,
@@ -89,60 +62,6 @@ def _kill_at_random_moments(rng: random.Random, engine, workers: list, ids: list
         victim.wait_for_log("partitions_assigned" if victim is engine else "workflow_tasks_assigned", since=mark)
     starter.start(slices[-1])
     return progress
-
-
-def _histories_from_the_client(bootstrap: str, namespace: str, workflow_ids: list[str]) -> dict[str, list]:
-    """Run id → history (GET_HISTORY) of the current run of each of `workflow_ids`."""
-    with Client(bootstrap, namespace) as client:
-        histories = {}
-        for workflow_id in workflow_ids:
-            run_id = client.get_workflow_handle(workflow_id).describe().run_id
-            histories[run_id] = client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history().events
-        client.close_workflow_requests()
-    return histories
-
-
-def _open_activities(state_dir) -> list[dict]:
-    """The activities an (stopped) engine's partitions still hold open."""
-    found = []
-    for path in sorted(state_dir.glob("*/partition-*")):
-        db = PartitionDb(path, int(path.name.split("-")[1]))
-        try:
-            found += [orjson.loads(value) for _, value in db.scan(Family.ACTIVITIES)]
-        finally:
-            db.close()
-    return found
-
-
-def _runs(events: EventLog) -> dict[str, list]:
-    """History events per run id, in event id order, as rebuilt from the events topic."""
-    runs: dict[str, list] = collections.defaultdict(list)
-    for record in events.events("WORKFLOW"):
-        event = workflow_event(record)
-        runs[event.run_id].append(event)
-    for history in runs.values():
-        history.sort(key=lambda e: e.event_id)
-    return runs
-
-
-def _check_histories(runs: dict[str, list], ids: list[str]) -> dict[str, list]:
-    """Each workflow: one run, a gapless well-formed history, one completion with its result."""
-    by_workflow = collections.defaultdict(list)
-    for run_id, history in runs.items():
-        by_workflow[history[0].workflow_id].append(run_id)
-        assert [e.event_id for e in history] == list(range(1, len(history) + 1)), f"{run_id}: gaps or twice"
-        problems = check_well_formed([(e.event_id, EventType[e.event_type], e.attributes) for e in history])
-        assert problems == [], (run_id, problems)
-    assert sorted(by_workflow) == sorted(ids)
-    assert {len(r) for r in by_workflow.values()} == {1}, "a workflow has more than one run"
-    for workflow_id, (run_id,) in by_workflow.items():
-        history = runs[run_id]
-        closes = [e for e in history if e.is_close]
-        assert [e.event_type for e in closes] == [COMPLETED], (workflow_id, closes)
-        assert orjson.loads(closes[0].attributes["result"]) == expected_result(workflow_id)
-        types = collections.Counter(e.event_type for e in history)
-        assert (types["ACTIVITY_TASK_SCHEDULED"], types["ACTIVITY_TASK_COMPLETED"], types["TIMER_FIRED"]) == (3, 3, 1)
-    return by_workflow
 
 
 def _completed_attempts(history: list) -> dict[int, int]:
@@ -184,7 +103,7 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
             w.start()
         for w in workers:
             w.wait_for_log("workflow_tasks_assigned")
-        starter = Starter(bootstrap, namespace)
+        starter = Starter(bootstrap, namespace, QUEUE)
         def completed() -> int:
             events.read_available()
             return events.count_value("WORKFLOW", COMPLETED)
@@ -199,36 +118,28 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
         except TimeoutError:
             for p in (*workers, engine):
                 p.stop()
-            raise AssertionError(f"stuck; open activities: {_open_activities(tmp_path / 'state')}") from None
+            raise AssertionError(f"stuck; open activities: {open_activities(tmp_path / 'state')}") from None
         for w in workers:
             assert w.alive(), f"{w.log_path.name}: the process died by itself:\n{w.log_text()[-3000:]}"
             w.stop()
-        sample = _histories_from_the_client(bootstrap, namespace, rng.sample(ids, 20))
+        sample = histories_from_the_client(bootstrap, namespace, rng.sample(ids, 20))
         # Stop the engine cleanly, then read the events topic to its end: no late duplicate hides.
         engine.stop()
         events.read_to_end(timeout=60)
-        assert _open_activities(tmp_path / "state") == []
+        assert open_activities(tmp_path / "state") == []
 
-        # Answers to a command written twice (a command replayed after a crash). Commands the
-        # due-date checker made inside a transaction have no position (-1): the history check
-        # below covers what they wrote.
-        replayed = [d for d in events.duplicates() if d[1] >= 0]
-        assert replayed == [], replayed[:5]
-        runs = _runs(events)
-        twice = [k for k, n in collections.Counter(
-            (e.run_id, e.event_id) for h in runs.values() for e in h).items() if n > 1]
-        assert twice == []
-        by_workflow = _check_histories(runs, ids)
+        runs = runs_from_events(events)
+        assert_nothing_written_twice(events, runs)
+        by_workflow = check_completed_once(runs, ids)
         attempts_per_step = _check_side_effects(read_effects(effects_dir), runs, by_workflow)
         assert max(attempts_per_step) > 1, "no kill caught an activity running: the retry path went untested"
-        for run_id, fetched in sample.items():  # the client's view is the events topic's
-            assert fetched == [e.as_history_event() for e in runs[run_id]]
+        assert_client_sees_the_events_topic(sample, runs)
         print(f"\n{COUNT} workflows, {KILLS_EACH} kills of the engine and of each of {len(workers)} workers "
               f"in {chaos_s:.1f} s ((submitted, completed) at each kill: {progress}), all done in "
               f"{time.monotonic() - began:.1f} s; steps by attempts run: {dict(attempts_per_step)}")
     finally:
         events.close()
         if starter is not None:
-            starter.pool.shutdown(wait=False, cancel_futures=True)
+            starter.abandon()
         for p in (*workers, engine):
             p.stop()

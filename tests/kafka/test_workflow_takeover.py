@@ -1,0 +1,204 @@
+"""Workflow takeover: an engine's partitions move to another engine with the changelog alone.
+
+Two engine processes share the partitions while the crash test's workflows (three
+activities and a one-second timer) run on both. One engine is SIGKILLed and its state
+directory deleted: the other takes its partitions over from the compacted changelog and
+every workflow completes exactly once, with its result and a gapless well-formed history.
+Then the survivor stops and a new engine with an empty state directory restores every
+partition: closed runs are still there (describe, history, the id reuse decision), runs
+caught mid-flight complete, and the key generator goes on where it was (a new run of an
+old id gets a new key and leaves the old history alone).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import orjson
+import pytest
+
+from streamproc.client import Client, WorkflowAlreadyStartedError
+from streamproc.protocol.partitioning import partition_for
+from streamproc.semantics.workflow_history import EventType, check_well_formed
+from streamproc.semantics.workflow_ids import WorkflowExecutionStatus, WorkflowIdReusePolicy
+from tests.support.crash_workflow_checks import (
+    COMPLETED,
+    Runs,
+    Starter,
+    assert_client_sees_the_events_topic,
+    assert_nothing_written_twice,
+    check_completed_once,
+    histories_from_the_client,
+    open_activities,
+    runs_from_events,
+)
+from tests.support.crash_workflows import ThreeStepsAndATimer, expected_result
+from tests.support.engines import Process, combined_worker_process, engine_process
+from tests.support.history import EventLog
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+PARTITIONS = 4
+COUNT = 200
+LATE = 20  # started just before the survivor stops: the fresh engine finds them mid-flight
+QUEUE = "takeover-flows"
+WORKFLOW = "tests.support.crash_workflows:ThreeStepsAndATimer"
+ACTIVITY = "tests.support.crash_workflows:crash_step"
+
+
+def _owned(process: Process) -> set[int]:
+    """The partitions an engine process owns, as its last rebalance log line says."""
+    owned: set[int] = set()
+    for line in process.log_text().splitlines():
+        if '"event": "partitions_assigned"' in line or '"event": "partitions_revoked"' in line:
+            owned = set(json.loads(line)["owned"])
+    return owned
+
+
+def _wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.1)
+
+
+def _restored(process: Process, since: int) -> dict[int, int]:
+    """Partition → changelog records applied, for each partition_restored logged after `since`."""
+    return {line["partition"]: line["records"] for line in map(json.loads, process.log_text()[since:].splitlines())
+            if line.get("event") == "partition_restored"}
+
+
+def _open_at(runs: Runs, partitions: set[int], at_ms: int, opened: str, closed: str) -> int:
+    """How many `opened` events of runs in `partitions` had not reached their `closed` event at `at_ms`."""
+    count = 0
+    for history in runs.values():
+        if partition_for(history[0].workflow_id, PARTITIONS) not in partitions:
+            continue
+        starts = [e.event_time_ms for e in history if e.event_type == opened]
+        ends = [e.event_time_ms for e in history if e.event_type == closed]
+        count += sum(1 for n, t in enumerate(starts) if t < at_ms and (n >= len(ends) or ends[n] > at_ms))
+    return count
+
+
+def _one_id_per_partition(ids: list[str]) -> list[str]:
+    by_partition = {}
+    for workflow_id in ids:
+        by_partition.setdefault(partition_for(workflow_id, PARTITIONS), workflow_id)
+    assert len(by_partition) == PARTITIONS
+    return [by_partition[p] for p in sorted(by_partition)]
+
+
+def _closed_runs_survive_restore(bootstrap: str, namespace: str, runs: Runs, ids: list[str]) -> dict[str, str]:
+    """Describe, history and the id reuse decision of completed runs, on the fresh engine;
+    then a new run of one old id per partition. Returns workflow id → the new run id."""
+    run_of = {h[0].workflow_id: run_id for run_id, h in runs.items()}
+    with Client(bootstrap, namespace) as client:
+        for workflow_id in ids:
+            described = client.get_workflow_handle(workflow_id).describe()
+            assert (described.status, described.run_id) == (WorkflowExecutionStatus.COMPLETED, run_of[workflow_id])
+            assert described.history_length == len(runs[run_of[workflow_id]])
+        reused = _one_id_per_partition(ids)
+        for workflow_id in reused:
+            with pytest.raises(WorkflowAlreadyStartedError) as refused:
+                client.start_workflow(ThreeStepsAndATimer.run, workflow_id, id=workflow_id, task_queue=QUEUE,
+                                      id_reuse_policy=WorkflowIdReusePolicy.REJECT_DUPLICATE)
+            assert str(refused.value) == (
+                f"Workflow execution already finished. WorkflowId: {workflow_id}, RunId: {run_of[workflow_id]}. "
+                "Workflow Id reuse policy: reject duplicate workflow Id.")
+        # The default policy starts a new run: its key comes from the restored key generator.
+        handles = {workflow_id: client.start_workflow(ThreeStepsAndATimer.run, workflow_id, id=workflow_id,
+                                                      task_queue=QUEUE) for workflow_id in reused}
+        for workflow_id, handle in handles.items():
+            assert handle.run_id != run_of[workflow_id]
+            assert handle.result(timeout=60) == expected_result(workflow_id)
+        client.close_workflow_requests()
+    return {workflow_id: handle.run_id for workflow_id, handle in handles.items()}
+
+
+def test_workflows_survive_an_engine_killed_without_its_disk_and_a_restore_of_every_partition(
+        bootstrap, namespace, tmp_path):
+    a = engine_process(bootstrap, namespace, "wf-takeover-a", tmp_path / "a", tmp_path, PARTITIONS)
+    b = engine_process(bootstrap, namespace, "wf-takeover-b", tmp_path / "b", tmp_path, PARTITIONS)
+    c = engine_process(bootstrap, namespace, "wf-takeover-c", tmp_path / "c", tmp_path, PARTITIONS)
+    workers = [combined_worker_process(bootstrap, namespace, QUEUE, f"tw{n}", tmp_path, workflows=[WORKFLOW],
+                                       activities=[ACTIVITY]) for n in (1, 2)]
+    events = EventLog(bootstrap, namespace)
+    ids = [f"take-{n:03d}" for n in range(COUNT)]
+    late_ids = [f"late-{n:02d}" for n in range(LATE)]
+    starter = None
+    began = time.monotonic()
+    try:
+        a.start().wait_for_log("partitions_assigned")
+        b.start()
+        _wait_until(lambda: _owned(a) and _owned(b) and _owned(a) | _owned(b) == set(range(PARTITIONS)),
+                    60, "the two engines did not share the partitions")
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.wait_for_log("workflow_tasks_assigned")
+        starter = Starter(bootstrap, namespace, QUEUE)
+        starter.start(ids)
+        # Kill A while its partitions hold runs at every stage: some timers started, few runs done.
+        events.read_until(lambda e: e.count_value("WORKFLOW", "TIMER_STARTED") >= COUNT // 5, timeout=120)
+        a_partitions = _owned(a)
+        a.kill()
+        killed_ms = int(time.time() * 1000)
+        shutil.rmtree(tmp_path / "a")  # its disk is gone with it
+        mark = len(b.log_text())
+        starter.close()
+        assert starter.started() == COUNT
+        events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= COUNT, timeout=180)
+        took_over = _restored(b, mark)
+        assert set(took_over) == a_partitions and all(took_over.values()), took_over
+        takeover_s = time.monotonic() - began
+
+        # The survivor stops with runs in flight; a fresh engine restores every partition.
+        late = Starter(bootstrap, namespace, QUEUE)
+        late.start(late_ids)
+        late.close()
+        events.read_until(lambda e: sum(r.value["workflow_id"] in late_ids for r in e.events("WORKFLOW", "TIMER_STARTED"))
+                          >= LATE // 2, timeout=60)
+        b.stop()
+        stopped_ms = int(time.time() * 1000)
+        c.start()
+        _wait_until(lambda: _owned(c) == set(range(PARTITIONS)), 60, "the fresh engine did not get every partition")
+        restored = _restored(c, 0)
+        assert set(restored) == set(range(PARTITIONS)) and all(restored.values()), restored
+        events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= COUNT + LATE, timeout=120)
+        runs = runs_from_events(events)
+        new_runs = _closed_runs_survive_restore(bootstrap, namespace, runs, ids + late_ids)
+        sample = histories_from_the_client(bootstrap, namespace, [*ids[::10], *late_ids[::5]])
+
+        for w in workers:
+            assert w.alive(), f"{w.log_path.name}: the process died by itself:\n{w.log_text()[-3000:]}"
+            w.stop()
+        c.stop()
+        events.read_to_end(timeout=60)
+        assert open_activities(tmp_path / "c") == []
+        runs = runs_from_events(events)
+        assert_nothing_written_twice(events, runs)
+        assert_client_sees_the_events_topic(sample, runs)  # fetched on the fresh engine
+        for workflow_id, run_id in new_runs.items():  # the new runs of old ids: their own histories
+            history = runs.pop(run_id)
+            assert check_well_formed([(e.event_id, EventType[e.event_type], e.attributes) for e in history]) == []
+            assert orjson.loads(history[-1].attributes["result"]) == expected_result(workflow_id)
+        check_completed_once(runs, ids + late_ids)
+        # The kill and the stop caught runs mid-flight on the partitions that moved.
+        in_flight = _open_at(runs, a_partitions, killed_ms, "WORKFLOW_EXECUTION_STARTED", COMPLETED)
+        timers = _open_at(runs, a_partitions, killed_ms, "TIMER_STARTED", "TIMER_FIRED")
+        late_in_flight = _open_at({r: h for r, h in runs.items() if h[0].workflow_id in late_ids},
+                                  set(range(PARTITIONS)), stopped_ms, "WORKFLOW_EXECUTION_STARTED", COMPLETED)
+        assert in_flight >= 10 and timers >= 1 and late_in_flight >= 1, (in_flight, timers, late_in_flight)
+        print(f"\n{COUNT} workflows on 2 engines, engine A (partitions {sorted(a_partitions)}) killed with "
+              f"{in_flight} runs in flight ({timers} timers pending); all done {takeover_s:.1f} s after the start "
+              f"(changelog records applied on takeover: {took_over}); fresh engine restored {restored} and "
+              f"finished {late_in_flight} runs caught by the stop")
+    finally:
+        events.close()
+        if starter is not None:
+            starter.abandon()
+        for p in (*workers, a, b, c):
+            p.stop()
