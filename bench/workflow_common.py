@@ -32,6 +32,7 @@ from bench.common import (
     wait_group_stable,
     wait_log,
 )
+from bench.workflow_profile import Profiler
 from streamproc.activity.payloads import encode_args
 from streamproc.client import Client
 from streamproc.client.workflow_events import CLOSE_EVENTS
@@ -156,8 +157,6 @@ def measured_loop(rig: WorkflowRig, out: dict, profile: str | None, profile_idle
                   in_flight: int, workflow_type: str, arg: object, timeout_s: float) -> dict:
     """`closed_loop` of the measured runs, under py-spy when `profile` names a file prefix
     (the files written go to out["profiled"])."""
-    from bench.workflow_profile import Profiler
-
     profiler = Profiler(profile, rig, profile_idle) if profile else None
     try:
         return closed_loop(rig, "measured", count, in_flight, workflow_type, arg, timeout_s)
@@ -167,7 +166,8 @@ def measured_loop(rig: WorkflowRig, out: dict, profile: str | None, profile_idle
 
 
 def events_by_run(records: list[Record]) -> dict[str, list[dict]]:
-    """History events (as dicts: event_type, event_time_ms, attributes, timestamp_ms) by workflow id."""
+    """History events by workflow id, in event id order, as dicts: event_type, event_id,
+    event_time_ms (engine time), attributes, log_time_ms (the record's Kafka timestamp)."""
     out: dict[str, list[dict]] = {}
     for r in records:
         if r.record_type.name != "EVENT" or r.value_type != ValueType.WORKFLOW:
