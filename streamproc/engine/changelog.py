@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import structlog
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config
@@ -54,7 +54,7 @@ def restore(db: PartitionDb, bootstrap: str, topic: str, partition: int, now_ms:
     }))
     try:
         tp = TopicPartition(topic, partition)
-        low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        low, high = _watermarks(consumer, tp)
         if start > 0 and (start > high or start < low
                           or now_ms - checkpoint.get("written_at_ms", 0) > MAX_CHECKPOINT_AGE_MS):
             raise StaleLocalState(f"local checkpoint {start - 1} vs changelog [{low}, {high})")
@@ -64,6 +64,25 @@ def restore(db: PartitionDb, bootstrap: str, topic: str, partition: int, now_ms:
         return _apply_until_end(consumer, db, high, now_ms, timeout_s)
     finally:
         consumer.close()
+
+
+#: Answers of a broker whose partition leadership is still settling (new topics, a
+#: restarted broker): asking again shortly succeeds.
+_TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+              KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float = 60) -> tuple[int, int]:
+    deadline = time.monotonic() + timeout_s
+    pause = 0.05
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=min(30.0, timeout_s))
+        except KafkaException as exc:
+            if exc.args[0].code() not in _TRANSIENT or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(1.0, pause * 2)
 
 
 def _apply_until_end(consumer: Consumer, db: PartitionDb, high: int, now_ms: int,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from streamproc.clock import Clock, SystemClock
 from streamproc.due.checker import DueDateChecker, partition_checker
@@ -155,17 +155,26 @@ class Engine:
             try:
                 self._producer.abort_transaction(30)
             except KafkaException as abort_error:
-                log.error("transaction_abort_failed", error=str(abort_error))
-                fatal = True
+                # _STATE: no transaction was open (the failure came before one began,
+                # e.g. while a partition was being opened): nothing to abort.
+                if abort_error.args[0].code() != KafkaError._STATE:
+                    log.error("transaction_abort_failed", error=str(abort_error))
+                    fatal = True
         if fatal:  # e.g. fenced: only a new producer (init_transactions) can go on
             self._producer = None
             self._open_producer()
         self._producer.poll(0)  # the aborted batch's purge reports must not fail the next one
         self._delivery_error = None
-        owned = sorted(self.partitions)
+        # What the group assigned us, not only what we opened: an assignment whose opening
+        # failed half way (the broker was still electing a changelog leader, say) is
+        # finished here, or the unopened partitions would never be processed.
+        owned = sorted({*self.partitions, *(tp.partition for tp in self._consumer.assignment())})
         for pid in owned:
             self._close_partition(pid)
             self._open_partition(pid)
+        if owned and not self.ready.is_set():
+            log.info("partitions_assigned", assigned=owned, owned=owned)
+            self.ready.set()
         if owned:
             tps = [TopicPartition(self.topics.commands, pid) for pid in owned]
             for tp in self._consumer.committed(tps, 30):

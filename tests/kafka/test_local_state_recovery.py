@@ -54,3 +54,36 @@ def test_restart_after_a_lost_local_write_replays_the_changelog(bootstrap, names
         assert events.rejections() == []
     client.close()
     events.close()
+
+
+def test_an_assignment_whose_opening_failed_half_way_is_finished_by_the_recovery(
+        bootstrap, namespace, tmp_path, monkeypatch):
+    """The broker may still be electing the changelog's leaders when the engine gets its
+    partitions (NOT_LEADER_FOR_PARTITION): the partitions not opened then must be opened
+    by the recovery, or they would never be processed."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streamproc.engine.engine import Engine
+
+    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2,
+                        state_dir=tmp_path, engine_id="half-open")
+    real_open = Engine._open_partition
+    failed: list[int] = []
+
+    def open_fails_once_for_partition_1(self, pid):
+        if pid == 1 and not failed:
+            failed.append(pid)
+            raise KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION, "leader moving"))
+        real_open(self, pid)
+
+    monkeypatch.setattr(Engine, "_open_partition", open_fails_once_for_partition_1)
+    events = EventLog(bootstrap, namespace)
+    with EngineThread(settings, idle_poll_ms=10) as engine, Client(bootstrap, namespace) as client:
+        assert failed == [1] and sorted(engine.partitions) == [0, 1]
+        for n in range(20):  # keys spread over both partitions
+            client.create_job(f"q{n}", {"n": n})
+        client.flush()
+        events.read_until(lambda e: e.count("CREATED") == 20, timeout=30)
+        assert {e.partition_id for e in events.events(intent="CREATED")} == {0, 1}
+        assert events.rejections() == []
+    events.close()
