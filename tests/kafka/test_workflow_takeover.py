@@ -7,7 +7,8 @@ every workflow completes exactly once, with its result and a gapless well-formed
 Then the survivor stops and a new engine with an empty state directory restores every
 partition: closed runs are still there (describe, history, the id reuse decision), runs
 caught mid-flight complete, and the key generator goes on where it was (a new run of an
-old id gets a new key and leaves the old history alone).
+old id gets a new key and leaves the old history alone). The changelog's segments roll
+every second here, so the broker really compacts what the fresh engine restores from.
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ import time
 
 import orjson
 import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from streamproc.client import Client, WorkflowAlreadyStartedError
+from streamproc.kafka.config import consumer_config
 from streamproc.protocol.partitioning import partition_for
+from streamproc.protocol.topics import Topics
 from streamproc.semantics.workflow_history import EventType, check_well_formed
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus, WorkflowIdReusePolicy
 from tests.support.crash_workflow_checks import (
@@ -48,6 +53,40 @@ WORKFLOW = "tests.support.crash_workflows:ThreeStepsAndATimer"
 ACTIVITY = "tests.support.crash_workflows:crash_step"
 
 
+def _compact_changelog_soon(bootstrap: str, namespace: str) -> None:
+    """Roll the changelog's segments every second, so that the broker's cleaner compacts it
+    while the test runs (the engine's one-minute segments would stay uncompacted)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+               for name, value in (("segment.ms", "1000"), ("min.cleanable.dirty.ratio", "0.01"))]
+    resource = ConfigResource(ResourceType.TOPIC, Topics(namespace).changelog, incremental_configs=entries)
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def _changelog_records(bootstrap: str, namespace: str) -> tuple[int, int]:
+    """(records, distinct keys) of the whole changelog, read as a restore reads it."""
+    topic = Topics(namespace).changelog
+    consumer = Consumer(consumer_config(bootstrap, None, **{"group.id": f"{topic}.count",
+                                                            "enable.partition.eof": True}))
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        records, keys, at_end = 0, set(), set()
+        while len(at_end) < PARTITIONS:
+            msg = consumer.poll(5)
+            if msg is None:
+                raise TimeoutError(f"changelog not read to its end: {records} records")
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(msg.partition())
+                continue
+            records += 1
+            keys.add((msg.partition(), msg.key()))
+        return records, len(keys)
+    finally:
+        consumer.close()
+
+
 def _owned(process: Process) -> set[int]:
     """The partitions an engine process owns, as its last rebalance log line says."""
     owned: set[int] = set()
@@ -57,11 +96,12 @@ def _owned(process: Process) -> set[int]:
     return owned
 
 
-def _wait_until(condition, timeout: float, what: str) -> None:
+def _wait_until(condition, timeout: float, what) -> None:
+    """Poll `condition` until true; `what` (a text, or a function making it) says what did not happen."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise TimeoutError(what)
+            raise TimeoutError(what() if callable(what) else what)
         time.sleep(0.1)
 
 
@@ -132,6 +172,7 @@ def test_workflows_survive_an_engine_killed_without_its_disk_and_a_restore_of_ev
     began = time.monotonic()
     try:
         a.start().wait_for_log("partitions_assigned")
+        _compact_changelog_soon(bootstrap, namespace)
         b.start()
         _wait_until(lambda: _owned(a) and _owned(b) and _owned(a) | _owned(b) == set(range(PARTITIONS)),
                     60, "the two engines did not share the partitions")
@@ -163,6 +204,14 @@ def test_workflows_survive_an_engine_killed_without_its_disk_and_a_restore_of_ev
                           >= LATE // 2, timeout=60)
         b.stop()
         stopped_ms = int(time.time() * 1000)
+        # What the fresh engine reads is compacted: uncompacted, this changelog holds about
+        # 1.6 records per key (run documents and activities change in every transaction).
+        changelog = []
+
+        def compacted() -> bool:
+            changelog.append(_changelog_records(bootstrap, namespace))
+            return changelog[-1][0] < 1.3 * changelog[-1][1]
+        _wait_until(compacted, 30, lambda: f"the changelog was not compacted: (records, keys) {changelog}")
         c.start()
         _wait_until(lambda: _owned(c) == set(range(PARTITIONS)), 60, "the fresh engine did not get every partition")
         restored = _restored(c, 0)
@@ -181,6 +230,9 @@ def test_workflows_survive_an_engine_killed_without_its_disk_and_a_restore_of_ev
         runs = runs_from_events(events)
         assert_nothing_written_twice(events, runs)
         assert_client_sees_the_events_topic(sample, runs)  # fetched on the fresh engine
+        # Keys come from each partition's key generator, restored with its state: never one twice.
+        run_keys = {r.value["run_id"]: r.key for r in events.events("WORKFLOW")}
+        assert len(set(run_keys.values())) == len(run_keys) == COUNT + LATE + PARTITIONS
         for workflow_id, run_id in new_runs.items():  # the new runs of old ids: their own histories
             history = runs.pop(run_id)
             assert check_well_formed([(e.event_id, EventType[e.event_type], e.attributes) for e in history]) == []
@@ -195,7 +247,7 @@ def test_workflows_survive_an_engine_killed_without_its_disk_and_a_restore_of_ev
         print(f"\n{COUNT} workflows on 2 engines, engine A (partitions {sorted(a_partitions)}) killed with "
               f"{in_flight} runs in flight ({timers} timers pending); all done {takeover_s:.1f} s after the start "
               f"(changelog records applied on takeover: {took_over}); fresh engine restored {restored} and "
-              f"finished {late_in_flight} runs caught by the stop")
+              f"finished {late_in_flight} runs caught by the stop; changelog (records, keys): {changelog[-1]}")
     finally:
         events.close()
         if starter is not None:
