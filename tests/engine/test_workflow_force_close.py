@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import pytest
 
+from streamproc.protocol.records import Record
 from streamproc.semantics.workflow_ids import HISTORY_SERVICE_IDENTITY
+from streamproc.workflow.replayer import Replayer
 from tests.engine.workflow_driver import S, WorkflowDriver, attrs, rejections
+from tests.support.crash_workflows import ThreeStepsAndATimer
 
 T0 = 1_000_000
 TIMER = {"type": "START_TIMER", "timer_id": "1", "start_to_fire_timeout_ms": 20 * S}
@@ -134,3 +137,17 @@ def test_terminate_if_running_force_closes_the_old_runs_task(d):
     events = d.check(old_key)
     assert [e["event_type"] for e in events][1:] == [*FORCE_CLOSED, "WORKFLOW_EXECUTION_TERMINATED"]
     _force_closed_task(events, 2)
+
+
+def test_the_sdk_replays_a_force_closed_history(d):
+    """The worker side reads the sequence too: the Replayer goes through it without error."""
+    key, _ = d.start(workflow_type="ThreeStepsAndATimer", input='["w1"]')
+    replayer = Replayer(workflows=[ThreeStepsAndATimer])
+    d.complete(key, replayer.replay(d.history(key)).commands)  # the first step is scheduled
+    (step,) = d.activity_tasks()
+    d.h.send(Record.command("ACTIVITY_TASK", "START", {"attempt": 1, "identity": "w"}, key=step.key))
+    d.h.send(Record.command("ACTIVITY_TASK", "COMPLETE", {"attempt": 1, "result": '"w1>1"'}, key=step.key))
+    d.send("TERMINATE", workflow_id="w1", run_id="", reason="stop", identity="ops")  # task 2 is out
+    events = d.check(key)
+    assert [e["event_type"] for e in events][-4:] == [*FORCE_CLOSED, "WORKFLOW_EXECUTION_TERMINATED"]
+    assert replayer.replay(events).error is None
