@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from streamproc.activity import errors
-from streamproc.activity.payloads import decode_details
+from streamproc.converter import DataConverter
 
 __all__ = ["Info", "ActivityContext", "CancelReason", "info_from_task",
            "info", "heartbeat", "is_cancelled", "wait_for_cancelled", "wait_for_cancelled_sync"]
@@ -44,8 +44,10 @@ class Info:
     heartbeat_timeout: timedelta | None
 
 
-def info_from_task(value: dict[str, Any], started_time_ms: int) -> Info:
+def info_from_task(value: dict[str, Any], started_time_ms: int,
+                   converter: DataConverter | None = None) -> Info:
     """Info from an ACTIVITY_TASK record and the start time the engine answered with."""
+    decode_details = (converter or DataConverter.default()).decode_details
     return Info(
         activity_id=value["activity_id"], activity_type=value["activity_type"],
         task_queue=value["task_queue"], attempt=value["attempt"],

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from streamproc.activity import errors
-from streamproc.activity.payloads import decode_details, encode
+from streamproc.converter import DataConverter
 from streamproc.protocol.wire_values import ceil_ms
 from streamproc.semantics import TimeoutType
 
@@ -25,8 +25,11 @@ _MAX_DEPTH = 20
 _MAX_STACK_TRACE = 8000
 
 
-def failure_from_exception(exc: BaseException, depth: int = 0) -> dict[str, Any]:
-    """The FailureRecord a worker sends for an exception raised by activity code."""
+def failure_from_exception(exc: BaseException, depth: int = 0, *,
+                           converter: DataConverter | None = None) -> dict[str, Any]:
+    """The FailureRecord a worker sends for an exception raised by activity code; its
+    details go through `converter` (the default one if None)."""
+    converter = converter or DataConverter.default()
     record: dict[str, Any] = {
         "message": str(exc), "kind": "APPLICATION", "type": type(exc).__name__,
         "non_retryable": False, "next_retry_delay_ms": -1, "timeout_type": "",
@@ -36,22 +39,24 @@ def failure_from_exception(exc: BaseException, depth: int = 0) -> dict[str, Any]
         record["message"] = exc.message
     if isinstance(exc, errors.ApplicationError):
         record.update(type=exc.type or type(exc).__name__, non_retryable=exc.non_retryable,
-                      details=_details(exc.details))
+                      details=_details(exc.details, converter))
         if exc.next_retry_delay is not None:
             # A positive delay under a millisecond must not become "retry at once".
             record["next_retry_delay_ms"] = max(0, ceil_ms(exc.next_retry_delay))
     elif isinstance(exc, errors.CancelledError):
-        record.update(kind="CANCELED", type="", details=_details(exc.details))
+        record.update(kind="CANCELED", type="", details=_details(exc.details, converter))
     cause = exc.__cause__
     if cause is not None and depth < _MAX_DEPTH:
-        record["cause"] = failure_from_exception(cause, depth + 1)
+        record["cause"] = failure_from_exception(cause, depth + 1, converter=converter)
     return record
 
 
-def exception_from_failure(record: dict[str, Any] | None, depth: int = 0) -> errors.FailureError | None:
+def exception_from_failure(record: dict[str, Any] | None, depth: int = 0, *,
+                           converter: DataConverter | None = None) -> errors.FailureError | None:
     """The exception a caller sees for a FailureRecord, with its causes as ``__cause__``."""
     if record is None or depth > _MAX_DEPTH:
         return None
+    decode_details = (converter or DataConverter.default()).decode_details
     message = record.get("message", "")
     kind = record.get("kind", "APPLICATION")
     exc: errors.FailureError
@@ -76,12 +81,12 @@ def exception_from_failure(record: dict[str, Any] | None, depth: int = 0) -> err
                                  failure=record)
     else:
         exc = errors.FailureError(message, failure=record)
-    exc.__cause__ = exception_from_failure(record.get("cause"), depth + 1)
+    exc.__cause__ = exception_from_failure(record.get("cause"), depth + 1, converter=converter)
     return exc
 
 
-def _details(details: tuple[Any, ...] | Any) -> str | None:
-    return encode(list(details)) if details else None
+def _details(details: tuple[Any, ...] | Any, converter: DataConverter) -> str | None:
+    return converter.encode_details(list(details)) if details else None
 
 
 def _stack_trace(exc: BaseException) -> str:

@@ -28,7 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from streamproc.activity import errors
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.activity.failures import exception_from_failure
-from streamproc.activity.payloads import decode, decode_details, encode_args
+from streamproc.converter import DataConverter
 from streamproc.client.client import Client
 from streamproc.protocol.wire_values import ceil_ms as _ms
 from streamproc.protocol.wire_values import retry_policy_record as _policy_record
@@ -97,7 +97,7 @@ class ActivityClient:
         normalize_activity_retry_policy(retry_policy)
         value = {
             "activity_id": activity_id, "activity_type": activity_type, "task_queue": task_queue,
-            "input": encode_args(args),
+            "input": self.client.data_converter.encode_args(args),
             "schedule_to_close_timeout_ms": _ms(requested.schedule_to_close),
             "schedule_to_start_timeout_ms": _ms(requested.schedule_to_start),
             "start_to_close_timeout_ms": _ms(requested.start_to_close),
@@ -201,7 +201,7 @@ class ActivityHandle:
     def result(self, timeout: float | timedelta | None = None) -> Any:
         """The activity's result; raises `ActivityError` if it failed, timed out or was
         canceled, and `TimeoutError` if it did not close within `timeout`."""
-        return outcome(self.close_event(timeout))
+        return outcome(self.close_event(timeout), self._client.client.data_converter)
 
     def cancel(self, rpc_timeout: float = 30) -> None:
         """Request cancellation: at once if no attempt runs, else when the activity
@@ -218,18 +218,19 @@ _CLOSE_MESSAGES = {A.FAILED: "Activity task failed", A.TIMED_OUT: "Activity task
                    A.CANCELED: "Activity task canceled"}
 
 
-def outcome(event: Record) -> Any:
+def outcome(event: Record, converter: DataConverter | None = None) -> Any:
     """The result of a close event, or the ActivityError (with its cause chain) it stands for."""
+    converter = converter or DataConverter.default()
     v = event.value
     if event.intent == A.COMPLETED:
-        return decode(v["result"])
+        return converter.decode(v["result"])
     if event.intent == A.CANCELED:
         retry_state = RetryState.CANCEL_REQUESTED
-        cause = errors.CancelledError("Activity canceled", *decode_details(v["details"]))
+        cause = errors.CancelledError("Activity canceled", *converter.decode_details(v["details"]))
     else:
         retry_state = RetryState[v["retry_state"]] if v["retry_state"] in RetryState.__members__ \
             else RetryState.UNSPECIFIED
-        cause = exception_from_failure(v["failure"])
+        cause = exception_from_failure(v["failure"], converter=converter)
     error = errors.ActivityError(
         _CLOSE_MESSAGES[event.intent], activity_id=v["activity_id"], activity_type=v["activity_type"],
         scheduled_event_id=v["scheduled_event_id"], started_event_id=v["started_event_id"],

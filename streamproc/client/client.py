@@ -15,6 +15,7 @@ import orjson
 from confluent_kafka import Producer
 
 from streamproc.client.workflows import WorkflowOperations
+from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.config import producer_config
 from streamproc.protocol import codec
@@ -29,11 +30,13 @@ def _ms(value: timedelta) -> int:
 
 
 class Client(WorkflowOperations):
-    def __init__(self, bootstrap: str | None = None, namespace: str | None = None,
-                 **producer_overrides: Any) -> None:
+    def __init__(self, bootstrap: str | None = None, namespace: str | None = None, *,
+                 data_converter: DataConverter | None = None, **producer_overrides: Any) -> None:
         settings = Settings.from_env(bootstrap=bootstrap, namespace=namespace)
         self.bootstrap = settings.bootstrap
         self.topics = Topics(settings.namespace)
+        #: Turns workflow and activity arguments, results and details into payloads.
+        self.data_converter = data_converter or DataConverter.default()
         self._producer = Producer(producer_config(self.bootstrap, **producer_overrides))
         self._partitions: int | None = None
         self._errors: list[str] = []

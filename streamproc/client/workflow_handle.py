@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from streamproc.activity.failures import exception_from_failure
-from streamproc.activity.payloads import decode, decode_details
+from streamproc.converter import DataConverter
 from streamproc.client.errors import (
     CancelledError,
     CommandRejectedError,
@@ -189,7 +189,7 @@ class WorkflowHandle:
                 if next_run and follow_runs:
                     run_id = next_run
                     continue
-                return outcome_of_close(event)
+                return outcome_of_close(event, self._requests.client.data_converter)
         raise AssertionError("unreachable: events() ends with TimeoutError")
 
     def _current_run(self, scanner: WorkflowEventScanner) -> str:
@@ -232,18 +232,19 @@ class WorkflowHandle:
         return f"WorkflowHandle(id={self.id!r}, run_id={self.run_id!r})"
 
 
-def outcome_of_close(event: WorkflowEvent) -> Any:
+def outcome_of_close(event: WorkflowEvent, converter: DataConverter | None = None) -> Any:
     """The result a close event carries, or the WorkflowFailureError it stands for."""
+    converter = converter or DataConverter.default()
     a = event.attributes
     if event.event_type == "WORKFLOW_EXECUTION_COMPLETED":
-        return decode(a.get("result"))
+        return converter.decode(a.get("result"))
     if event.event_type == _CONTINUED:
         raise WorkflowContinuedAsNewError(a.get("new_execution_run_id", ""))
     cause: FailureError
     if event.event_type == "WORKFLOW_EXECUTION_FAILED":
-        cause = exception_from_failure(a.get("failure")) or FailureError("Workflow failed")
+        cause = exception_from_failure(a.get("failure"), converter=converter) or FailureError("Workflow failed")
     elif event.event_type == "WORKFLOW_EXECUTION_CANCELED":
-        cause = CancelledError("Workflow cancelled", *decode_details(a.get("details")))
+        cause = CancelledError("Workflow cancelled", *converter.decode_details(a.get("details")))
     elif event.event_type == "WORKFLOW_EXECUTION_TERMINATED":
         cause = TerminatedError(a.get("reason") or "Workflow terminated")
     else:

@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from streamproc.activity.payloads import encode_args
 from streamproc.client.errors import CommandRejectedError, InvalidArgument, WorkflowAlreadyStartedError
 from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
 from streamproc.client.workflow_handle import WorkflowHandle, WorkflowRequests
@@ -41,7 +40,8 @@ _RUN_ID = re.compile(r"RunId: ([^,.\s]+)")
 
 
 class WorkflowOperations:
-    """The workflow methods of `Client`; uses its `send`, `partitions`, `topics`, `bootstrap`."""
+    """The workflow methods of `Client`; uses its `send`, `partitions`, `topics`, `bootstrap`,
+    `data_converter`."""
 
     _workflow_requests: WorkflowRequests | None = None
 
@@ -76,7 +76,7 @@ class WorkflowOperations:
         normalize_workflow_retry_policy(retry_policy)
         value = {
             "workflow_id": id, "workflow_type": workflow_type, "task_queue": task_queue,
-            "input": encode_args(args),
+            "input": self.data_converter.encode_args(args),
             "workflow_execution_timeout_ms": ceil_ms(requested.execution),
             "workflow_run_timeout_ms": ceil_ms(requested.run),
             "workflow_task_timeout_ms": ceil_ms(requested.task),

@@ -47,7 +47,7 @@ from streamproc.activity.context import (
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.activity.failures import failure_from_exception
 from streamproc.activity.heartbeats import NOTHING, HeartbeatSender, throttle_interval
-from streamproc.activity.payloads import decode_args, encode
+from streamproc.converter import DataConverter
 from streamproc.client.client import Client
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available
@@ -91,7 +91,7 @@ class ActivityWorker:
                  bootstrap: str | None = None, namespace: str | None = None,
                  identity: str | None = None, max_concurrent: int = 100,
                  graceful_shutdown_timeout: timedelta = timedelta(0),
-                 partitions: int | None = None) -> None:
+                 partitions: int | None = None, data_converter: DataConverter | None = None) -> None:
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
@@ -105,7 +105,8 @@ class ActivityWorker:
             self.definitions[definition.name] = definition
         if not self.definitions:
             raise ValueError("an ActivityWorker needs at least one activity")
-        self.client = Client(bootstrap, namespace)
+        self.client = Client(bootstrap, namespace, data_converter=data_converter)
+        self.data_converter = self.client.data_converter
         self.task_queue = task_queue
         self.identity = identity or f"{os.getpid()}@{socket.gethostname()}"
         self.max_concurrent = max_concurrent
@@ -290,7 +291,8 @@ class _Attempt:
             return
         w = self.worker
         definition = w.definitions.get(self.task["activity_type"])
-        self.ctx = ActivityContext(info_from_task(self.task, started_ms), self.heartbeat,
+        converter = w.data_converter
+        self.ctx = ActivityContext(info_from_task(self.task, started_ms, converter), self.heartbeat,
                                    is_async=definition is not None and definition.is_async)
         with w._lock:
             w._running.add(self)
@@ -302,17 +304,17 @@ class _Attempt:
                 type="NotFoundError", non_retryable=True)
             self._finish(A.FAIL, {"failure": failure_from_exception(error)})
             return
-        try:
-            result = encode(self._call(definition, decode_args(self.task["input"])))
+        try:  # input this converter cannot decode fails the attempt like any error
+            result = converter.encode(self._call(definition, converter.decode_args(self.task["input"])))
         except errors.CancelledError as exc:
             if self.ctx.cancel_reason == CancelReason.CANCEL_REQUESTED:
-                details = encode(list(exc.details)) if exc.details else None
+                details = converter.encode_details(list(exc.details)) if exc.details else None
                 self._finish(A.REPORT_CANCELED, {"details": details})
             else:
-                self._finish(A.FAIL, {"failure": _failure(exc)})
+                self._finish(A.FAIL, {"failure": _failure(exc, converter)})
         except BaseException as exc:  # any error fails the attempt, never the worker
             self.log.info("activity_raised", error=repr(exc))
-            self._finish(A.FAIL, {"failure": _failure(exc)})
+            self._finish(A.FAIL, {"failure": _failure(exc, converter)})
         else:
             self._finish(A.COMPLETE, {"result": result})
 
@@ -351,7 +353,8 @@ class _Attempt:
     # heartbeats ---------------------------------------------------------------------------
     def heartbeat(self, details: tuple[Any, ...]) -> None:
         """From activity code: sent now, or when the throttle allows."""
-        self._heartbeats.record(encode(list(details)))  # a TypeError belongs to the caller
+        encode_details = self.worker.data_converter.encode_details
+        self._heartbeats.record(encode_details(list(details)))  # a TypeError belongs to the caller
 
     def _send_heartbeat(self, details: str) -> None:
         self.worker.send(self.key, A.HEARTBEAT, {"attempt": self.number, "details": details},
@@ -407,9 +410,9 @@ async def _run_coroutine(ctx: ActivityContext, fn: Callable[..., Any], args: tup
         raise errors.CancelledError(f"activity cancelled: {ctx.cancel_reason}") from None
 
 
-def _failure(exc: BaseException) -> dict[str, Any]:
+def _failure(exc: BaseException, converter: DataConverter) -> dict[str, Any]:
     try:
-        return failure_from_exception(exc)
+        return failure_from_exception(exc, converter=converter)
     except TypeError as bad:  # details that JSON cannot hold: still fail, and say why
         return failure_from_exception(errors.ApplicationError(
             f"{type(exc).__name__}: {exc} (its details could not be encoded: {bad})",

@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from streamproc.client.client import Client
+from streamproc.converter import DataConverter
 from streamproc.worker.activity_worker import ActivityWorker
 from streamproc.worker.workflow_worker import WorkflowWorker
 
@@ -30,11 +31,14 @@ class Worker:
     def __init__(self, client: Client, *, task_queue: str, workflows: Iterable[type] = (),
                  activities: Iterable[Callable[..., Any]] = (), identity: str | None = None,
                  max_cached_workflows: int = 1000, max_concurrent_activities: int = 100,
-                 graceful_shutdown_timeout: timedelta = timedelta(0)) -> None:
+                 graceful_shutdown_timeout: timedelta = timedelta(0),
+                 data_converter: DataConverter | None = None) -> None:
+        """`data_converter` defaults to the client's, as in Temporal."""
         workflows, activities = list(workflows), list(activities)
         if not workflows and not activities:
             raise ValueError("a Worker needs at least one workflow or activity")
-        where = {"bootstrap": client.bootstrap, "namespace": client.topics.namespace, "identity": identity}
+        where = {"bootstrap": client.bootstrap, "namespace": client.topics.namespace, "identity": identity,
+                 "data_converter": data_converter or client.data_converter}
         self.task_queue = task_queue
         self.workflow_worker = WorkflowWorker(task_queue, workflows, max_cached_workflows=max_cached_workflows,
                                               **where) if workflows else None

@@ -21,6 +21,7 @@ no state. Tasks run one at a time on the polling thread: workflow code only comp
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import socket
 import threading
@@ -31,6 +32,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from streamproc.client.client import Client
+from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config
@@ -76,7 +78,8 @@ class WorkflowWorker:
     def __init__(self, task_queue: str, workflows: Iterable[type], *,
                  bootstrap: str | None = None, namespace: str | None = None,
                  identity: str | None = None, max_cached_workflows: int = 1000,
-                 partitions: int | None = None, new_instance: InstanceFactory | None = None) -> None:
+                 partitions: int | None = None, new_instance: InstanceFactory | None = None,
+                 data_converter: DataConverter | None = None) -> None:
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
@@ -90,11 +93,12 @@ class WorkflowWorker:
             definitions[definition.name] = definition
         if not definitions:
             raise ValueError("a WorkflowWorker needs at least one workflow")
-        self.client = Client(bootstrap, namespace)
+        self.client = Client(bootstrap, namespace, data_converter=data_converter)
         self.task_queue = task_queue
         self.identity = identity or f"{os.getpid()}@{socket.gethostname()}"
         self.stats = WorkflowWorkerStats()
-        self.handler = WorkflowTaskHandler(definitions, self.identity, new_instance or _new_instance,
+        new_instance = new_instance or functools.partial(_new_instance, data_converter=self.client.data_converter)
+        self.handler = WorkflowTaskHandler(definitions, self.identity, new_instance,
                                            StickyCache(max_cached_workflows), self._fetch_history)
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
@@ -217,7 +221,8 @@ class WorkflowWorker:
         self.stats.incomplete = self._pages.dropped
 
 
-def _new_instance(definition: Any, history: list[dict[str, Any]], run_id: str):
+def _new_instance(definition: Any, history: list[dict[str, Any]], run_id: str, *,
+                  data_converter: DataConverter):
     from streamproc.workflow.instance import WorkflowInstance
 
-    return WorkflowInstance(definition, history, run_id=run_id)
+    return WorkflowInstance(definition, history, run_id=run_id, data_converter=data_converter)

@@ -15,7 +15,6 @@ from datetime import timedelta
 from typing import Any
 
 from streamproc.activity.definition import ActivityDefinition
-from streamproc.activity.payloads import encode_args
 from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
 from streamproc.semantics import (
     ActivityTimeouts,
@@ -115,7 +114,7 @@ def start_activity(
         normalize_activity_retry_policy(retry_policy)
     command = {
         "activity_type": activity_type, "task_queue": task_queue or runtime.info.task_queue,
-        "input": encode_args(args),
+        "input": runtime.converter.encode_args(args),
         "schedule_to_close_timeout_ms": ceil_ms(requested.schedule_to_close),
         "schedule_to_start_timeout_ms": ceil_ms(requested.schedule_to_start),
         "start_to_close_timeout_ms": ceil_ms(requested.start_to_close),

@@ -11,7 +11,7 @@ from typing import Any
 
 from streamproc.activity import errors
 from streamproc.activity.failures import exception_from_failure
-from streamproc.activity.payloads import decode, decode_details
+from streamproc.converter import DataConverter
 from streamproc.semantics import RetryState
 from streamproc.semantics.workflow_events import EventType
 
@@ -29,25 +29,26 @@ _MESSAGES = {
 ACTIVITY_CLOSE_EVENTS = frozenset({_E.ACTIVITY_TASK_COMPLETED.name, *(e.name for e in _MESSAGES)})
 
 
-def activity_result(event: dict[str, Any]) -> Any:
+def activity_result(event: dict[str, Any], converter: DataConverter | None = None) -> Any:
     """The decoded result of an ActivityTaskCompleted event."""
-    return decode((event.get("attributes") or {}).get("result"))
+    return (converter or DataConverter.default()).decode((event.get("attributes") or {}).get("result"))
 
 
 def activity_error(event: dict[str, Any], *, activity_id: str, activity_type: str,
-                   identity: str = "") -> errors.ActivityError:
+                   identity: str = "", converter: DataConverter | None = None) -> errors.ActivityError:
     """The ActivityError (with its cause as ``__cause__``) for a failed, timed-out or
     canceled activity's close event."""
     kind = EventType[event["event_type"]]
+    converter = converter or DataConverter.default()
     a = event.get("attributes") or {}
     cause: BaseException | None
     if kind is _E.ACTIVITY_TASK_CANCELED:
         retry_state = RetryState.CANCEL_REQUESTED
-        cause = errors.CancelledError("Activity canceled", *decode_details(a.get("details")))
+        cause = errors.CancelledError("Activity canceled", *converter.decode_details(a.get("details")))
     else:
         name = a.get("retry_state") or ""
         retry_state = RetryState[name] if name in RetryState.__members__ else RetryState.UNSPECIFIED
-        cause = exception_from_failure(a.get("failure"))
+        cause = exception_from_failure(a.get("failure"), converter=converter)
     error = errors.ActivityError(
         _MESSAGES[kind], activity_id=activity_id, activity_type=activity_type,
         scheduled_event_id=a.get("scheduled_event_id", 0),

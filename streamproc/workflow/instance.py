@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from streamproc.activity.failures import failure_from_exception
+from streamproc.converter import DataConverter
 from streamproc.semantics.workflow_events import COMMAND_EVENT_TYPES, EventType
 from streamproc.workflow.commands import Command, describe, describe_event, is_patch_marker, mismatch, patch_id_of
 from streamproc.workflow.definition import WorkflowDefinition
@@ -66,8 +67,10 @@ class WorkflowInstance:
     """One run of `definition`, kept between workflow tasks by a worker's sticky cache."""
 
     def __init__(self, definition: WorkflowDefinition, history_events: Iterable[dict[str, Any]],
-                 *, run_id: str | None = None) -> None:
+                 *, run_id: str | None = None, data_converter: DataConverter | None = None) -> None:
         self.definition = definition
+        #: Payloads in this run's history and commands go through it (the worker's).
+        self.data_converter = data_converter or DataConverter.default()
         self._history: list[dict[str, Any]] = list(history_events)
         self._run_id = run_id
         self._runtime: WorkflowRuntime | None = None
@@ -97,7 +100,8 @@ class WorkflowInstance:
             outcome = TaskOutcome(failure=failure_from_exception(exc), cause=NON_DETERMINISTIC_ERROR,
                                   error=exc)
         except _WorkflowCodeFailed as failed:
-            outcome = TaskOutcome(failure=failure_from_exception(failed.error),
+            failure = failure_from_exception(failed.error, converter=self.data_converter)
+            outcome = TaskOutcome(failure=failure,
                                   cause=WORKFLOW_WORKER_UNHANDLED_FAILURE, error=failed.error)
         # A failed task changes nothing in history, but the code ran: replay from scratch.
         self._diverged = outcome.failed
@@ -139,7 +143,7 @@ class WorkflowInstance:
                     # The answer to the live activation never made it into history.
                     self._start_over()
             elif kind == _E.WORKFLOW_EXECUTION_STARTED.name:
-                self._runtime = WorkflowRuntime(self.definition, event, self._run_id)
+                self._runtime = WorkflowRuntime(self.definition, event, self._run_id, self.data_converter)
             elif kind in _COMMAND_EVENTS:
                 self._match(event)
             elif kind != _E.WORKFLOW_TASK_STARTED.name:

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from streamproc.semantics.workflow_events import EventType
+from streamproc.converter import DataConverter
 from streamproc.workflow.definition import WorkflowDefinition
 from streamproc.workflow.instance import TaskOutcome, WorkflowInstance
 
@@ -19,7 +20,8 @@ __all__ = ["Replayer"]
 
 
 class Replayer:
-    def __init__(self, *, workflows: Sequence[type]) -> None:
+    def __init__(self, *, workflows: Sequence[type], data_converter: DataConverter | None = None) -> None:
+        self._data_converter = data_converter
         definitions = [WorkflowDefinition.of(cls) for cls in workflows]
         self._definitions = {d.name: d for d in definitions}
 
@@ -38,7 +40,7 @@ class Replayer:
         if definition is None:
             raise ValueError(f"no workflow registered for type {workflow_type!r}; "
                              f"registered: {sorted(self._definitions)}")
-        outcome = WorkflowInstance(definition, events).activate()
+        outcome = WorkflowInstance(definition, events, data_converter=self._data_converter).activate()
         if outcome.error is not None:
             raise outcome.error
         return outcome

@@ -20,7 +20,7 @@ from typing import Any
 
 from streamproc.activity import errors
 from streamproc.activity.failures import failure_from_exception
-from streamproc.activity.payloads import decode_args, encode, encode_args
+from streamproc.converter import DataConverter, PayloadEncodingError
 from streamproc.semantics.workflow_events import EventType
 from streamproc.workflow.activity_outcomes import ACTIVITY_CLOSE_EVENTS, activity_error, activity_result
 from streamproc.workflow.commands import PATCH_MARKER, Command
@@ -68,10 +68,12 @@ def current_runtime() -> WorkflowRuntime:
 
 class WorkflowRuntime:
     def __init__(self, definition: WorkflowDefinition, started_event: dict[str, Any],
-                 run_id: str | None = None) -> None:
+                 run_id: str | None = None, converter: DataConverter | None = None) -> None:
         self.definition = definition
         self.info = Info.from_started_event(started_event, run_id)
-        self.input = decode_args((started_event.get("attributes") or {}).get("input"))
+        self.converter = converter or DataConverter.default()
+        # Decoded when the code starts, so input it cannot decode fails the task.
+        self._input = (started_event.get("attributes") or {}).get("input")
         self.loop = WorkflowEventLoop(self, lambda: self.now_ms / 1000)
         self.now_ms = started_event.get("event_time_ms", 0)
         self.replaying = False
@@ -212,14 +214,14 @@ class WorkflowRuntime:
 
     async def _run_workflow(self) -> Any:
         workflow = self.definition.cls()
-        return await getattr(workflow, self.definition.run_method)(*self.input)
+        return await getattr(workflow, self.definition.run_method)(*self.converter.decode_args(self._input))
 
     def _on_main_done(self, main: asyncio.Task[Any]) -> None:
         error: BaseException | None
         error = asyncio.CancelledError() if main.cancelled() else main.exception()
         if error is None:
             try:
-                self._close = {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": encode(main.result())}
+                self._close = {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": self.converter.encode(main.result())}
             except TypeError as exc:
                 self.task_failure = exc
         elif isinstance(error, ContinueAsNewError):
@@ -227,13 +229,13 @@ class WorkflowRuntime:
                 "type": "CONTINUE_AS_NEW_WORKFLOW_EXECUTION",
                 "workflow_type": error.workflow_type or self.info.workflow_type,
                 "task_queue": error.task_queue or self.info.task_queue,
-                "input": encode_args(error.input_args),
+                "input": self.converter.encode_args(error.input_args),
                 "workflow_run_timeout_ms": error.run_timeout_ms,
                 "workflow_task_timeout_ms": error.task_timeout_ms}
         elif self.cancel_requested and _is_cancellation(error):
             self._close = {"type": "CANCEL_WORKFLOW_EXECUTION", "details": None}
         elif isinstance(error, errors.FailureError):
-            self._close = {"type": "FAIL_WORKFLOW_EXECUTION", "failure": failure_from_exception(error)}
+            self._close = {"type": "FAIL_WORKFLOW_EXECUTION", "failure": failure_from_exception(error, converter=self.converter)}
         else:
             self.task_failure = error
 
@@ -246,10 +248,14 @@ class WorkflowRuntime:
                 return
             self._activities.pop(activity.activity_id, None)
             if kind == _E.ACTIVITY_TASK_COMPLETED.name:
-                activity.future.set_result(activity_result(event))
+                try:
+                    activity.future.set_result(activity_result(event, self.converter))
+                except PayloadEncodingError as exc:  # a result this worker cannot read fails the task
+                    self.task_failure = exc
             else:
                 activity.future.set_exception(activity_error(
-                    event, activity_id=activity.activity_id, activity_type=activity.activity_type))
+                    event, activity_id=activity.activity_id, activity_type=activity.activity_type,
+                    converter=self.converter))
         elif kind == _E.TIMER_FIRED.name:
             timer = self._timers.pop(attributes.get("timer_id"), None)
             if timer is not None and not timer.future.done():

@@ -12,6 +12,7 @@ import pytest
 
 from streamproc import activity
 from streamproc.activity.definition import ActivityDefinition
+from streamproc.converter import DataConverter
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record, RecordType
 from streamproc.worker.activity_worker import WorkerStats, _Attempt
@@ -26,6 +27,7 @@ class FakeEngine:
     def __init__(self, *fns, start_rejected: bool = False, heartbeat_answer=None) -> None:
         self.definitions = {ActivityDefinition.of(f).name: ActivityDefinition.of(f) for f in fns}
         self.identity = "fake-worker"
+        self.data_converter = DataConverter.default()
         self.stats = WorkerStats()
         self.sent: list[tuple[str, dict]] = []
         self.replies = self
@@ -58,10 +60,11 @@ class FakeEngine:
     def count(self, field: str) -> None:
         setattr(self.stats, field, getattr(self.stats, field) + 1)
 
-    def run(self, activity_type: str, *args, heartbeat_timeout_ms: int = 2000) -> list[tuple[str, dict]]:
+    def run(self, activity_type: str, *args, heartbeat_timeout_ms: int = 2000,
+            input_text: str | None = None) -> list[tuple[str, dict]]:
         task = Record(RecordType.EVENT, "ACTIVITY_TASK", A.ACTIVITY_TASK, {
             "activity_id": "a-1", "activity_type": activity_type, "task_queue": "q", "attempt": 1,
-            "input": orjson.dumps(list(args)).decode(), "heartbeat_details": None,
+            "input": input_text or orjson.dumps(list(args)).decode(), "heartbeat_details": None,
             "first_scheduled_time_ms": 1, "scheduled_time_ms": 1, "schedule_to_close_timeout_ms": 0,
             "start_to_close_timeout_ms": 60_000, "heartbeat_timeout_ms": heartbeat_timeout_ms}, key=KEY)
         _Attempt(self, task).run()
@@ -110,6 +113,15 @@ def unserialisable() -> object:
 def test_a_result_json_cannot_hold_fails_the_attempt():
     (_, (intent, value)) = FakeEngine(unserialisable).run("unserialisable")
     assert intent == A.FAIL and value["failure"]["type"] == "TypeError"
+
+
+def test_input_in_an_encoding_this_worker_lacks_fails_the_attempt_without_running_it():
+    unknown = '[{"metadata": {"encoding": "text/money"}, "data": "RVVSIDE="}]'
+    sent = FakeEngine(count_pages).run("count_pages", input_text=unknown)
+    assert intents(sent) == [A.START, A.FAIL]  # no heartbeat: the function never ran
+    failure = sent[1][1]["failure"]
+    assert failure["type"] == "PayloadEncodingError"
+    assert "'text/money' has no converter" in failure["message"]
 
 
 @activity.defn
