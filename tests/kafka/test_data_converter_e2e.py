@@ -3,10 +3,8 @@ result, with a value JSON cannot hold (Decimal money) travelling tagged "text/mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
 
 import orjson
 import pytest
@@ -15,38 +13,17 @@ from streamproc import activity, workflow
 from streamproc.activity.errors import ApplicationError
 from streamproc.client import Client
 from streamproc.clock import ManualClock
-from streamproc.converter import DataConverter, Payload, PayloadEncodingError
+from streamproc.converter import PayloadEncodingError
 from streamproc.settings import Settings
 from streamproc.worker import Worker
 from tests.support.engines import EngineThread
+from tests.support.money_converter import WITH_MONEY, Money
 
 pytestmark = pytest.mark.kafka
 
 QUEUE = "billing"
 # User data that looks like the converter's envelope: must arrive as this very dict.
 LOOKALIKE = {"metadata": {"encoding": "binary/plain"}, "data": "AAEC"}
-
-
-@dataclass(frozen=True)
-class Money:
-    amount: Decimal
-    currency: str
-
-
-class MoneyConverter:
-    encoding = "text/money"
-
-    def to_payload(self, value: Any) -> Payload | None:
-        if not isinstance(value, Money):
-            return None
-        return Payload(self.encoding, f"{value.currency} {value.amount}".encode())
-
-    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
-        currency, amount = payload.data.decode().split(" ")
-        return Money(Decimal(amount), currency)
-
-
-CONVERTER = DataConverter([MoneyConverter(), *DataConverter.default().converters])
 
 
 @activity.defn
@@ -69,7 +46,7 @@ def test_a_custom_converter_carries_values_through_workflow_and_activity(bootstr
     settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2,
                         state_dir=tmp_path, engine_id="converter")
     with EngineThread(settings, clock=ManualClock(), idle_poll_ms=10), \
-            Client(bootstrap, namespace, data_converter=CONVERTER) as client, \
+            Client(bootstrap, namespace, data_converter=WITH_MONEY) as client, \
             Worker(client, task_queue=QUEUE, workflows=[Invoice], activities=[add_tax]):
         handle = client.start_workflow(Invoice.run, args=[Money(Decimal("10.00"), "EUR"), LOOKALIKE],
                                        id="invoice-1", task_queue=QUEUE)

@@ -4,40 +4,15 @@ a custom converter in front of the defaults, the envelope escape, unknown encodi
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 import orjson
 import pytest
 
-from streamproc.converter import DataConverter, Payload, PayloadEncodingError
+from streamproc.converter import DataConverter, PayloadEncodingError
+from tests.support.money_converter import WITH_MONEY, Money, MoneyConverter
 
 DEFAULT = DataConverter.default()
-
-
-@dataclass(frozen=True)
-class Money:
-    amount: Decimal
-    currency: str
-
-
-class MoneyConverter:
-    """A custom encoding: "EUR 12.50" as text, which JSON alone would lose (Decimal)."""
-
-    encoding = "text/money"
-
-    def to_payload(self, value: Any) -> Payload | None:
-        if not isinstance(value, Money):
-            return None
-        return Payload(self.encoding, f"{value.currency} {value.amount}".encode())
-
-    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
-        currency, amount = payload.data.decode().split(" ")
-        return Money(Decimal(amount), currency)
-
-
-WITH_MONEY = DataConverter([MoneyConverter(), *DataConverter.default().converters])
 
 
 @pytest.mark.parametrize("value, encoding", [
