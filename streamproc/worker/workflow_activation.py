@@ -3,7 +3,9 @@
 A task is answered with one command about the run's key: TASK_COMPLETE with the
 commands the workflow code issued, or TASK_FAIL with a failure and a cause (the code no
 longer matches its history, the code raised something that is not a workflow failure,
-or no workflow of that type is registered here). The run's instance comes from the
+or no workflow of that type is registered here). Only a task's first attempt reports its
+failure: a retried attempt that fails again is not answered, so the engine's task timeout
+paces the retries (as Temporal's SDKs do). The run's instance comes from the
 sticky cache when the history continues what it last saw, else from a full replay. A
 task that carries only the history after the run's previous completed task
 (`first_event_id` > 1) and finds no cached instance to continue gets the rest with
@@ -79,8 +81,9 @@ class WorkflowTaskHandler:
         #: Tasks whose history had to be fetched (no cached instance continued it).
         self.fetches = 0
 
-    def answer(self, task: WorkflowTask) -> Record:
-        """TASK_COMPLETE or TASK_FAIL for `task`; never raises for what the code does."""
+    def answer(self, task: WorkflowTask) -> Record | None:
+        """TASK_COMPLETE or TASK_FAIL for `task` (None: a retried attempt failed again, left
+        to time out); never raises for what the code does."""
         definition = self.definitions.get(task.workflow_type)
         if definition is None:
             self.cache.evict(task.run_id)
@@ -130,10 +133,17 @@ class WorkflowTaskHandler:
             history = whole_history(task, fetched)
         return self.new_instance(definition, history, task.run_id)
 
-    def _fail(self, task: WorkflowTask, cause: str, failure: dict[str, Any]) -> Record:
+    def _fail(self, task: WorkflowTask, cause: str, failure: dict[str, Any]) -> Record | None:
         log.warning("workflow_task_failing", workflow_id=task.workflow_id, run_id=task.run_id,
                     scheduled_event_id=task.scheduled_event_id, attempt=task.attempt, cause=cause,
                     message=failure.get("message"))
+        if task.attempt >= 2:
+            # The engine schedules the next attempt as soon as a failure arrives: reporting
+            # every one would have worker and engine spin on code that cannot replay (about
+            # 60 attempts a second on one run). Unanswered, the attempt times out after the
+            # task timeout, longer from attempt 4 (SEMANTICS.md 3.4). Transient attempts
+            # leave no history, so the failure it would have carried is lost to nobody.
+            return None
         return self._command(task, WorkflowIntent.TASK_FAIL, cause=cause, failure=failure)
 
     def _command(self, task: WorkflowTask, intent: str, **value: Any) -> Record:

@@ -62,6 +62,8 @@ class WorkflowWorkerStats:
     #: Answers sent.
     completed: int = 0
     failed: int = 0
+    #: Retried attempts that failed again, left to the engine's task timeout.
+    unanswered: int = 0
     #: Tasks answered from a cached instance, and cached runs that needed a replay after all.
     cache_hits: int = 0
     cache_misses: int = 0
@@ -206,11 +208,14 @@ class WorkflowWorker:
         if record.value.get("pages", 1) > 1:
             self.stats.paged += 1
         answer = self.handler.answer(task)
-        self.client.send(answer, partition_for(task.workflow_id, self.client.partitions))
-        if answer.intent == WorkflowIntent.TASK_COMPLETE:
-            self.stats.completed += 1
+        if answer is None:
+            self.stats.unanswered += 1
         else:
-            self.stats.failed += 1
+            self.client.send(answer, partition_for(task.workflow_id, self.client.partitions))
+            if answer.intent == WorkflowIntent.TASK_COMPLETE:
+                self.stats.completed += 1
+            else:
+                self.stats.failed += 1
         cache = self.handler.cache
         self.stats.cache_hits, self.stats.cache_misses = cache.hits, cache.misses
         self.stats.history_fetches = self.handler.fetches

@@ -124,6 +124,24 @@ def test_a_non_determinism_failure_fails_the_task_and_forgets_the_instance():
     assert "run-1" not in h.cache
 
 
+def test_a_retried_attempt_that_fails_again_is_left_to_time_out_and_a_later_one_can_complete():
+    # Attempt 1 failed (WORKFLOW_TASK_FAILED); attempts 2.. are transient, shown with their Scheduled.
+    first = first_task_history()
+    failed = [*first, event(3, "WORKFLOW_TASK_STARTED", scheduled_event_id=2),
+              event(4, "WORKFLOW_TASK_FAILED", scheduled_event_id=2, started_event_id=3),
+              event(5, "WORKFLOW_TASK_SCHEDULED", attempt=2)]
+    failure = {"message": "nondeterminism", "kind": "APPLICATION", "type": "NonDeterminismError"}
+    h = handler(Outcome(None, failure, "NON_DETERMINISTIC_ERROR"))
+    assert h.answer(task(failed, attempt=2)) is None
+    answers = FakeInstance.created[0].definition.answers  # what each fresh replay answers
+    answers[:] = [RuntimeError("runtime bug")]
+    assert h.answer(task(failed, attempt=3)) is None  # whatever the failure
+    assert "run-1" not in h.cache
+    answers[:] = [Outcome([SCHEDULE])]
+    answer = h.answer(task(failed, attempt=4))
+    assert answer.intent == WorkflowIntent.TASK_COMPLETE and answer.value["attempt"] == 4
+
+
 def test_an_exception_from_the_runtime_fails_the_task_with_an_unhandled_failure():
     h = handler(RuntimeError("runtime bug"))
     answer = h.answer(task(first_task_history()))
