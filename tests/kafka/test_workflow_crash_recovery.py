@@ -72,17 +72,22 @@ def _completed_attempts(history: list) -> dict[int, int]:
             for e in history if e.event_type == "ACTIVITY_TASK_STARTED"}
 
 
-def _check_side_effects(effects: list[dict], runs: dict[str, list], by_workflow: dict[str, list]) -> collections.Counter:
-    """Attempts ran at most once each, and none after the attempt that completed the step."""
+def _check_side_effects(effects: list[dict], runs: dict[str, list],
+                        by_workflow: dict[str, list]) -> tuple[collections.Counter, collections.Counter]:
+    """Attempts ran at most once each, and none after the attempt that completed the step.
+
+    Returns how many steps ran how many attempts to the end, and how many steps completed
+    with which attempt (an attempt killed mid-work records nothing, its retry does)."""
     ran = collections.Counter((e["workflow_id"], e["step"], e["attempt"]) for e in effects)
     assert max(ran.values()) == 1, [k for k, n in ran.items() if n > 1][:5]
-    attempts_per_step = collections.Counter()
+    attempts_per_step, final_attempts = collections.Counter(), collections.Counter()
     for workflow_id, (run_id,) in by_workflow.items():
         for step, final in _completed_attempts(runs[run_id]).items():
             attempts = sorted(a for (w, s, a) in ran if w == workflow_id and s == step)
             assert attempts and attempts[-1] == final, (workflow_id, step, attempts, final)
             attempts_per_step[len(attempts)] += 1
-    return attempts_per_step
+            final_attempts[final] += 1
+    return attempts_per_step, final_attempts
 
 
 def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(bootstrap, namespace, tmp_path):
@@ -131,12 +136,13 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
         runs = runs_from_events(events)
         assert_nothing_written_twice(events, runs)
         by_workflow = check_completed_once(runs, ids)
-        attempts_per_step = _check_side_effects(read_effects(effects_dir), runs, by_workflow)
-        assert max(attempts_per_step) > 1, "no kill caught an activity running: the retry path went untested"
+        attempts_per_step, final_attempts = _check_side_effects(read_effects(effects_dir), runs, by_workflow)
+        assert max(final_attempts) > 1, "no kill caught an activity running: the retry path went untested"
         assert_client_sees_the_events_topic(sample, runs)
         print(f"\n{COUNT} workflows, {KILLS_EACH} kills of the engine and of each of {len(workers)} workers "
               f"in {chaos_s:.1f} s ((submitted, completed) at each kill: {progress}), all done in "
-              f"{time.monotonic() - began:.1f} s; steps by attempts run: {dict(attempts_per_step)}")
+              f"{time.monotonic() - began:.1f} s; steps by attempts run to the end: {dict(attempts_per_step)}, "
+              f"by the attempt that completed them: {dict(final_attempts)}")
     finally:
         events.close()
         if starter is not None:
