@@ -251,10 +251,10 @@ class Engine:
                 log.warning("consume_error", error=str(msg.error()))
             elif msg.partition() in self.partitions:
                 commands.append(msg)
-        echoes = sum(1 for msg in commands if _is_echo(msg))
-        self.stats.echoes += echoes
-        if due or echoes < len(commands):
-            self._commit(commands, due)
+        fresh = [msg for msg in commands if not _is_echo(msg)]
+        self.stats.echoes += len(commands) - len(fresh)
+        if due or fresh:
+            self._commit(commands, fresh, due)
         elif commands:
             # Only due commands we wrote (and processed) coming back: a transaction just
             # to move their offsets would hold up the next real command by a commit.
@@ -262,19 +262,20 @@ class Engine:
                 self._echo_offsets_since = time.monotonic()
             self._echo_offsets.update((msg.partition(), msg.offset() + 1) for msg in commands)
         elif self._echo_offsets and time.monotonic() - self._echo_offsets_since >= self.echo_offsets_max_age_s:
-            self._commit([], [])
+            self._commit([], [], [])
 
-    def _commit(self, messages: list[Message], due: list[tuple[int, Record]]) -> None:
+    def _commit(self, messages: list[Message], fresh: list[Message], due: list[tuple[int, Record]]) -> None:
+        """Commit the consumed `messages`, processing `fresh` (those not echoes) and `due`."""
         producer = self._producer
         # 1. Process every command; processors only stage writes and follow-up records.
         #    Due commands are processed now too, in the transaction that writes them to
         #    the log: a timeout costs one commit, not a round trip through Kafka.
         offsets: dict[int, int] = dict(self._echo_offsets)
         touched_ids: set[int] = set()
+        for msg in fresh:
+            self.partitions[msg.partition()].processor.process(msg.value(), msg.headers(), msg.offset())
+            touched_ids.add(msg.partition())
         for msg in messages:
-            if not _is_echo(msg):
-                self.partitions[msg.partition()].processor.process(msg.value(), msg.headers(), msg.offset())
-                touched_ids.add(msg.partition())
             offsets[msg.partition()] = msg.offset() + 1
         for pid, cmd in due:
             cmd.encoded = codec.encode(cmd)

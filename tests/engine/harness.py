@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from streamproc.clock import ManualClock
-from streamproc.due.checker import DueDateChecker, partition_checker
+from streamproc.due.checker import partition_checker
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record

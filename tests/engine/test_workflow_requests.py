@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import orjson
-import pytest
 
 from streamproc.engine.context import Limits
 from tests.engine.workflow_driver import S, WorkflowDriver, attrs, rejections
@@ -11,13 +10,6 @@ from tests.engine.workflow_driver import S, WorkflowDriver, attrs, rejections
 ACTIVITY = {"type": "SCHEDULE_ACTIVITY_TASK", "activity_id": "1", "activity_type": "reserve",
             "task_queue": "", "input": "[]", "start_to_close_timeout_ms": 10 * S}
 TIMER = {"type": "START_TIMER", "timer_id": "2", "start_to_fire_timeout_ms": 3600 * S}
-
-
-@pytest.fixture
-def d(tmp_path):
-    driver = WorkflowDriver(tmp_path / "wf")
-    yield driver
-    driver.close()
 
 
 def test_cancel_request_gives_the_workflow_a_task_and_it_cancels_itself(d):

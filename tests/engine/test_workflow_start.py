@@ -11,13 +11,6 @@ from streamproc.engine.context import Limits
 from tests.engine.workflow_driver import S, WorkflowDriver, attrs, rejections
 
 
-@pytest.fixture
-def d(tmp_path):
-    driver = WorkflowDriver(tmp_path / "wf")
-    yield driver
-    driver.close()
-
-
 def test_start_writes_started_and_task_scheduled_and_publishes_the_task(d):
     run_key, run_id = d.start(workflow_execution_timeout_ms=3600 * S, identity="client-1")
     assert str(uuid.UUID(run_id)) == run_id

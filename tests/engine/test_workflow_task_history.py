@@ -4,18 +4,10 @@ failed or timed-out task, else only what follows the previous completed task."""
 from __future__ import annotations
 
 import orjson
-import pytest
 
 from tests.engine.workflow_driver import S, WorkflowDriver
 
 TIMER = {"type": "START_TIMER", "timer_id": "1", "start_to_fire_timeout_ms": S}
-
-
-@pytest.fixture
-def d(tmp_path):
-    driver = WorkflowDriver(tmp_path / "wf")
-    yield driver
-    driver.close()
 
 
 def carried(d: WorkflowDriver, run_key: int) -> tuple[int, list[dict]]:

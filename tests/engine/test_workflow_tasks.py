@@ -6,19 +6,12 @@ import orjson
 import pytest
 
 from streamproc.protocol.records import Record
-from tests.engine.workflow_driver import S, WorkflowDriver, attrs, rejections
+from tests.engine.workflow_driver import S, attrs, rejections
 
 ACTIVITY = {"type": "SCHEDULE_ACTIVITY_TASK", "activity_id": "1", "activity_type": "reserve",
             "task_queue": "", "input": '["sku"]', "start_to_close_timeout_ms": 10 * S}
 COMPLETE = {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": '"ok"'}
 TIMER = {"type": "START_TIMER", "timer_id": "t", "start_to_fire_timeout_ms": S}
-
-
-@pytest.fixture
-def d(tmp_path):
-    driver = WorkflowDriver(tmp_path / "wf")
-    yield driver
-    driver.close()
 
 
 def activity(d, intent, key, **value):
