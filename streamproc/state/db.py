@@ -41,6 +41,10 @@ class PartitionDb:
         self._handles = {f: self._db.get_column_family_handle(f.cf_name) for f in Family}
         self._local = self._db.get_column_family(LOCAL_CF)
         self._local_handle = self._db.get_column_family_handle(LOCAL_CF)
+        #: first_key's answers, kept up to date by `apply` (None: the family is empty).
+        self._first: dict[Family, bytes | None] = {}
+        #: Per family, a key that no live key is smaller than.
+        self._floor: dict[Family, bytes] = {}
 
     # reads ------------------------------------------------------------------------------
     def get(self, family: Family, key: bytes) -> bytes | None:
@@ -65,9 +69,26 @@ class PartitionDb:
             it.next()
 
     def first_key(self, family: Family) -> bytes | None:
+        """The smallest key of `family`, or None when it is empty.
+
+        The checker asks after every commit. Due-date families churn (a timer is put and
+        deleted again within milliseconds), and a seek from the start of such a family
+        walks over every tombstone not yet compacted away, so the answer is kept and
+        updated from the writes, and a new search starts at the last known first key:
+        nothing lives below it (`apply` lowers it when a smaller key is put)."""
+        if family in self._first:
+            return self._first[family]
         it = self._cfs[family].iter()
-        it.seek_to_first()
-        return it.key() if it.valid() else None
+        floor = self._floor.get(family)
+        if floor is None:
+            it.seek_to_first()
+        else:
+            it.seek(floor)
+        first = it.key() if it.valid() else None
+        self._first[family] = first
+        if first is not None:
+            self._floor[family] = first
+        return first
 
     def count(self, family: Family) -> int:
         return sum(1 for _ in self._cfs[family].keys())
@@ -82,11 +103,20 @@ class PartitionDb:
     def apply(self, writes: dict[Write, bytes | None], checkpoint: dict) -> None:
         """Write a committed batch and the checkpoint it reflects, atomically."""
         batch = WriteBatch(raw_mode=True)
+        known_first, floors = self._first, self._floor
         for (family, key), value in writes.items():
             if value is None:
                 batch.delete(key, self._handles[family])
+                if family in known_first and known_first[family] == key:
+                    del known_first[family]  # the floor stays: nothing lives below it
             else:
                 batch.put(key, value, self._handles[family])
+                if family in known_first:
+                    first = known_first[family]
+                    if first is None or key < first:
+                        known_first[family] = key
+                if family in floors and key < floors[family]:
+                    floors[family] = key
         batch.put(_CHECKPOINT_KEY, orjson.dumps(checkpoint), self._local_handle)
         self._db.write(batch)
 
