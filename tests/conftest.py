@@ -30,4 +30,19 @@ def bootstrap() -> str:
 @pytest.fixture
 def namespace(request) -> str:
     name = request.node.name.split("[")[0].replace("_", "-")[:40]
-    return f"t-{name}-{uuid.uuid4().hex[:6]}"
+    namespace = f"t-{name}-{uuid.uuid4().hex[:6]}"
+    yield namespace
+    if "bootstrap" in request.fixturenames:
+        _delete_topics(request.getfixturevalue("bootstrap"), namespace)
+
+
+def _delete_topics(bootstrap: str, namespace: str) -> None:
+    """Delete a finished test's topics: a broker that piles up thousands of partitions over
+    a run spends its CPU on per-partition housekeeping, and later tests slow down."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{namespace}.")]
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=30).values():
+            future.exception(30)  # a topic already gone (deleted by the test) is fine
