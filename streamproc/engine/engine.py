@@ -12,22 +12,32 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 
 import structlog
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from streamproc.clock import Clock, SystemClock
 from streamproc.due.checker import DueDateChecker, partition_checker
-from streamproc.engine.changelog import StaleLocalState, changelog_key, restore
+from streamproc.engine.batch_writer import BatchWriter
+from streamproc.engine.changelog import StaleLocalState, restore
 from streamproc.engine.context import Limits
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config, producer_config
 from streamproc.protocol import codec
-from streamproc.protocol.partitioning import partition_for
-from streamproc.protocol.records import Record, ValueType
+from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
 from streamproc.settings import Settings
 from streamproc.state.db import PartitionDb
@@ -44,6 +54,18 @@ class _Partition:
     processor: PartitionProcessor
     checker: DueDateChecker
     changelog_offset: int = -1
+
+
+@dataclass
+class _Committing:
+    """A batch whose transaction commits in the background while the next one is processed."""
+
+    future: Future
+    touched: list[_Partition]
+    #: The sealed writes of each touched partition, for RocksDB once the commit is done.
+    writes: list[dict]
+    messages: int
+    due: int
 
 
 @dataclass
@@ -81,11 +103,13 @@ class Engine:
         self._state_root = settings.state_dir / settings.engine_id
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
-        self._delivered: dict[int, int] = {}
-        self._delivery_error: Exception | None = None
-        self._task_partitions: dict[str, int] = {}
+        self._writer: BatchWriter | None = None
         self._echo_offsets: dict[int, int] = {}
         self._echo_offsets_since = 0.0
+        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-commit")
+        self._committing: _Committing | None = None
+        #: A background commit that failed while a rebalance callback waited for it.
+        self._commit_failure: KafkaException | None = None
         self.on_batch_committed: Callable[[int], None] | None = None
 
     # lifecycle ----------------------------------------------------------------------------
@@ -93,6 +117,7 @@ class Engine:
         """Process until `stop()`. A failed transaction is aborted and the owned partitions
         rewound to their last commit; the group membership is kept (see `_recover`)."""
         self.partition_count = self._admin.ensure_engine_topics(self.settings.partitions)
+        self._writer = BatchWriter(self.topics, self._admin, self.partition_count)
         self._open_producer()
         self._open_consumer()
         try:
@@ -103,6 +128,7 @@ class Engine:
                     self._recover(exc)
         finally:
             self._close_session()
+            self._committer.shutdown(wait=True)
             st = self.stats
             log.info("engine_stopped", transactions=st.batches, commands=st.commands,
                      due_commands=st.due_commands, echoes=st.echoes)
@@ -147,6 +173,11 @@ class Engine:
         our static instance id would rejoin without a rebalance, so the partitions this one
         was giving up mid-rebalance would stay unassigned.
         """
+        # A commit still running is waited for and forgotten: whether it landed or not,
+        # the partitions are reopened below from what the changelog holds.
+        committing, self._committing, self._commit_failure = self._committing, None, None
+        if committing is not None:
+            wait_futures([committing.future])
         error = exc.args[0] if exc.args else None
         fatal = getattr(error, "fatal", lambda: False)()
         log.error("transaction_failed_rewinding", error=str(exc), fatal=fatal,
@@ -164,7 +195,7 @@ class Engine:
             self._producer = None
             self._open_producer()
         self._producer.poll(0)  # the aborted batch's purge reports must not fail the next one
-        self._delivery_error = None
+        self._writer.reset()
         # What the group assigned us, not only what we opened: an assignment whose opening
         # failed half way (the broker was still electing a changelog leader, say) is
         # finished here, or the unopened partitions would never be processed.
@@ -182,6 +213,10 @@ class Engine:
                     tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
 
     def _close_session(self) -> None:
+        try:
+            self._finish_commit()
+        except KafkaException as exc:  # nothing more to do: the next owner restores from the log
+            log.warning("last_commit_failed", error=str(exc))
         if self._consumer is not None:
             try:
                 self._consumer.close()  # leaves the group: partitions move at once
@@ -202,6 +237,10 @@ class Engine:
         self.ready.set()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        try:  # the commit in flight may hold these partitions' writes
+            self._finish_commit()
+        except KafkaException as exc:
+            self._commit_failure = exc  # raised from the loop, which rewinds
         for tp in partitions:
             self._close_partition(tp.partition)
         log.info("partitions_revoked", revoked=sorted(p.partition for p in partitions),
@@ -236,15 +275,15 @@ class Engine:
 
     # processing ---------------------------------------------------------------------------
     def _poll_timeout_s(self) -> float:
+        if self._committing is not None:
+            return 0  # take what has arrived and process it while the commit runs
         now = self.clock.now_ms()
         waits = [w for p in self.partitions.values() if (w := p.checker.wait_ms(now)) is not None]
         return min([self.idle_poll_ms, *waits]) / 1000
 
     def _step(self) -> None:
+        """Process a batch while the previous one commits, then commit it (see `_begin_commit`)."""
         messages = consume_available(self._consumer, self.max_batch, self._poll_timeout_s())
-        now = self.clock.now_ms()
-        due = [(p.id, cmd) for p in self.partitions.values()
-               if p.checker.wait_ms(now) == 0 for cmd in p.checker.collect(now)]
         commands = []
         for msg in messages:
             if msg.error() is not None:
@@ -253,8 +292,24 @@ class Engine:
                 commands.append(msg)
         fresh = [msg for msg in commands if not _is_echo(msg)]
         self.stats.echoes += len(commands) - len(fresh)
+        # 1. Processors only stage writes (over the committing batch's) and follow-ups.
+        touched: set[int] = set()
+        for msg in fresh:
+            self.partitions[msg.partition()].processor.process(msg.value(), msg.headers(), msg.offset())
+            touched.add(msg.partition())
+        # 2. The previous batch must have committed before this one's transaction begins.
+        self._finish_commit()
+        # 3. Due commands, from committed state, are processed in the transaction that
+        #    writes them to the log: a timeout costs one commit, not a round trip.
+        now = self.clock.now_ms()
+        due = [(p.id, cmd) for p in self.partitions.values()
+               if p.checker.wait_ms(now) == 0 for cmd in p.checker.collect(now)]
+        for pid, cmd in due:
+            cmd.encoded = codec.encode(cmd)
+            self.partitions[pid].processor.process(cmd.encoded, codec.PROCESSED_HEADERS, -1)
+            touched.add(pid)
         if due or fresh:
-            self._commit(commands, fresh, due)
+            self._begin_commit(commands, touched, due)
         elif commands:
             # Only due commands we wrote (and processed) coming back: a transaction just
             # to move their offsets would hold up the next real command by a commit.
@@ -262,40 +317,43 @@ class Engine:
                 self._echo_offsets_since = time.monotonic()
             self._echo_offsets.update((msg.partition(), msg.offset() + 1) for msg in commands)
         elif self._echo_offsets and time.monotonic() - self._echo_offsets_since >= self.echo_offsets_max_age_s:
-            self._commit([], [], [])
+            self._begin_commit([], set(), [])
 
-    def _commit(self, messages: list[Message], fresh: list[Message], due: list[tuple[int, Record]]) -> None:
-        """Commit the consumed `messages`, processing `fresh` (those not echoes) and `due`."""
+    def _begin_commit(self, messages: list[Message], touched_ids: set[int],
+                      due: list[tuple[int, Record]]) -> None:
+        """Write the batch in a transaction and start committing it in the background.
+
+        The exactly-once contract, in order: follow-ups, the changelog of every staged
+        write, the due commands and the consumed offsets (fenced by our group generation)
+        go into one transaction, visible together or not at all; local RocksDB is written
+        only once it committed (`_finish_commit`), with the changelog offset it reflects.
+        """
         producer = self._producer
-        # 1. Process every command; processors only stage writes and follow-up records.
-        #    Due commands are processed now too, in the transaction that writes them to
-        #    the log: a timeout costs one commit, not a round trip through Kafka.
-        offsets: dict[int, int] = dict(self._echo_offsets)
-        touched_ids: set[int] = set()
-        for msg in fresh:
-            self.partitions[msg.partition()].processor.process(msg.value(), msg.headers(), msg.offset())
-            touched_ids.add(msg.partition())
+        offsets = dict(self._echo_offsets)
+        self._echo_offsets.clear()  # read again after a failure, echoes are skipped anyway
         for msg in messages:
             offsets[msg.partition()] = msg.offset() + 1
-        for pid, cmd in due:
-            cmd.encoded = codec.encode(cmd)
-            self.partitions[pid].processor.process(cmd.encoded, codec.PROCESSED_HEADERS, -1)
-            touched_ids.add(pid)
         touched = [self.partitions[pid] for pid in touched_ids]
-        # 2. Produce follow-ups, the changelog of every staged write, and the due commands.
+        writer = self._writer
         producer.begin_transaction()
-        self._delivered.clear()
-        self._delivery_error = None
+        writer.begin(producer)
         for part in touched:
-            self._produce_output(part)
+            writer.write_partition(part.id, part.processor)
+            part.processor.output.clear()
         for pid, cmd in due:
-            self._produce(self.topics.commands, pid, cmd, codec.PROCESSED_HEADERS)
-        # 3. The consumed offsets join the transaction (fenced by our group generation).
+            writer.write(self.topics.commands, pid, cmd, codec.PROCESSED_HEADERS)
+        sealed = [part.processor.writes.seal() for part in touched]
+        group = self._consumer.consumer_group_metadata() if offsets else None
+        future = self._committer.submit(
+            self._commit_transaction,
+            [TopicPartition(self.topics.commands, pid, off) for pid, off in offsets.items()], group)
+        self._committing = _Committing(future, touched, sealed, len(messages), len(due))
+
+    def _commit_transaction(self, offsets: list[TopicPartition], group) -> None:
+        """On the commit thread: blocking calls, the GIL released while they wait."""
+        producer = self._producer
         if offsets:
-            producer.send_offsets_to_transaction(
-                [TopicPartition(self.topics.commands, pid, off) for pid, off in offsets.items()],
-                self._consumer.consumer_group_metadata(), 30)
-        # 4. Commit: outputs, changelog and offsets become visible together or not at all.
+            producer.send_offsets_to_transaction(offsets, group, 30)
         try:
             producer.commit_transaction(30)
         except KafkaException as exc:
@@ -303,62 +361,28 @@ class Engine:
                 raise
             producer.commit_transaction(30)  # the documented answer to a retriable commit error
         producer.poll(0)
-        if self._delivery_error is not None:
-            raise KafkaException(self._delivery_error)
-        self._echo_offsets.clear()
-        # 5. Only now write local state, with the changelog offset it reflects.
+        self._writer.raise_delivery_error()
+
+    def _finish_commit(self) -> None:
+        """Wait for the batch in flight, if any; write it to RocksDB once committed."""
+        failure, self._commit_failure = self._commit_failure, None
+        if failure is not None:
+            raise failure
+        committing, self._committing = self._committing, None
+        if committing is None:
+            return
+        committing.future.result()  # a failed commit raises here; the loop rewinds
         now = self.clock.now_ms()
-        for part in touched:
-            part.changelog_offset = self._delivered.get(part.id, part.changelog_offset)
-            part.db.apply(part.processor.writes.batch,
-                          {"changelog_offset": part.changelog_offset, "written_at_ms": now})
-            part.processor.reset_batch()
+        for part, writes in zip(committing.touched, committing.writes):
+            part.changelog_offset = self._writer.changelog_offsets.get(part.id, part.changelog_offset)
+            part.db.apply(writes, {"changelog_offset": part.changelog_offset, "written_at_ms": now})
+            part.processor.writes.committed()
             part.checker.refresh()
         self.stats.batches += 1
-        self.stats.commands += len(messages)
-        self.stats.due_commands += len(due)
+        self.stats.commands += committing.messages
+        self.stats.due_commands += committing.due
         if self.on_batch_committed is not None:
-            self.on_batch_committed(len(messages))
-
-    def _produce_output(self, part: _Partition) -> None:
-        out = part.processor.output
-        for record in out.events:
-            self._produce(self.topics.events, part.id, record)
-        for record in out.commands:
-            self._produce(self.topics.commands, part.id, record)
-        for queue, record in out.tasks:
-            # Workflow tasks go by workflow id, so the pages of one task share a partition.
-            workflow = record.value_type == ValueType.WORKFLOW
-            topic = self._admin.ensure_task_queue(queue, self.partition_count, workflow=workflow)
-            partitions = self._task_partitions.get(topic) or self._task_partitions.setdefault(
-                topic, self._admin.partitions(topic))
-            routing = record.value["workflow_id"] if workflow else str(record.key)
-            self._produce(topic, partition_for(routing, partitions), record)
-        for reply_partition, record in out.replies:
-            self._produce(self.topics.replies, reply_partition % self.partition_count, record)
-        changelog = self.topics.changelog
-        for (family, key), value in part.processor.writes.batch.items():
-            self._producer.produce(changelog, value, changelog_key(family, key), partition=part.id,
-                                   on_delivery=self._on_changelog_delivery)
-
-    def _produce(self, topic: str, partition: int, record: Record,
-                 headers: list = codec.AVRO_HEADERS) -> None:
-        key = str(record.key).encode() if record.key >= 0 else None
-        data = record.encoded if record.encoded is not None else codec.encode(record)
-        self._producer.produce(topic, data, key, partition=partition,
-                               headers=headers, on_delivery=self._on_delivery)
-
-    def _on_delivery(self, err, msg) -> None:
-        if err is not None:
-            self._delivery_error = err
-
-    def _on_changelog_delivery(self, err, msg) -> None:
-        if err is not None:
-            self._delivery_error = err
-        else:
-            pid = msg.partition()
-            if msg.offset() > self._delivered.get(pid, -1):
-                self._delivered[pid] = msg.offset()
+            self.on_batch_committed(committing.messages)
 
 
 def _is_echo(msg: Message) -> bool:

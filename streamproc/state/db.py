@@ -139,11 +139,15 @@ class PendingWrites:
 
     Writes of the current command are staged apart so that a command whose processor
     raises leaves no trace (`discard`), while an accepted one joins the batch (`accept`).
+    A batch whose transaction is committing (`seal`) stays visible under the next one
+    until it is written to RocksDB (`committed`): the engine processes the next batch
+    while the previous one commits.
     """
 
     def __init__(self, db: PartitionDb) -> None:
         self.db = db
         self.batch: dict[Write, bytes | None] = {}
+        self.committing: dict[Write, bytes | None] = {}
         self._staged: dict[Write, bytes | None] = {}
 
     def get(self, family: Family, key: bytes) -> bytes | None:
@@ -152,6 +156,8 @@ class PendingWrites:
             return self._staged[k]
         if k in self.batch:
             return self.batch[k]
+        if k in self.committing:
+            return self.committing[k]
         return self.db.get(family, key)
 
     def put(self, family: Family, key: bytes, value: bytes) -> None:
@@ -167,6 +173,18 @@ class PendingWrites:
     def discard(self) -> None:
         self._staged.clear()
 
+    def seal(self) -> dict[Write, bytes | None]:
+        """The batch's writes go to commit; a new batch starts above them."""
+        if self.committing:
+            raise RuntimeError("the previous batch has not been written yet")
+        self.committing, self.batch = self.batch, {}
+        return self.committing
+
+    def committed(self) -> None:
+        """The sealed batch is in RocksDB now."""
+        self.committing = {}
+
     def clear(self) -> None:
         self.batch.clear()
+        self.committing = {}
         self._staged.clear()

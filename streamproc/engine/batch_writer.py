@@ -1,0 +1,84 @@
+"""Puts one batch's records into the engine's open transaction, and follows their delivery.
+
+Follow-ups go where they belong (events, commands, `tasks.<queue>`, replies), every staged
+state write goes to the changelog, on the partition's own changelog partition. The highest
+changelog offset delivered per partition is what local RocksDB records it reflects.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaException, Producer
+
+from streamproc.engine.changelog import changelog_key
+from streamproc.engine.partition import PartitionProcessor
+from streamproc.kafka.admin import TopicAdmin
+from streamproc.protocol import codec
+from streamproc.protocol.partitioning import partition_for
+from streamproc.protocol.records import Record, ValueType
+from streamproc.protocol.topics import Topics
+
+
+class BatchWriter:
+    def __init__(self, topics: Topics, admin: TopicAdmin, partition_count: int) -> None:
+        self.topics = topics
+        self._admin = admin
+        self._partition_count = partition_count
+        self._task_partitions: dict[str, int] = {}
+        self._producer: Producer | None = None
+        #: Per partition, the last changelog offset of the batch (delivered by its commit).
+        self.changelog_offsets: dict[int, int] = {}
+        self._error: Exception | None = None
+
+    def begin(self, producer: Producer) -> None:
+        """A new batch, in `producer`'s transaction (just begun)."""
+        self._producer = producer
+        self.reset()
+
+    def reset(self) -> None:
+        self.changelog_offsets.clear()
+        self._error = None
+
+    def raise_delivery_error(self) -> None:
+        """After the commit: a record the broker refused fails the batch."""
+        if self._error is not None:
+            raise KafkaException(self._error)
+
+    def write_partition(self, partition: int, processor: PartitionProcessor) -> None:
+        out = processor.output
+        for record in out.events:
+            self.write(self.topics.events, partition, record)
+        for record in out.commands:
+            self.write(self.topics.commands, partition, record)
+        for queue, record in out.tasks:
+            # Workflow tasks go by workflow id, so the pages of one task share a partition.
+            workflow = record.value_type == ValueType.WORKFLOW
+            topic = self._admin.ensure_task_queue(queue, self._partition_count, workflow=workflow)
+            partitions = self._task_partitions.get(topic) or self._task_partitions.setdefault(
+                topic, self._admin.partitions(topic))
+            routing = record.value["workflow_id"] if workflow else str(record.key)
+            self.write(topic, partition_for(routing, partitions), record)
+        for reply_partition, record in out.replies:
+            self.write(self.topics.replies, reply_partition % self._partition_count, record)
+        changelog = self.topics.changelog
+        for (family, key), value in processor.writes.batch.items():
+            self._producer.produce(changelog, value, changelog_key(family, key), partition=partition,
+                                   on_delivery=self._on_changelog_delivery)
+
+    def write(self, topic: str, partition: int, record: Record, headers: list = codec.AVRO_HEADERS) -> None:
+        key = str(record.key).encode() if record.key >= 0 else None
+        data = record.encoded if record.encoded is not None else codec.encode(record)
+        self._producer.produce(topic, data, key, partition=partition, headers=headers,
+                               on_delivery=self._on_delivery)
+
+    # Delivery reports arrive on the thread that commits (inside commit_transaction's flush).
+    def _on_delivery(self, err, msg) -> None:
+        if err is not None:
+            self._error = err
+
+    def _on_changelog_delivery(self, err, msg) -> None:
+        if err is not None:
+            self._error = err
+        else:
+            pid = msg.partition()
+            if msg.offset() > self.changelog_offsets.get(pid, -1):
+                self.changelog_offsets[pid] = msg.offset()
