@@ -8,7 +8,6 @@ application/json`) by clients that have no Avro library; the engine answers in A
 
 from __future__ import annotations
 
-import io
 import json
 from importlib import resources
 from typing import Any
@@ -17,6 +16,7 @@ import fastavro
 import fastavro.validation
 import orjson
 
+from streamproc.protocol.avro_compiled import compile_schemas
 from streamproc.protocol.records import Record, RecordType
 
 AVRO_CONTENT_TYPE = b"application/vnd.streamproc.record.v1+avro"
@@ -35,16 +35,24 @@ class DecodeError(ValueError):
     """The bytes are not a streamproc record."""
 
 
-def _load_schema() -> dict:
-    named: dict = {}
+def _schema_files() -> list[dict]:
     folder = resources.files("streamproc.protocol") / "schemas"
-    for name in SCHEMA_FILES:
-        text = (folder / f"{name}.avsc").read_text(encoding="utf-8")
-        parsed = fastavro.parse_schema(json.loads(text), named_schemas=named)
+    return [json.loads((folder / f"{name}.avsc").read_text(encoding="utf-8")) for name in SCHEMA_FILES]
+
+
+def _parse(schemas: list[dict]) -> dict:
+    named: dict = {}
+    for schema in schemas:
+        parsed = fastavro.parse_schema(schema, named_schemas=named)
     return parsed
 
 
-RECORD_SCHEMA = _load_schema()
+#: fastavro's parsed schema: validates JSON commands, and is what the compiled codec is
+#: tested against.
+RECORD_SCHEMA = _parse(_schema_files())
+_write_record, _read_record = compile_schemas(_schema_files(), "streamproc.Record")
+
+
 def _value_defaults(schema_name: str) -> dict[str, Any]:
     folder = resources.files("streamproc.protocol") / "schemas"
     fields = json.loads((folder / f"{schema_name}.avsc").read_text(encoding="utf-8"))["fields"]
@@ -92,16 +100,22 @@ def _to_avro_dict(record: Record) -> dict[str, Any]:
     }
     field = VALUE_FIELDS.get(record.value_type)
     if field is not None and record.value is not None:
-        # (name, datum) names the union branch: fastavro skips matching the dict
-        # against each branch, a third of the cost of encoding a record.
+        # (name, datum) names the union branch, for fastavro's validation of JSON commands.
         out[field] = (_VALUE_SCHEMAS[field], with_defaults(record.value_type, record.value))
     return out
 
 
 def encode(record: Record) -> bytes:
-    buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, RECORD_SCHEMA, _to_avro_dict(record))
-    return buf.getvalue()
+    datum = _to_avro_dict(record)
+    try:
+        return _write_record(datum)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        # The compiled writer does not say which field was wrong; fastavro's validation does.
+        try:
+            fastavro.validation.validate(datum, RECORD_SCHEMA, raise_errors=True)
+        except fastavro.validation.ValidationError as explained:
+            raise ValueError(f"record does not fit streamproc.Record: {explained}") from None
+        raise ValueError(f"record does not fit streamproc.Record: {type(exc).__name__}: {exc}") from None
 
 
 def _from_dict(d: dict[str, Any]) -> Record:
@@ -131,14 +145,13 @@ def decode(data: bytes | None, headers: list[tuple[str, bytes]] | None = None) -
     if content_type == JSON_CONTENT_TYPE:
         return _decode_json(data)
     try:
-        buf = io.BytesIO(data)
-        d = fastavro.schemaless_reader(buf, RECORD_SCHEMA)
-        if buf.tell() != len(data):
-            raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after the Avro record")
-    except DecodeError:
-        raise
-    except Exception as exc:  # fastavro raises many types on garbage input
+        d, end = _read_record(data)
+    except IndexError:
+        raise DecodeError(f"not an Avro streamproc.Record: it ends early ({len(data)} bytes)") from None
+    except Exception as exc:  # garbage fails in many ways: bad lengths, UTF-8, branches
         raise DecodeError(f"not an Avro streamproc.Record: {type(exc).__name__}: {exc}") from None
+    if end != len(data):
+        raise DecodeError(f"{len(data) - end} trailing bytes after the Avro record")
     try:
         return _from_dict(d)
     except ValueError as exc:
