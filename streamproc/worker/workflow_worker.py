@@ -105,6 +105,8 @@ class WorkflowWorker:
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self._pages = TaskPageAssembler()
+        #: The offsets last committed (asynchronously) per partition, made sure of when stopping.
+        self._last_offsets: dict[tuple[str, int], TopicPartition] = {}
         self._partitions = partitions
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -122,7 +124,7 @@ class WorkflowWorker:
             {topic: (self._partitions or self.client.partitions, {})})
         consumer = Consumer(consumer_config(
             self.client.bootstrap, topics.workflow_worker_group(self.task_queue),
-            **{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}))
+            **{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "on_commit": self._on_commit}))
         consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                            on_lost=self._on_revoke)
         log.info("workflow_worker_started", task_queue=self.task_queue, identity=self.identity,
@@ -130,6 +132,11 @@ class WorkflowWorker:
         try:
             while not self._stop.is_set():
                 self._answer_batch(consumer, consume_available(consumer, MAX_BATCH, 0.1))
+            if self._last_offsets:  # the last asynchronous commits, made sure of
+                try:
+                    consumer.commit(offsets=list(self._last_offsets.values()), asynchronous=False)
+                except KafkaException as exc:
+                    log.warning("workflow_task_commit_failed", error=str(exc.args[0]))
         finally:
             consumer.close()  # leave the group at once: the queue's partitions move on
             self.client.close_workflow_requests()
@@ -165,6 +172,8 @@ class WorkflowWorker:
 
     def _on_revoke(self, consumer, partitions) -> None:
         self._pages.forget_partitions({tp.partition for tp in partitions})
+        for tp in partitions:
+            self._last_offsets.pop((tp.topic, tp.partition), None)
 
     # answering ----------------------------------------------------------------------------
     def _answer_batch(self, consumer: Consumer, messages: list[Message]) -> None:
@@ -182,15 +191,17 @@ class WorkflowWorker:
         # 2. ... then its tasks are done, except pages of tasks that are not whole yet.
         offsets = [TopicPartition(topic, partition, min([end, *self._pages.pending_offsets(partition)]))
                    for (topic, partition), end in ends.items()]
-        if not offsets:
-            return
-        try:
-            consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            # A rebalance (a member joined, or one died) moved the group on while this batch
-            # was answered. The answers are on the log; the partitions' next owner gets the
-            # tasks again and the engine refuses answers to tasks that are already answered.
-            log.warning("workflow_task_commit_failed", error=str(exc.args[0]))
+        if offsets:
+            # Asynchronous: the answers are on the log already, so waiting for the commit
+            # would only hold up the next tasks. A commit that fails (a rebalance moved the
+            # group on) leaves the tasks to the partitions' next owner, and the engine
+            # refuses answers to tasks that are already answered (`_on_commit`).
+            consumer.commit(offsets=offsets, asynchronous=True)
+            self._last_offsets.update(((tp.topic, tp.partition), tp) for tp in offsets)
+
+    def _on_commit(self, err, partitions) -> None:
+        if err is not None:
+            log.warning("workflow_task_commit_failed", error=str(err))
 
     def _answer(self, msg: Message) -> None:
         try:
@@ -219,11 +230,11 @@ class WorkflowWorker:
         cache = self.handler.cache
         self.stats.cache_hits, self.stats.cache_misses = cache.hits, cache.misses
         self.stats.history_fetches = self.handler.fetches
+        self.stats.incomplete = self._pages.dropped
 
     def _fetch_history(self, task: WorkflowTask) -> list[dict[str, Any]]:
         handle = self.client.get_workflow_handle(task.workflow_id, run_id=task.run_id)
         return handle.fetch_history(rpc_timeout=HISTORY_FETCH_TIMEOUT_S).events
-        self.stats.incomplete = self._pages.dropped
 
 
 def _new_instance(definition: Any, history: list[dict[str, Any]], run_id: str, *,
