@@ -7,7 +7,7 @@ then take whatever else is already fetched, without waiting again.
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 
 def consume_available(consumer: Consumer, max_messages: int, timeout_s: float) -> list[Message]:
@@ -17,3 +17,19 @@ def consume_available(consumer: Consumer, max_messages: int, timeout_s: float) -
     if max_messages <= 1:
         return [first]
     return [first, *consumer.consume(max_messages - 1, 0)]
+
+
+def resume_now(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    """Resume fetching `partitions` at once.
+
+    With every partition paused, librdkafka's fetcher idles and notices a resume only on
+    its next wakeup, about a second later (measured: 980 ms each time), so a worker that
+    pauses whenever its slots are full took one batch of tasks a second. A seek to the
+    position the consumer is at wakes the fetcher and changes nothing else."""
+    consumer.resume(partitions)
+    for tp in consumer.position(partitions):
+        if tp.offset >= 0:  # nothing consumed yet: the fetcher starts from the committed offset
+            try:
+                consumer.seek(tp)
+            except KafkaException:  # taken away by a rebalance meanwhile: nothing to fetch
+                pass

@@ -402,3 +402,18 @@ def test_invalid_arguments_are_refused_by_the_client_and_by_the_engine_alike(env
     env.schedule("charge", activity_id="twice")
     with pytest.raises(activity.ActivityAlreadyStartedError, match="ActivityId=twice"):
         env.schedule("charge", activity_id="twice")
+
+
+def test_a_worker_with_every_slot_taken_keeps_taking_tasks_as_slots_free(env):
+    """A full worker pauses its partitions and resumes them when a slot frees. The
+    consumer used to notice a resume only about a second later, so a worker whose slots
+    were all taken ran one batch of tasks a second: 40 tasks through one slot took 40 s."""
+    @activity.defn
+    def echo(n: int) -> int:
+        return n
+
+    with env.worker(echo, max_concurrent=1) as worker:
+        handles = [env.schedule(echo, n) for n in range(40)]
+        deadline = time.monotonic() + 20
+        assert [h.result(max(0.1, deadline - time.monotonic())) for h in handles] == list(range(40))
+    assert worker.stats.completed == 40

@@ -15,7 +15,8 @@ from streamproc.activity.definition import ActivityDefinition
 from streamproc.converter import DataConverter
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record, RecordType
-from streamproc.worker.activity_worker import WorkerStats, _Attempt
+from streamproc.worker.activity_attempt import ActivityAttempt as _Attempt
+from streamproc.worker.activity_worker import WorkerStats
 from streamproc.worker.replies import Reply
 
 KEY = 42

@@ -1,0 +1,204 @@
+"""One attempt of one activity on an ActivityWorker: START, run the function, answer.
+
+The worker hands each ACTIVITY_TASK it receives to an attempt on its thread pool. Only a
+START the engine accepted runs the function (the engine refuses a start for an attempt
+that is over or an activity cancelled before it started); heartbeats learn of
+cancellation; the answer (COMPLETE, FAIL or REPORT_CANCELED) is dropped when the attempt
+is already over for the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from streamproc.activity import errors
+from streamproc.activity.context import (
+    ActivityContext,
+    CancelReason,
+    info_from_task,
+    reset_current,
+    set_current,
+)
+from streamproc.activity.definition import ActivityDefinition
+from streamproc.activity.failures import failure_from_exception
+from streamproc.activity.heartbeats import NOTHING, HeartbeatSender, throttle_interval
+from streamproc.converter import DataConverter
+from streamproc.protocol.records import (
+    ActivityIntent,
+    Record,
+    RecordType,
+    RejectionType,
+)
+from streamproc.worker.replies import Reply
+
+if TYPE_CHECKING:
+    from streamproc.worker.activity_worker import ActivityWorker
+
+log = structlog.get_logger("streamproc.worker")
+
+A = ActivityIntent
+#: How long an attempt waits for the engine to accept its START before giving it up (the
+#: engine then times it out and retries it, as if this worker had crashed).
+START_REPLY_TIMEOUT_S = 30.0
+#: Rejections that mean "this attempt is over": it timed out, or the activity closed.
+_ATTEMPT_OVER = (RejectionType.NOT_FOUND, RejectionType.INVALID_STATE)
+_SENT = {A.COMPLETE: "completed", A.FAIL: "failed", A.REPORT_CANCELED: "canceled"}
+
+
+class ActivityAttempt:
+    """One attempt of one activity on this worker, from START to its answer."""
+
+    def __init__(self, worker: ActivityWorker, task: Record, settle: Callable[[], None] = lambda: None) -> None:
+        self.worker = worker
+        #: Marks the task's START answered: its offset may be committed.
+        self.settle = settle
+        self.key = task.key
+        self.task = task.value
+        self.number: int = task.value["attempt"]
+        self.activity_id: str = task.value["activity_id"]
+        self.log = log.bind(activity_id=self.activity_id, activity_key=self.key, attempt=self.number,
+                            activity_type=task.value["activity_type"])
+        self.ctx: ActivityContext | None = None
+        self._heartbeats = HeartbeatSender(throttle_interval(
+            timedelta(milliseconds=task.value["heartbeat_timeout_ms"]) or None), self._send_heartbeat)
+
+    def run(self) -> None:
+        started_ms = self._start()
+        if started_ms is None:
+            return
+        w = self.worker
+        definition = w.definitions.get(self.task["activity_type"])
+        converter = w.data_converter
+        self.ctx = ActivityContext(info_from_task(self.task, started_ms, converter), self.heartbeat,
+                                   is_async=definition is not None and definition.is_async)
+        with w._lock:
+            w._running.add(self)
+        w.count("started")
+        if definition is None:
+            error = errors.ApplicationError(
+                f"Activity function {self.task['activity_type']} is not registered on this worker, "
+                f"available activities: {', '.join(sorted(w.definitions))}",
+                type="NotFoundError", non_retryable=True)
+            self._finish(A.FAIL, {"failure": failure_from_exception(error)})
+            return
+        try:  # input this converter cannot decode fails the attempt like any error
+            result = converter.encode(self._call(definition, converter.decode_args(self.task["input"])))
+        except errors.CancelledError as exc:
+            if self.ctx.cancel_reason == CancelReason.CANCEL_REQUESTED:
+                details = converter.encode_details(list(exc.details)) if exc.details else None
+                self._finish(A.REPORT_CANCELED, {"details": details})
+            else:
+                self._finish(A.FAIL, {"failure": _failure(exc, converter)})
+        except BaseException as exc:  # any error fails the attempt, never the worker
+            self.log.info("activity_raised", error=repr(exc))
+            self._finish(A.FAIL, {"failure": _failure(exc, converter)})
+        else:
+            self._finish(A.COMPLETE, {"result": result})
+
+    def _start(self) -> int | None:
+        """Send START and wait for the engine: the attempt's start time, or None if refused."""
+        w = self.worker
+        request_id = uuid.uuid4().hex
+        answer = w.replies.first_reply(request_id, START_REPLY_TIMEOUT_S)
+        w.send(self.key, A.START, {"attempt": self.number, "identity": w.identity}, request_id)
+        try:
+            reply = answer.result(START_REPLY_TIMEOUT_S)
+        except FutureTimeout:
+            w.replies.forget(request_id)
+            self.log.warning("activity_start_unanswered", waited_s=START_REPLY_TIMEOUT_S)
+            return None
+        finally:
+            self.settle()
+        record = reply.record
+        if record.record_type is RecordType.COMMAND_REJECTION:
+            self.log.info("activity_start_rejected", rejection_type=record.rejection_type,
+                          reason=record.rejection_reason)
+            return None
+        return record.value["started_time_ms"]
+
+    def _call(self, definition: ActivityDefinition, args: tuple[Any, ...]) -> Any:
+        if definition.is_async:
+            future = asyncio.run_coroutine_threadsafe(_run_coroutine(self.ctx, definition.fn, args),
+                                                      self.worker._loop)
+            return future.result()
+        token = set_current(self.ctx)
+        try:
+            return definition.fn(*args)
+        finally:
+            reset_current(token)
+
+    # heartbeats ---------------------------------------------------------------------------
+    def heartbeat(self, details: tuple[Any, ...]) -> None:
+        """From activity code: sent now, or when the throttle allows."""
+        encode_details = self.worker.data_converter.encode_details
+        self._heartbeats.record(encode_details(list(details)))  # a TypeError belongs to the caller
+
+    def _send_heartbeat(self, details: str) -> None:
+        self.worker.send(self.key, A.HEARTBEAT, {"attempt": self.number, "details": details},
+                         on_reply=self._on_heartbeat_reply, ttl_s=120)
+
+    def _on_heartbeat_reply(self, reply: Reply) -> bool:
+        record = reply.record
+        if record.record_type is RecordType.COMMAND_REJECTION:
+            if record.rejection_type in _ATTEMPT_OVER:
+                if self.ctx.cancel(CancelReason.ATTEMPT_OVER):
+                    self.log.info("activity_attempt_over", reason=record.rejection_reason)
+            else:
+                self.log.warning("activity_heartbeat_rejected", rejection_type=record.rejection_type,
+                                 reason=record.rejection_reason)
+        elif record.value.get("cancel_requested") and self.ctx.cancel(CancelReason.CANCEL_REQUESTED):
+            self.log.info("activity_cancel_requested")
+        return True
+
+    # answering ----------------------------------------------------------------------------
+    def _finish(self, intent: str, value: dict[str, Any]) -> None:
+        """Send the answer, after any heartbeat still pending; or drop it if the attempt is
+        known to be over, or the worker stopped without it (the engine will time it out)."""
+        pending = self._heartbeats.close()  # no heartbeat leaves after this
+        reason = self.ctx.cancel_reason
+        if reason in (CancelReason.ATTEMPT_OVER, CancelReason.WORKER_SHUTDOWN):
+            self.log.warning("activity_result_dropped", answer=intent, reason=reason)
+            self.worker.count("dropped")
+            return
+        if pending is not NOTHING:
+            self._send_heartbeat(pending)
+        self.worker.send(self.key, intent, {"attempt": self.number, **value},
+                         on_reply=self._on_answer, ttl_s=120)
+        self.worker.count(_SENT[intent])
+
+    def _on_answer(self, reply: Reply) -> bool:
+        # Only a refusal matters: an accepted FAIL that is retried gets no reply at all.
+        record = reply.record
+        if record.record_type is RecordType.COMMAND_REJECTION:
+            self.log.warning("activity_answer_rejected", answer=record.intent,
+                             rejection_type=record.rejection_type, reason=record.rejection_reason)
+            self.worker.count("rejected")
+        return True
+
+
+async def _run_coroutine(ctx: ActivityContext, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    # The task runs in a copy of the loop's context: set the attempt there.
+    set_current(ctx)
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    ctx.on_cancel(lambda: loop.call_soon_threadsafe(task.cancel))
+    try:
+        return await fn(*args)
+    except asyncio.CancelledError:
+        raise errors.CancelledError(f"activity cancelled: {ctx.cancel_reason}") from None
+
+
+def _failure(exc: BaseException, converter: DataConverter) -> dict[str, Any]:
+    try:
+        return failure_from_exception(exc, converter=converter)
+    except TypeError as bad:  # details that JSON cannot hold: still fail, and say why
+        return failure_from_exception(errors.ApplicationError(
+            f"{type(exc).__name__}: {exc} (its details could not be encoded: {bad})",
+            type=getattr(exc, "type", None) or type(exc).__name__,
+            non_retryable=bool(getattr(exc, "non_retryable", False))))
