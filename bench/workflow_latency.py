@@ -1,6 +1,6 @@
 """One workflow at a time (one trivial activity): latency from START sent to the result read.
 
-One engine (4 partitions), one worker process. Each run starts when the previous one's
+One engine (4 partitions unless --partitions), one worker process. Each run starts when the previous one's
 close event was read, so nothing queues: this is the path's own latency. After a
 warm-up:
   p50_ms / p99_ms = the bench read WORKFLOW_EXECUTION_COMPLETED - the bench sent START
@@ -37,12 +37,13 @@ TRANSACTIONS_PER_WORKFLOW = 5
 
 
 def run(bench: Bench, quick: bool, workers: int = 1, engines: int = 1,
-        profile: str | None = None, profile_idle: bool = False) -> dict:
+        profile: str | None = None, profile_idle: bool = False,
+        partitions: int = PARTITIONS) -> dict:
     count = 100 if quick else 500
-    out: dict = {"workflows": count, "partitions": PARTITIONS, "worker_processes": workers,
+    out: dict = {"workflows": count, "partitions": partitions, "worker_processes": workers,
                  "engine_processes": engines,
                  "load1_at_start": loadavg()}
-    rig = WorkflowRig(bench, PARTITIONS, workers, engines)
+    rig = WorkflowRig(bench, partitions, workers, engines)
     try:
         closed_loop(rig, "warmup", 30, 1, "BenchOneActivity", 1, 120)
         loop = measured_loop(rig, out, profile, profile_idle, count, 1, "BenchOneActivity", 1, 60 + count)

@@ -1,6 +1,6 @@
 """Workflows per second with 100 in flight: one trivial activity each, or 10 sequential ones.
 
-One engine (4 partitions) and worker processes running the combined Worker share the
+One engine (4 partitions unless --partitions) and worker processes running the combined Worker share the
 machine with the broker and the bench. The bench starts IN_FLIGHT runs, then one more
 each time a run's close event is read, until `count` were started. After a warm-up
 (not measured):
@@ -43,11 +43,11 @@ def run_sequential(bench: Bench, quick: bool, **options) -> dict:
 
 def _run(bench: Bench, workflow_type: str, activities_each: int, count: int, warmup: int,
          stages: list[str], workers: int = 1, engines: int = 1, profile: str | None = None,
-         profile_idle: bool = False) -> dict:
+         profile_idle: bool = False, partitions: int = PARTITIONS) -> dict:
     out: dict = {"workflows": count, "activities_per_workflow": activities_each, "in_flight": IN_FLIGHT,
-                 "partitions": PARTITIONS, "worker_processes": workers, "engine_processes": engines,
+                 "partitions": partitions, "worker_processes": workers, "engine_processes": engines,
                  "load1_at_start": loadavg()}
-    rig = WorkflowRig(bench, PARTITIONS, workers, engines)
+    rig = WorkflowRig(bench, partitions, workers, engines)
     try:
         # Warm-up: topic metadata, transactions' partitions, the workers' imports and caches.
         closed_loop(rig, "warmup", warmup, IN_FLIGHT, workflow_type, activities_each, 120)

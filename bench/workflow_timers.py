@@ -1,6 +1,6 @@
 """Durable timer accuracy: how late a 1 s `workflow.sleep` fires.
 
-One engine (4 partitions), one worker process. The bench keeps IN_FLIGHT runs of a
+One engine (4 partitions unless --partitions), one worker process. The bench keeps IN_FLIGHT runs of a
 workflow that sleeps SLEEP_MS then returns, starting one more each time one closes, so
 timers come due spread over time rather than all at once. For each run:
   late_ms (the p50_ms / p99_ms keys) = TIMER_FIRED event time - TIMER_STARTED event time
@@ -29,11 +29,12 @@ IN_FLIGHT = 20
 
 
 def run(bench: Bench, quick: bool, workers: int = 1, engines: int = 1,
-        profile: str | None = None, profile_idle: bool = False) -> dict:
+        profile: str | None = None, profile_idle: bool = False,
+        partitions: int = PARTITIONS) -> dict:
     count = 200 if quick else 1000
-    out: dict = {"timers": count, "sleep_ms": SLEEP_MS, "in_flight": IN_FLIGHT, "partitions": PARTITIONS,
+    out: dict = {"timers": count, "sleep_ms": SLEEP_MS, "in_flight": IN_FLIGHT, "partitions": partitions,
                  "worker_processes": workers, "engine_processes": engines, "load1_at_start": loadavg()}
-    rig = WorkflowRig(bench, PARTITIONS, workers, engines)
+    rig = WorkflowRig(bench, partitions, workers, engines)
     try:
         closed_loop(rig, "warmup", 20, IN_FLIGHT, "BenchOneTimer", SLEEP_MS, 120)
         loop = measured_loop(rig, out, profile, profile_idle, count, IN_FLIGHT, "BenchOneTimer", SLEEP_MS,
