@@ -2,7 +2,9 @@
 
 Follow-ups go where they belong (events, commands, `tasks.<queue>`, replies), every staged
 state write goes to the changelog, on the partition's own changelog partition. The highest
-changelog offset delivered per partition is what local RocksDB records it reflects.
+changelog offset delivered per partition is what local RocksDB records it reflects. A
+record the broker refuses fails the transaction's commit; delivery reports are not needed
+for that.
 """
 
 from __future__ import annotations
@@ -60,21 +62,22 @@ class BatchWriter:
         for reply_partition, record in out.replies:
             self.write(self.topics.replies, reply_partition % self._partition_count, record)
         changelog = self.topics.changelog
-        for (family, key), value in processor.writes.batch.items():
+        writes = processor.writes.batch
+        last = len(writes) - 1
+        for i, ((family, key), value) in enumerate(writes.items()):
+            # Only the partition's last changelog record reports back: its offset is the one
+            # RocksDB records (one partition, one producer: offsets follow produce order).
             self._producer.produce(changelog, value, changelog_key(family, key), partition=partition,
-                                   on_delivery=self._on_changelog_delivery)
+                                   on_delivery=self._on_changelog_delivery if i == last else None)
 
     def write(self, topic: str, partition: int, record: Record, headers: list = codec.AVRO_HEADERS) -> None:
         key = str(record.key).encode() if record.key >= 0 else None
         data = record.encoded if record.encoded is not None else codec.encode(record)
-        self._producer.produce(topic, data, key, partition=partition, headers=headers,
-                               on_delivery=self._on_delivery)
+        # No delivery callback: a record that cannot be delivered fails commit_transaction
+        # (an abortable error), and a Python callback per record cost engine CPU.
+        self._producer.produce(topic, data, key, partition=partition, headers=headers)
 
     # Delivery reports arrive on the thread that commits (inside commit_transaction's flush).
-    def _on_delivery(self, err, msg) -> None:
-        if err is not None:
-            self._error = err
-
     def _on_changelog_delivery(self, err, msg) -> None:
         if err is not None:
             self._error = err
