@@ -23,7 +23,7 @@ def bootstrap() -> str:
 
     address, broker = ensure_broker()
     yield address
-    if broker is not None:
+    if broker is not None and broker.launched:  # one found running is not ours to stop
         broker.stop()
 
 
