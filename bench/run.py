@@ -39,8 +39,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=None,
                         help="worker processes (jobs_per_sec: 2; workflow scenarios: 1)")
     parser.add_argument("--engines", type=int, default=1, help="engine processes (workflow scenarios)")
-    parser.add_argument("--partitions", type=int, default=4,
-                        help="partitions of the engine's topics and the task queues (workflow scenarios)")
+    parser.add_argument("--partitions", type=int, default=None,
+                        help="partitions of the engine's topics and the task queues (workflow scenarios; "
+                             "default the engine's, 4)")
     parser.add_argument("--profile", metavar="FILE",
                         help="jobs_per_sec: py-spy the 4-partition engine during saturation, raw stacks to "
                              "FILE; workflow scenarios: the engines and workers while measured, FILE.engine-0 ...")
@@ -72,7 +73,9 @@ def main() -> int:
             kwargs = {"workers": args.workers or 2, "profile": args.profile, "profile_idle": args.profile_idle}
         elif args.scenario in WORKFLOW_SCENARIOS:
             kwargs = {"workers": args.workers or 1, "engines": args.engines, "profile": args.profile,
-                      "profile_idle": args.profile_idle, "partitions": args.partitions}
+                      "profile_idle": args.profile_idle}
+            if args.partitions:
+                kwargs["partitions"] = args.partitions
         result = scenario_run(bench, args.quick, **kwargs)
     finally:
         broker = pid_cpu_seconds(broker_pid) - broker_before  # before a broker started here stops

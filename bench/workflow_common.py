@@ -42,6 +42,8 @@ from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, ValueType, WorkflowIntent
 
 QUEUE = "bench-workflows"
+#: Partitions of the engine's topics and the task queues unless --partitions: the engine's default.
+PARTITIONS = 4
 _CLOSES = {name.encode() for name in CLOSE_EVENTS}
 _COMPLETED = b"WORKFLOW_EXECUTION_COMPLETED"
 
@@ -57,7 +59,7 @@ class WorkflowRig:
     """`engines` engine processes sharing `partitions`, `workers` worker processes on QUEUE,
     a client and an events reader."""
 
-    def __init__(self, bench: Bench, partitions: int = 4, workers: int = 1, engines: int = 1) -> None:
+    def __init__(self, bench: Bench, partitions: int = PARTITIONS, workers: int = 1, engines: int = 1) -> None:
         self.bench = bench
         self.partitions = partitions
         run = uuid.uuid4().hex[:6]

@@ -21,6 +21,7 @@ from confluent_kafka import Producer
 
 from bench.common import Bench, loadavg, percentiles
 from bench.workflow_common import (
+    PARTITIONS,
     WorkflowRig,
     closed_loop,
     cpu_per_workflow,
@@ -32,7 +33,6 @@ from bench.workflow_common import (
 from bench.workflow_throughput import ONE_ACTIVITY_STAGES
 from streamproc.kafka.config import producer_config
 
-PARTITIONS = 4
 TRANSACTIONS_PER_WORKFLOW = 5
 
 

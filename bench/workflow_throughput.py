@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from bench.common import Bench, loadavg
 from bench.workflow_common import (
+    PARTITIONS,
     WorkflowRig,
     closed_loop,
     cpu_per_workflow,
@@ -24,7 +25,6 @@ from bench.workflow_common import (
     stage_breakdown,
 )
 
-PARTITIONS = 4
 IN_FLIGHT = 100
 ONE_ACTIVITY_STAGES = ["sent", "WORKFLOW_EXECUTION_STARTED", "WORKFLOW_TASK_COMPLETED",
                        "ACTIVITY_TASK_COMPLETED", "WORKFLOW_EXECUTION_COMPLETED", "seen"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from bench.common import Bench, loadavg, percentiles
 from bench.workflow_common import (
+    PARTITIONS,
     WorkflowRig,
     closed_loop,
     cpu_per_workflow,
@@ -23,7 +24,6 @@ from bench.workflow_common import (
     stage_breakdown,
 )
 
-PARTITIONS = 4
 SLEEP_MS = 1000
 IN_FLIGHT = 20
 

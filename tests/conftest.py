@@ -7,6 +7,7 @@ tests never see each other's topics.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 
@@ -36,12 +37,17 @@ def namespace(request) -> str:
         _delete_topics(request.getfixturevalue("bootstrap"), namespace)
 
 
+@functools.cache
+def _admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
 def _delete_topics(bootstrap: str, namespace: str) -> None:
     """Delete a finished test's topics: a broker that piles up thousands of partitions over
     a run spends its CPU on per-partition housekeeping, and later tests slow down."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = _admin(bootstrap)
     names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{namespace}.")]
     if names:
         for future in admin.delete_topics(names, operation_timeout=30).values():

@@ -5,16 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import click
-import orjson
 
+from streamproc.cli.params import json_value
 from streamproc.client.client import Client
-
-
-def _json(value: str) -> object:
-    try:
-        return orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}") from None
 
 
 @click.group()
@@ -31,7 +24,7 @@ def job() -> None:
 @click.option("--count", type=click.IntRange(1), default=1, show_default=True)
 def job_create(task_queue: str, payload: str, retries: int, timeout_s: float, count: int) -> None:
     """Create jobs on TASK_QUEUE; prints the request ids their CREATED events carry."""
-    data = _json(payload)
+    data = json_value(payload)
     with Client() as client:
         for _ in range(count):
             click.echo(client.create_job(task_queue, data, retries=retries,
@@ -44,7 +37,7 @@ def job_create(task_queue: str, payload: str, retries: int, timeout_s: float, co
 @click.option("--result", default="null", help="JSON result.")
 def job_complete(key: int, attempt: int, result: str) -> None:
     with Client() as client:
-        client.complete_job(key, attempt, _json(result))
+        client.complete_job(key, attempt, json_value(result))
 
 
 @job.command("fail")

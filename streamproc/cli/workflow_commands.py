@@ -16,9 +16,13 @@ from typing import Any
 import click
 import orjson
 
+from streamproc.cli.params import json_value
 from streamproc.client.client import Client
 from streamproc.client.errors import FailureError, WorkflowFailureError
-from streamproc.semantics.workflow_ids import WorkflowIdConflictPolicy, WorkflowIdReusePolicy
+from streamproc.semantics.workflow_ids import (
+    WorkflowIdConflictPolicy,
+    WorkflowIdReusePolicy,
+)
 
 _OUTPUT = click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table",
                        show_default=True, help="Human table or one JSON document.")
@@ -46,13 +50,6 @@ def _time(ms: int | None) -> str:
     if not ms:
         return ""
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(timespec="milliseconds")
-
-
-def _json_arg(text: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}") from None
 
 
 @click.group()
@@ -83,7 +80,7 @@ def workflow_start(workflow_type: str, task_queue: str, workflow_id: str, inputs
 
     with Client() as client:
         handle = _guarded(lambda: client.start_workflow(
-            workflow_type, args=[_json_arg(text) for text in inputs], id=workflow_id, task_queue=task_queue,
+            workflow_type, args=[json_value(text) for text in inputs], id=workflow_id, task_queue=task_queue,
             execution_timeout=duration(execution_timeout), run_timeout=duration(run_timeout),
             task_timeout=duration(task_timeout), id_reuse_policy=WorkflowIdReusePolicy[id_reuse_policy],
             id_conflict_policy=WorkflowIdConflictPolicy[id_conflict_policy or "UNSPECIFIED"],

@@ -30,6 +30,7 @@ from streamproc.activity.definition import ActivityDefinition
 from streamproc.activity.failures import exception_from_failure
 from streamproc.converter import DataConverter
 from streamproc.client.client import Client
+from streamproc.client.errors import rejection_error
 from streamproc.protocol.wire_values import ceil_ms as _ms
 from streamproc.protocol.wire_values import retry_policy_record as _policy_record
 from streamproc.kafka.batching import consume_available
@@ -239,12 +240,9 @@ def outcome(event: Record, converter: DataConverter | None = None) -> Any:
 
 
 def _rejection(record: Record, activity_id: str) -> Exception:
-    reason = record.rejection_reason or ""
-    if record.rejection_type == RejectionType.INVALID_ARGUMENT:
-        return InvalidArgument(reason)
     if record.rejection_type == RejectionType.ALREADY_EXISTS:
-        return errors.ActivityAlreadyStartedError(reason, activity_id=activity_id)
-    return errors.CommandRejectedError(record.rejection_type or "", reason)
+        return errors.ActivityAlreadyStartedError(record.rejection_reason or "", activity_id=activity_id)
+    return rejection_error(record)
 
 
 def _duration(value: Timeout, name: str) -> timedelta:

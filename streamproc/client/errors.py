@@ -17,6 +17,7 @@ from streamproc.activity.errors import (
     TerminatedError,
     TimeoutError,
 )
+from streamproc.protocol.records import Record, RejectionType
 
 __all__ = [
     "WorkflowAlreadyStartedError",
@@ -30,7 +31,17 @@ __all__ = [
     "FailureError",
     "CommandRejectedError",
     "InvalidArgument",
+    "rejection_error",
 ]
+
+
+def rejection_error(record: Record) -> Exception:
+    """The exception for a refused command that the caller has no better one for:
+    `InvalidArgument` for bad arguments, else `CommandRejectedError` with type and reason."""
+    reason = record.rejection_reason or ""
+    if record.rejection_type == RejectionType.INVALID_ARGUMENT:
+        return InvalidArgument(reason)
+    return CommandRejectedError(record.rejection_type or "", reason)
 
 
 class WorkflowAlreadyStartedError(FailureError):

@@ -25,14 +25,13 @@ from streamproc.activity.failures import exception_from_failure
 from streamproc.converter import DataConverter
 from streamproc.client.errors import (
     CancelledError,
-    CommandRejectedError,
     FailureError,
-    InvalidArgument,
     TerminatedError,
     TimeoutError,
     WorkflowContinuedAsNewError,
     WorkflowFailureError,
     WorkflowNotFoundError,
+    rejection_error,
 )
 from streamproc.client.workflow_events import WorkflowEvent, WorkflowEventScanner
 from streamproc.protocol.partitioning import partition_for
@@ -253,9 +252,6 @@ def outcome_of_close(event: WorkflowEvent, converter: DataConverter | None = Non
 
 
 def _rejection(record: Record, workflow_id: str) -> Exception:
-    reason = record.rejection_reason or ""
     if record.rejection_type == RejectionType.NOT_FOUND:
-        return WorkflowNotFoundError(reason or f"workflow not found for ID: {workflow_id}")
-    if record.rejection_type == RejectionType.INVALID_ARGUMENT:
-        return InvalidArgument(reason)
-    return CommandRejectedError(record.rejection_type or "", reason)
+        return WorkflowNotFoundError(record.rejection_reason or f"workflow not found for ID: {workflow_id}")
+    return rejection_error(record)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from streamproc.client.errors import CommandRejectedError, InvalidArgument, WorkflowAlreadyStartedError
+from streamproc.client.errors import InvalidArgument, WorkflowAlreadyStartedError, rejection_error
 from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
 from streamproc.client.workflow_handle import WorkflowHandle, WorkflowRequests
 from streamproc.protocol.records import RecordType, RejectionType, WorkflowIntent
@@ -95,9 +95,7 @@ class WorkflowOperations:
                 found = _RUN_ID.search(reason)
                 raise WorkflowAlreadyStartedError(reason, workflow_id=id, workflow_type=workflow_type,
                                                   run_id=found.group(1) if found else "")
-            if record.rejection_type == RejectionType.INVALID_ARGUMENT:
-                raise InvalidArgument(reason)
-            raise CommandRejectedError(record.rejection_type or "", reason)
+            raise rejection_error(record)
         run_id = record.value["run_id"]
         return WorkflowHandle(self.workflow_requests, id, run_id=run_id, result_run_id=run_id,
                               first_execution_run_id=run_id, started_log_time_ms=reply.log_time_ms)

@@ -63,9 +63,8 @@ class _Committing:
     """A batch whose transaction commits in the background while the next one is processed."""
 
     future: Future
+    #: Partitions whose sealed writes (`PendingWrites.committing`) go to RocksDB once it is done.
     touched: list[_Partition]
-    #: The sealed writes of each touched partition, for RocksDB once the commit is done.
-    writes: list[dict]
     messages: int
     due: int
 
@@ -344,12 +343,13 @@ class Engine:
             part.processor.output.clear()
         for pid, cmd in due:
             writer.write(self.topics.commands, pid, cmd, codec.PROCESSED_HEADERS)
-        sealed = [part.processor.writes.seal() for part in touched]
+        for part in touched:
+            part.processor.writes.seal()
         group = self._consumer.consumer_group_metadata() if offsets else None
         future = self._committer.submit(
             self._commit_transaction,
             [TopicPartition(self.topics.commands, pid, off) for pid, off in offsets.items()], group)
-        self._committing = _Committing(future, touched, sealed, len(messages), len(due))
+        self._committing = _Committing(future, touched, len(messages), len(due))
 
     def _commit_transaction(self, offsets: list[TopicPartition], group) -> None:
         """On the commit thread: blocking calls, the GIL released while they wait."""
@@ -375,9 +375,10 @@ class Engine:
             return
         committing.future.result()  # a failed commit raises here; the loop rewinds
         now = self.clock.now_ms()
-        for part, writes in zip(committing.touched, committing.writes):
+        for part in committing.touched:
             part.changelog_offset = self._writer.changelog_offsets.get(part.id, part.changelog_offset)
-            part.db.apply(writes, {"changelog_offset": part.changelog_offset, "written_at_ms": now})
+            part.db.apply(part.processor.writes.committing,
+                          {"changelog_offset": part.changelog_offset, "written_at_ms": now})
             part.processor.writes.committed()
             part.checker.refresh()
         self.stats.batches += 1

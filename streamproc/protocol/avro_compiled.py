@@ -58,18 +58,6 @@ def read_long(buf: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint longer than 10 bytes")
 
 
-def read_size(buf: bytes, pos: int) -> tuple[int, int]:
-    n, pos = read_long(buf, pos)
-    if n < 0 or pos + n > len(buf):
-        raise ValueError(f"length {n} at byte {pos} runs past the end ({len(buf)} bytes)")
-    return n, pos
-
-
-def write_str(s: str) -> bytes:
-    data = s.encode()
-    return write_long(len(data)) + data
-
-
 def write_bytes(data: bytes) -> bytes:
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError(f"expected bytes, got {type(data).__name__}")
@@ -93,9 +81,9 @@ class _Compiler:
         self.named: dict[str, dict] = {}
         self.order: list[str] = []
         self.env: dict[str, Any] = {
-            "write_long": write_long, "write_int": write_int, "write_str": write_str,
-            "write_bytes": write_bytes, "write_bool": write_bool, "write_double": write_double,
-            "read_long": read_long, "read_size": read_size, "unpack_double": _DOUBLE.unpack_from,
+            "write_long": write_long, "write_int": write_int, "write_bytes": write_bytes,
+            "write_bool": write_bool, "write_double": write_double,
+            "read_long": read_long, "unpack_double": _DOUBLE.unpack_from,
         }
         self.lines: list[str] = []
         self._n = 0
@@ -175,9 +163,6 @@ class _Compiler:
             lines += [f"{ind}if {v} is None:", f"{ind}    b += {write_long(branches.index('null'))!r}",
                       f"{ind}else:"]
             ind += "    "
-        if isinstance(other, dict) and other["type"] == "record":
-            # fastavro's (name, datum) notation names the branch: accepted, unwrapped
-            lines.append(f"{ind}if type({v}) is tuple: {v} = {v}[1]")
         return lines + [f"{ind}b += {write_long(index)!r}", *self.write(other, v, ind, ns)]
 
     # readers ------------------------------------------------------------------------------

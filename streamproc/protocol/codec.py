@@ -75,11 +75,6 @@ def with_defaults(value_type: str, value: dict[str, Any] | None) -> dict[str, An
     return merged
 
 
-_VALUE_SCHEMAS = {"job": "streamproc.JobRecord", "incident": "streamproc.IncidentRecord",
-                  "activity_task": "streamproc.ActivityTaskRecord",
-                  "workflow": "streamproc.WorkflowRecord"}
-
-
 def _to_avro_dict(record: Record) -> dict[str, Any]:
     out = {
         "record_type": record.record_type.value,
@@ -100,8 +95,7 @@ def _to_avro_dict(record: Record) -> dict[str, Any]:
     }
     field = VALUE_FIELDS.get(record.value_type)
     if field is not None and record.value is not None:
-        # (name, datum) names the union branch, for fastavro's validation of JSON commands.
-        out[field] = (_VALUE_SCHEMAS[field], with_defaults(record.value_type, record.value))
+        out[field] = with_defaults(record.value_type, record.value)
     return out
 
 

@@ -173,12 +173,11 @@ class PendingWrites:
     def discard(self) -> None:
         self._staged.clear()
 
-    def seal(self) -> dict[Write, bytes | None]:
+    def seal(self) -> None:
         """The batch's writes go to commit; a new batch starts above them."""
         if self.committing:
             raise RuntimeError("the previous batch has not been written yet")
         self.committing, self.batch = self.batch, {}
-        return self.committing
 
     def committed(self) -> None:
         """The sealed batch is in RocksDB now."""

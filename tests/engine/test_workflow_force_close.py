@@ -9,7 +9,6 @@ nothing, as Temporal's does.
 
 from __future__ import annotations
 
-import pytest
 
 from streamproc.protocol.records import Record
 from streamproc.semantics.workflow_ids import HISTORY_SERVICE_IDENTITY
@@ -24,11 +23,7 @@ ACTIVITY = {"type": "SCHEDULE_ACTIVITY_TASK", "activity_id": "2", "activity_type
 FORCE_CLOSED = ["WORKFLOW_TASK_SCHEDULED", "WORKFLOW_TASK_STARTED", "WORKFLOW_TASK_FAILED"]
 
 
-@pytest.fixture
-def d(tmp_path):
-    driver = WorkflowDriver(tmp_path / "wf", start_ms=T0)
-    yield driver
-    driver.close()
+DRIVER_OPTIONS = {"start_ms": T0}
 
 
 def _force_closed_task(events: list[dict], scheduled_event_id: int) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from streamproc.engine.context import Limits
 from streamproc.protocol.records import Record
@@ -13,11 +12,7 @@ LIMITS = Limits(history=HistoryLimits(count_error=12, count_warn=8, count_sugges
 MARKER = {"type": "RECORD_MARKER", "marker_name": "m", "details": None}
 
 
-@pytest.fixture
-def d(tmp_path):
-    driver = WorkflowDriver(tmp_path / "wf", limits=LIMITS)
-    yield driver
-    driver.close()
+DRIVER_OPTIONS = {"limits": LIMITS}
 
 
 def test_task_started_suggests_continue_as_new_past_the_threshold(d):

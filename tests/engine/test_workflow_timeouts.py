@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import orjson
-import pytest
 
 from tests.engine.workflow_driver import S, WorkflowDriver, attrs, rejections
 
@@ -12,11 +11,7 @@ FAIL = {"type": "FAIL_WORKFLOW_EXECUTION", "failure": {"message": "bad order", "
                                                        "type": "OrderError"}}
 
 
-@pytest.fixture
-def d(tmp_path):
-    driver = WorkflowDriver(tmp_path / "wf", start_ms=T0)
-    yield driver
-    driver.close()
+DRIVER_OPTIONS = {"start_ms": T0}
 
 
 def test_a_task_not_answered_in_time_times_out_and_is_scheduled_again(d):

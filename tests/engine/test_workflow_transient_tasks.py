@@ -4,10 +4,9 @@ out, attempts >= 2 are shown to the worker but written to history only when one 
 from __future__ import annotations
 
 import orjson
-import pytest
 
 from streamproc.protocol.records import Record
-from tests.engine.workflow_driver import S, WorkflowDriver, attrs, rejections
+from tests.engine.workflow_driver import S, attrs, rejections
 
 T0 = 1_000_000
 COMPLETE = {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": '"ok"'}
@@ -15,11 +14,7 @@ ACTIVITY = {"type": "SCHEDULE_ACTIVITY_TASK", "activity_id": "1", "activity_type
             "task_queue": "", "input": '["sku"]', "start_to_close_timeout_ms": 600 * S}
 
 
-@pytest.fixture
-def d(tmp_path):
-    driver = WorkflowDriver(tmp_path / "wf", start_ms=T0)
-    yield driver
-    driver.close()
+DRIVER_OPTIONS = {"start_ms": T0}
 
 
 def test_a_run_whose_tasks_keep_failing_does_not_grow_its_history(d):
