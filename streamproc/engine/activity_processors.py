@@ -75,10 +75,15 @@ def schedule(cmd: Record, ctx: ProcessingContext) -> None:
 
 
 def create_activity(ctx: ProcessingContext, v: dict[str, Any], timeouts: ActivityTimeouts, policy,
-                    workflow: dict[str, int] | None = None) -> int:
+                    workflow: dict[str, int] | None = None, started_by: str | None = None) -> int:
     """A new activity, its first attempt dispatched. One owned by a workflow run
     (`workflow`: run_key, scheduled_event_id) writes its events into the run's history
-    instead of its own (see `closing_events`)."""
+    instead of its own (see `closing_events`).
+
+    `started_by` (eager execution): the first attempt is started at once by that worker,
+    which asked for it and gets the task as the reply to its command, not through the
+    task queue; it counts as started from now, so only start-to-close, heartbeat and
+    schedule-to-close timeouts apply (a worker that dies with it times out like any)."""
     key = ctx.keys.next_key()
     state = schedule_activity(policy, timeouts, to_datetime(ctx.now_ms))
     meta = {"activity_id": v["activity_id"], "activity_type": v["activity_type"],
@@ -89,7 +94,13 @@ def create_activity(ctx: ProcessingContext, v: dict[str, Any], timeouts: Activit
         ctx.out.event(ACT, A.SCHEDULED, key, event_value(meta, state, event_id=1))
     else:
         meta.update(workflow=workflow, scheduled_event_id=workflow["scheduled_event_id"])
-    _dispatch(key, meta, state, ctx)
+    if started_by is None:
+        _dispatch(key, meta, state, ctx)
+    else:
+        meta["dispatched"] = True
+        meta["identity"] = started_by
+        state = start_attempt(state, to_datetime(ctx.now_ms))
+        ctx.out.reply(ACT, A.ACTIVITY_TASK, key, task_value(meta, state))
     _save(key, meta, state, ctx)
     return key
 

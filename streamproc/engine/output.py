@@ -69,8 +69,13 @@ class RecordWriter:
         """An answer for the caller only (e.g. a heartbeat's), not a fact for the events topic."""
         self._reply_with(self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key)))
 
+    @property
+    def caller_listens(self) -> bool:
+        """Whether the command being processed asked for replies (set a reply partition)."""
+        return self._command is not None and self._command.reply_partition >= 0
+
     def _reply_with(self, record: Record) -> None:
-        if self._command is not None and self._command.reply_partition >= 0:
+        if self.caller_listens:
             self._pending.replies.append((self._command.reply_partition, record))
 
     def reject(self, command: Record, rejection_type: str, reason: str,

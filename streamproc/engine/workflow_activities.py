@@ -57,13 +57,19 @@ def validate_schedule(ctx: ProcessingContext, run: Run, command: dict[str, Any])
 
 
 def schedule(ctx: ProcessingContext, run_key: int, run: Run, attributes: dict[str, Any],
-             completed_event_id: int) -> None:
-    """ACTIVITY_TASK_SCHEDULED and the activity itself, its first attempt dispatched."""
+             completed_event_id: int, eager_for: str | None = None) -> None:
+    """ACTIVITY_TASK_SCHEDULED and the activity itself, its first attempt dispatched; or,
+    if the command asked for eager execution and `eager_for` (the identity of the worker
+    that completed the task and listens for replies) may have it, started by that worker.
+    As in Temporal, only an activity on the workflow's own task queue runs eagerly."""
+    eager = attributes.pop("request_eager_execution", False) and eager_for is not None \
+        and attributes["task_queue"] == run["task_queue"]
     scheduled_id = append(ctx, run_key, run, E.ACTIVITY_TASK_SCHEDULED,
                           {**attributes, "workflow_task_completed_event_id": completed_event_id})
     # Normalising again gives the same values; the activity keeps them as typed objects.
     key = create_activity(ctx, attributes, *normalise_schedule(attributes, ctx),
-                          workflow={"run_key": run_key, "scheduled_event_id": scheduled_id})
+                          workflow={"run_key": run_key, "scheduled_event_id": scheduled_id},
+                          started_by=eager_for if eager else None)
     run["activities"][str(scheduled_id)] = {
         "key": key, "activity_id": attributes["activity_id"], "activity_type": attributes["activity_type"],
         "closed": False, "cancel_requested": False}

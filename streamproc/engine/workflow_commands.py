@@ -94,7 +94,7 @@ def _check(ctx: ProcessingContext, run: Run, kind: str, c: dict, open_activity_i
             raise BadCommand("SCHEDULE_ACTIVITY_DUPLICATE_ID",
                              f"Activity with ActivityId {attributes['activity_id']} is already open")
         open_activity_ids.add(attributes["activity_id"])
-        return attributes
+        return {**attributes, "request_eager_execution": c.get("request_eager_execution") is True}
     if kind == "REQUEST_CANCEL_ACTIVITY_TASK":
         scheduled_id = c.get("scheduled_event_id")
         if scheduled_id not in cancelable:
@@ -153,12 +153,13 @@ def _check_continue_as_new(ctx: ProcessingContext, run: Run, c: dict) -> dict[st
 
 
 def apply(ctx: ProcessingContext, run_key: int, run: Run, commands: list[Validated],
-          completed_id: int) -> bool:
-    """Write the commands' events and effects; True if an event needs a new workflow task."""
+          completed_id: int, eager_for: str | None = None) -> bool:
+    """Write the commands' events and effects; True if an event needs a new workflow task.
+    `eager_for`: the worker that may run activities eagerly (see `workflow_activities.schedule`)."""
     needs_task = False
     for kind, a in commands:
         if kind == "SCHEDULE_ACTIVITY_TASK":
-            workflow_activities.schedule(ctx, run_key, run, a, completed_id)
+            workflow_activities.schedule(ctx, run_key, run, a, completed_id, eager_for)
         elif kind == "REQUEST_CANCEL_ACTIVITY_TASK":
             needs_task |= workflow_activities.request_cancel(ctx, run_key, run, a["scheduled_event_id"],
                                                              completed_id)

@@ -24,7 +24,7 @@ from streamproc.engine.workflow_runs import (
     schedule_task,
 )
 from streamproc.protocol.failures import check_failure_record
-from streamproc.protocol.records import Record, RejectionType
+from streamproc.protocol.records import Record, RejectionType, ValueType, WorkflowIntent
 from streamproc.semantics.enums import TimeoutType
 from streamproc.semantics.workflow_timeouts import fail_workflow_task, fire_workflow_task_timeout
 from streamproc.state.workflows import Run
@@ -68,17 +68,22 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
     except BadCommand as bad:
         fail_task(ctx, cmd.key, run, bad.cause, {"message": bad.message, "kind": "APPLICATION",
                                                  "type": bad.cause, "non_retryable": False}, identity)
-        ctx.workflows.put(cmd.key, run)
-        return
-    scheduled_id, started_id = end_task(ctx, cmd.key, run, identity)
-    completed_id = append(ctx, cmd.key, run, E.WORKFLOW_TASK_COMPLETED, {
-        "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
-    run["task_attempt"] = 1
-    run["task_history_from"] = scheduled_id  # the next task shows the worker what follows its answer
-    needs_task = apply(ctx, cmd.key, run, validated, completed_id)
-    if is_open(run) and (flush_buffer(ctx, cmd.key, run) or needs_task):
-        schedule_task(ctx, cmd.key, run)
+    else:
+        scheduled_id, started_id = end_task(ctx, cmd.key, run, identity)
+        completed_id = append(ctx, cmd.key, run, E.WORKFLOW_TASK_COMPLETED, {
+            "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
+        run["task_attempt"] = 1
+        run["task_history_from"] = scheduled_id  # the next task shows the worker what follows its answer
+        eager_for = identity if ctx.out.caller_listens else None
+        needs_task = apply(ctx, cmd.key, run, validated, completed_id, eager_for)
+        if is_open(run) and (flush_buffer(ctx, cmd.key, run) or needs_task):
+            schedule_task(ctx, cmd.key, run)
     ctx.workflows.put(cmd.key, run)
+    # The last answer to a worker that listens: the eager activity tasks it got (if any)
+    # came before, so it can give back the slots it held for the others.
+    ctx.out.reply(ValueType.WORKFLOW, WorkflowIntent.TASK_PROCESSED, cmd.key, {
+        "workflow_id": run["workflow_id"], "run_id": run["run_id"],
+        "scheduled_event_id": cmd.value["scheduled_event_id"]})
 
 
 def fail_task(ctx: ProcessingContext, run_key: int, run: Run, cause: str, failure: dict | None,

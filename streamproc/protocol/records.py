@@ -105,6 +105,9 @@ class WorkflowIntent(StrEnum):
     STARTED = "STARTED"
     DESCRIBED = "DESCRIBED"
     HISTORY_PAGE = "HISTORY_PAGE"
+    #: The last answer to a TASK_COMPLETE that set a reply partition, after the
+    #: ACTIVITY_TASK records of the activities it was given to run eagerly.
+    TASK_PROCESSED = "TASK_PROCESSED"
     #: Not an event: the record a workflow worker receives on workflow-tasks.<queue>.
     WORKFLOW_TASK = "WORKFLOW_TASK"
 

@@ -1,7 +1,8 @@
 """One attempt of one activity on an ActivityWorker: START, run the function, answer.
 
 The worker hands each ACTIVITY_TASK it receives to an attempt on its thread pool. Only a
-START the engine accepted runs the function (the engine refuses a start for an attempt
+START the engine accepted (or an eager start: the engine started the attempt for this
+worker when it scheduled it) runs the function (the engine refuses a start for an attempt
 that is over or an activity cancelled before it started); heartbeats learn of
 cancellation; the answer (COMPLETE, FAIL or REPORT_CANCELED) is dropped when the attempt
 is already over for the engine.
@@ -55,8 +56,11 @@ _SENT = {A.COMPLETE: "completed", A.FAIL: "failed", A.REPORT_CANCELED: "canceled
 class ActivityAttempt:
     """One attempt of one activity on this worker, from START to its answer."""
 
-    def __init__(self, worker: ActivityWorker, task: Record, settle: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, worker: ActivityWorker, task: Record, settle: Callable[[], None] = lambda: None,
+                 eager: bool = False) -> None:
         self.worker = worker
+        #: Started by the engine already (eager execution): no START to send.
+        self.eager = eager
         #: Marks the task's START answered: its offset may be committed.
         self.settle = settle
         self.key = task.key
@@ -70,7 +74,7 @@ class ActivityAttempt:
             timedelta(milliseconds=task.value["heartbeat_timeout_ms"]) or None), self._send_heartbeat)
 
     def run(self) -> None:
-        started_ms = self._start()
+        started_ms = self.task["started_time_ms"] if self.eager else self._start()
         if started_ms is None:
             return
         w = self.worker

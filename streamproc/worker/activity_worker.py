@@ -75,6 +75,8 @@ class WorkerStats:
     rejected: int = 0
     #: Results never sent, because the attempt was already known to be over.
     dropped: int = 0
+    #: Attempts the engine started for this worker at scheduling (eager execution).
+    eager: int = 0
 
 
 class ActivityWorker:
@@ -113,6 +115,7 @@ class ActivityWorker:
         self._in_flight = 0
         self._running: set[ActivityAttempt] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._executor: ThreadPoolExecutor | None = None
         self._thread: threading.Thread | None = None
 
     # lifecycle ----------------------------------------------------------------------------
@@ -125,7 +128,7 @@ class ActivityWorker:
         self._loop = asyncio.new_event_loop()
         loop_thread = threading.Thread(target=self._loop.run_forever, name="activity-loop", daemon=True)
         loop_thread.start()
-        executor = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="activity")
+        executor = self._executor = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="activity")
         consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
@@ -210,8 +213,37 @@ class ActivityWorker:
                 executor.submit(self._run_attempt, task, msg.partition(), msg.offset())
             self._store_offsets(consumer)
 
-    def _run_attempt(self, task: Record, partition: int, offset: int) -> None:
-        attempt = ActivityAttempt(self, task, lambda: self.offsets.settled(partition, offset))
+    # eager execution --------------------------------------------------------------------
+    def reserve_slot(self) -> bool:
+        """Hold a free slot for an activity the engine may start for us (eager execution)."""
+        with self._lock:
+            if self._executor is None or self._stop.is_set() or self._in_flight >= self.max_concurrent:
+                return False
+            self._in_flight += 1
+            return True
+
+    def release_slot(self) -> None:
+        """A held slot the engine did not fill."""
+        with self._lock:
+            self._in_flight -= 1
+            self._lock.notify_all()
+
+    def run_reserved(self, task: Record, slot_held: bool = True) -> None:
+        """Run an attempt the engine started for us, in a slot held for it (or taken now:
+        the engine took long to answer, and the held slot was given back meanwhile)."""
+        self.count("eager")
+        if not slot_held:
+            with self._lock:
+                self._in_flight += 1
+        try:
+            self._executor.submit(self._run_attempt, task, eager=True)
+        except RuntimeError:  # the pool is shut down: the engine times the attempt out
+            log.warning("eager_activity_dropped_at_shutdown", activity_id=task.value["activity_id"])
+            self.release_slot()
+
+    def _run_attempt(self, task: Record, partition: int = -1, offset: int = -1, eager: bool = False) -> None:
+        settle = (lambda: None) if eager else (lambda: self.offsets.settled(partition, offset))
+        attempt = ActivityAttempt(self, task, settle, eager=eager)
         try:
             attempt.run()
         except Exception:  # a bug here must not leak a slot or kill the pool thread

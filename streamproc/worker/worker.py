@@ -6,7 +6,8 @@
 
 It runs a `WorkflowWorker` (workflow-tasks.<queue>) and an `ActivityWorker`
 (tasks.<queue>) side by side, each in its own thread with its own consumer group; either
-list may be empty, not both. In tests: ``with Worker(...) as worker: ...`` (or
+list may be empty, not both. With both, activities the workflows schedule on the queue
+run here eagerly when a slot is free (Temporal's eager activity execution). In tests: ``with Worker(...) as worker: ...`` (or
 ``async with``) starts both and waits until both got their partitions.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 from streamproc.client.client import Client
 from streamproc.converter import DataConverter
 from streamproc.worker.activity_worker import ActivityWorker
+from streamproc.worker.eager_activities import EagerActivities
 from streamproc.worker.workflow_worker import WorkflowWorker
 
 __all__ = ["Worker"]
@@ -32,8 +34,11 @@ class Worker:
                  activities: Iterable[Callable[..., Any]] = (), identity: str | None = None,
                  max_cached_workflows: int = 1000, max_concurrent_activities: int = 100,
                  graceful_shutdown_timeout: timedelta = timedelta(0),
-                 data_converter: DataConverter | None = None) -> None:
-        """`data_converter` defaults to the client's, as in Temporal."""
+                 data_converter: DataConverter | None = None,
+                 disable_eager_activity_execution: bool = False) -> None:
+        """`data_converter` defaults to the client's, as in Temporal. Activities that the
+        workflows schedule on this queue run eagerly here when a slot is free (see
+        `streamproc.worker.eager_activities`), unless `disable_eager_activity_execution`."""
         workflows, activities = list(workflows), list(activities)
         if not workflows and not activities:
             raise ValueError("a Worker needs at least one workflow or activity")
@@ -45,6 +50,8 @@ class Worker:
         self.activity_worker = ActivityWorker(task_queue, activities, max_concurrent=max_concurrent_activities,
                                               graceful_shutdown_timeout=graceful_shutdown_timeout,
                                               **where) if activities else None
+        if self.workflow_worker and self.activity_worker and not disable_eager_activity_execution:
+            self.workflow_worker.eager = EagerActivities(self.activity_worker)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

@@ -158,6 +158,20 @@ def test_the_order_workflow_sleeps_a_day_and_completes_with_a_well_formed_histor
     assert env.client.get_workflow_handle("order-1").result(60)["charged"] is True
     assert env.worker.workflow_worker.stats.failed == 0
     assert env.worker.workflow_worker.stats.cache_hits >= 2  # no replay between tasks
+    # both activities ran eagerly: started for this worker when scheduled, no task queue trip
+    assert env.worker.activity_worker.stats.eager == 2 and env.worker.activity_worker.stats.completed == 2
+
+
+def test_without_eager_execution_activities_go_through_the_task_queue(env):
+    with Worker(env.client, task_queue="orders-no-eager", workflows=[OrderWorkflow], activities=[reserve, charge],
+                disable_eager_activity_execution=True) as plain:
+        handle = env.client.start_workflow(OrderWorkflow.run, "order-plain", id="order-plain",
+                                           task_queue="orders-no-eager")
+        env.wait_for_event("order-plain", "TIMER_STARTED")
+        env.clock.advance(timedelta(hours=24, milliseconds=1))
+        assert handle.result(60)["charged"] is True
+        assert plain.activity_worker.stats.eager == 0 and plain.activity_worker.stats.started == 2
+    assert check_well_formed(history_of(handle)) == []
 
 
 def test_starting_a_running_workflow_id_again_is_refused_with_temporals_message(env):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import pytest
 
 from streamproc import workflow
 from streamproc.activity.payloads import decode
