@@ -65,8 +65,11 @@ def worker_run(task_queue: str, handler: str, worker_id: str | None, backoff_s: 
 @click.option("--identity", default=None, help="Worker identity in histories (default pid@host).")
 @click.option("--max-concurrent-activities", type=click.IntRange(1), default=100, show_default=True)
 @click.option("--max-cached-workflows", type=click.IntRange(0), default=1000, show_default=True)
+@click.option("--no-eager-activities", "no_eager", is_flag=True,
+              help="Send every activity through the task queue, even those this worker could run at once.")
 def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[str, ...],
-                 identity: str | None, max_concurrent_activities: int, max_cached_workflows: int) -> None:
+                 identity: str | None, max_concurrent_activities: int, max_cached_workflows: int,
+                 no_eager: bool) -> None:
     """Run TASK_QUEUE's workflows and activities until SIGINT/SIGTERM (then leave the groups cleanly)."""
     from streamproc.activity.definition import ActivityDefinition
     from streamproc.client import Client
@@ -82,7 +85,7 @@ def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[
         try:
             w = Worker(client, task_queue=task_queue, workflows=workflow_classes, activities=activity_functions,
                        identity=identity, max_concurrent_activities=max_concurrent_activities,
-                       max_cached_workflows=max_cached_workflows)
+                       max_cached_workflows=max_cached_workflows, disable_eager_activity_execution=no_eager)
         except ValueError as exc:  # two workflows or activities of the same name
             raise click.UsageError(str(exc)) from None
         w.run()  # in the main thread: SIGINT / SIGTERM stop it
