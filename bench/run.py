@@ -27,6 +27,7 @@ SCENARIOS = {
     "workflow_latency_single": "bench.workflow_latency:run",
     "timer_accuracy": "bench.workflow_timers:run",
 }
+NO_EAGER_ENV = "BENCH_NO_EAGER_ACTIVITIES"  # bench.workflow_worker_main reads it
 #: Scenarios that take --workers and --profile (worker processes; py-spy files prefix).
 WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflow_latency_single",
                       "timer_accuracy"}
@@ -48,6 +49,8 @@ def main() -> int:
     parser.add_argument("--profile-idle", action="store_true",
                         help="with --profile: sample idle time too (wall clock: waits on Kafka show up)")
     parser.add_argument("--keep-topics", action="store_true")
+    parser.add_argument("--no-eager-activities", action="store_true",
+                        help="workflow workers send every activity through the task queue (workflow scenarios)")
     args = parser.parse_args()
 
     # Only the result goes to stdout: anything else printed here or by libraries goes to stderr.
@@ -76,6 +79,8 @@ def main() -> int:
                       "profile_idle": args.profile_idle}
             if args.partitions:
                 kwargs["partitions"] = args.partitions
+            if args.no_eager_activities:  # read by the worker processes (bench.workflow_worker_main)
+                os.environ[NO_EAGER_ENV] = "1"
         result = scenario_run(bench, args.quick, **kwargs)
     finally:
         broker = pid_cpu_seconds(broker_pid) - broker_before  # before a broker started here stops
@@ -83,7 +88,8 @@ def main() -> int:
     ours = _own_cpu_s() - ours_before
     if bench.broker is not None:  # a broker started here is a child: its CPU is in ours too
         ours = max(0.0, ours - broker)
-    line = {"scenario": args.scenario, "quick": args.quick, **result,
+    extra = {"eager_activities": not args.no_eager_activities} if args.scenario in WORKFLOW_SCENARIOS else {}
+    line = {"scenario": args.scenario, "quick": args.quick, **extra, **result,
             "wall_seconds": round(time.monotonic() - started, 1),
             # CPU the machine spent during the run: ours (bench, engines, workers), the
             # broker's, and the rest (anything else running on the machine skews the numbers)

@@ -1,11 +1,13 @@
 """`python -m bench.workflow_worker_main QUEUE`: the combined Worker for the benchmark workflows.
 
-There is no CLI for the combined Worker yet; the benchmarks start this module as a
-child process (STREAMPROC_BOOTSTRAP and STREAMPROC_NAMESPACE name the broker and topics).
+The benchmarks start this module as a child process (STREAMPROC_BOOTSTRAP and
+STREAMPROC_NAMESPACE name the broker and topics; BENCH_NO_EAGER_ACTIVITIES=1 turns eager
+activity execution off).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from bench.workflow_definitions import ACTIVITIES, WORKFLOWS
@@ -13,12 +15,16 @@ from streamproc.client import Client
 from streamproc.logs import configure_logging
 from streamproc.worker import Worker
 
+#: Set by `bench/run.py --no-eager-activities`.
+NO_EAGER_ENV = "BENCH_NO_EAGER_ACTIVITIES"
+
 
 def main() -> None:
     configure_logging()
     queue = sys.argv[1]
     with Client() as client:
-        Worker(client, task_queue=queue, workflows=WORKFLOWS, activities=ACTIVITIES).run()
+        Worker(client, task_queue=queue, workflows=WORKFLOWS, activities=ACTIVITIES,
+               disable_eager_activity_execution=os.environ.get(NO_EAGER_ENV) == "1").run()
 
 
 if __name__ == "__main__":
