@@ -27,7 +27,6 @@ SCENARIOS = {
     "workflow_latency_single": "bench.workflow_latency:run",
     "timer_accuracy": "bench.workflow_timers:run",
 }
-NO_EAGER_ENV = "BENCH_NO_EAGER_ACTIVITIES"  # bench.workflow_worker_main reads it
 #: Scenarios that take --workers and --profile (worker processes; py-spy files prefix).
 WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflow_latency_single",
                       "timer_accuracy"}
@@ -79,7 +78,8 @@ def main() -> int:
                       "profile_idle": args.profile_idle}
             if args.partitions:
                 kwargs["partitions"] = args.partitions
-            if args.no_eager_activities:  # read by the worker processes (bench.workflow_worker_main)
+            if args.no_eager_activities:  # read by the worker processes
+                from bench.workflow_worker_main import NO_EAGER_ENV
                 os.environ[NO_EAGER_ENV] = "1"
         result = scenario_run(bench, args.quick, **kwargs)
     finally:
