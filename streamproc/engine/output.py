@@ -66,8 +66,10 @@ class RecordWriter:
             self._reply_with(record)
 
     def reply(self, value_type: str, intent: str, key: int, value: dict[str, Any]) -> None:
-        """An answer for the caller only (e.g. a heartbeat's), not a fact for the events topic."""
-        self._reply_with(self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key)))
+        """An answer for the caller only (e.g. a heartbeat's), not a fact for the events topic;
+        nothing is built when the command set no reply partition."""
+        if self.caller_listens:
+            self._reply_with(self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key)))
 
     @property
     def caller_listens(self) -> bool:

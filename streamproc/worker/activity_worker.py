@@ -35,9 +35,7 @@ from typing import Any
 import structlog
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from streamproc.activity.context import (
-    CancelReason,
-)
+from streamproc.activity.context import CancelReason
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.client.client import Client
 from streamproc.converter import DataConverter
@@ -46,11 +44,7 @@ from streamproc.kafka.batching import consume_available, resume_now
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_of_key
-from streamproc.protocol.records import (
-    ActivityIntent,
-    Record,
-    ValueType,
-)
+from streamproc.protocol.records import ActivityIntent, Record, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.activity_attempt import ActivityAttempt
 from streamproc.worker.replies import Reply, ReplyListener

@@ -24,10 +24,9 @@ import uuid
 from collections import deque
 from typing import TYPE_CHECKING
 
-import orjson
 import structlog
 
-from streamproc.protocol.records import ActivityIntent, Record, RecordType, ValueType
+from streamproc.protocol.records import ActivityIntent, RecordType, ValueType
 from streamproc.worker.replies import Reply
 
 if TYPE_CHECKING:
@@ -78,40 +77,37 @@ class _Reservation:
 
 
 class EagerActivities:
-    """Marks a workflow worker's answers for eager execution by `activities` (same queue)."""
+    """Marks a workflow worker's answers for eager execution by `activities` (same queue).
+    The worker gives back overdue slots between its batches (`release_overdue`)."""
 
     def __init__(self, activities: ActivityWorker) -> None:
         self.activities = activities
         self._held: deque[_Reservation] = deque()
 
-    def offer(self, answer: Record) -> Record:
-        """`answer` (a TASK_COMPLETE) asking to run eagerly the activities this worker holds
-        a slot for, with a reply partition to hear the engine on; unchanged if none."""
-        self.release_overdue()
-        commands_json = answer.value.get("commands") or ""
+    def ask(self, commands: list[dict]) -> tuple[list[dict], tuple[str, int] | None]:
+        """`commands` (of a TASK_COMPLETE) asking to run eagerly the activities this worker
+        holds a slot for, and the (request id, reply partition) the answer must carry to
+        hear the engine; the commands unchanged and None if there are none."""
         replies = self.activities.replies
-        if "SCHEDULE_ACTIVITY_TASK" not in commands_json or replies is None:
-            return answer
-        commands = orjson.loads(commands_json)
+        if replies is None:
+            return commands, None
         held = 0
+        marked = []
         for command in commands:
-            if held == MAX_EAGER_PER_TASK:
-                break
-            if (command.get("type") == "SCHEDULE_ACTIVITY_TASK"
+            if (held < MAX_EAGER_PER_TASK and command.get("type") == "SCHEDULE_ACTIVITY_TASK"
                     and command.get("task_queue") in (None, "", self.activities.task_queue)
                     and command.get("activity_type") in self.activities.definitions
                     and self.activities.reserve_slot()):
-                command["request_eager_execution"] = True
+                command = {**command, "request_eager_execution": True}  # the instance's own stays as it is
                 held += 1
+            marked.append(command)
         if held == 0:
-            return answer
+            return commands, None
         reservation = _Reservation(self.activities, held, time.monotonic() + HOLD_SLOTS_S)
         self._held.append(reservation)
-        answer.request_id = uuid.uuid4().hex
-        answer.reply_partition = replies.partition
-        replies.expect(answer.request_id, reservation.on_reply, LISTEN_S)
-        answer.value = {**answer.value, "commands": orjson.dumps(commands).decode()}
-        return answer
+        request_id = uuid.uuid4().hex
+        replies.expect(request_id, reservation.on_reply, LISTEN_S)
+        return marked, (request_id, replies.partition)
 
     def release_overdue(self) -> None:
         """Give back the slots of answers the engine has not answered in `HOLD_SLOTS_S`."""

@@ -7,8 +7,9 @@
 It runs a `WorkflowWorker` (workflow-tasks.<queue>) and an `ActivityWorker`
 (tasks.<queue>) side by side, each in its own thread with its own consumer group; either
 list may be empty, not both. With both, activities the workflows schedule on the queue
-run here eagerly when a slot is free (Temporal's eager activity execution). In tests: ``with Worker(...) as worker: ...`` (or
-``async with``) starts both and waits until both got their partitions.
+run here eagerly when a slot is free (Temporal's eager activity execution). In tests:
+``with Worker(...) as worker: ...`` (or ``async with``) starts both and waits until both
+got their partitions.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class Worker:
                                               graceful_shutdown_timeout=graceful_shutdown_timeout,
                                               **where) if activities else None
         if self.workflow_worker and self.activity_worker and not disable_eager_activity_execution:
-            self.workflow_worker.eager = EagerActivities(self.activity_worker)
+            self.workflow_worker.handler.eager = EagerActivities(self.activity_worker)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

@@ -16,7 +16,7 @@ whole history with the next attempt.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 import structlog
@@ -26,6 +26,9 @@ from streamproc.activity.failures import failure_from_exception
 from streamproc.protocol.records import Record, ValueType, WorkflowIntent
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_task_pages import WorkflowTask
+
+if TYPE_CHECKING:
+    from streamproc.worker.eager_activities import EagerActivities
 
 __all__ = ["WorkflowTaskHandler", "HistoryUnavailable", "UNHANDLED_FAILURE", "CLOSE_COMMANDS"]
 
@@ -80,6 +83,8 @@ class WorkflowTaskHandler:
         self.fetch_history = fetch_history
         #: Tasks whose history had to be fetched (no cached instance continued it).
         self.fetches = 0
+        #: Set when an ActivityWorker of this process runs the queue's activities eagerly.
+        self.eager: EagerActivities | None = None
 
     def answer(self, task: WorkflowTask) -> Record | None:
         """TASK_COMPLETE or TASK_FAIL for `task` (None: a retried attempt failed again, left
@@ -112,8 +117,13 @@ class WorkflowTaskHandler:
             self.cache.evict(task.run_id)
         else:
             self.cache.keep(task, instance)
-        return self._command(task, WorkflowIntent.TASK_COMPLETE,
-                             commands=orjson.dumps(commands).decode())
+        request = None
+        if self.eager is not None:
+            commands, request = self.eager.ask(commands)
+        answer = self._command(task, WorkflowIntent.TASK_COMPLETE, commands=orjson.dumps(commands).decode())
+        if request is not None:
+            answer.request_id, answer.reply_partition = request
+        return answer
 
     def _instance_for(self, task: WorkflowTask, definition: Any) -> Instance:
         cached = self.cache.take(task)

@@ -40,7 +40,6 @@ from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
-from streamproc.worker.eager_activities import EagerActivities
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_activation import InstanceFactory, WorkflowTaskHandler
 from streamproc.worker.workflow_task_pages import TaskPageAssembler, WorkflowTask
@@ -109,8 +108,6 @@ class WorkflowWorker:
         #: The offsets last committed (asynchronously) per partition, made sure of when stopping.
         self._last_offsets: dict[tuple[str, int], TopicPartition] = {}
         self._partitions = partitions
-        #: Set by `Worker` when an ActivityWorker of this process serves the same queue.
-        self.eager: EagerActivities | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -135,8 +132,8 @@ class WorkflowWorker:
         try:
             while not self._stop.is_set():
                 self._answer_batch(consumer, consume_available(consumer, MAX_BATCH, 0.1))
-                if self.eager is not None:
-                    self.eager.release_overdue()
+                if self.handler.eager is not None:
+                    self.handler.eager.release_overdue()
             if self._last_offsets:  # the last asynchronous commits, made sure of
                 try:
                     consumer.commit(offsets=list(self._last_offsets.values()), asynchronous=False)
@@ -144,8 +141,8 @@ class WorkflowWorker:
                     log.warning("workflow_task_commit_failed", error=str(exc.args[0]))
         finally:
             consumer.close()  # leave the group at once: the queue's partitions move on
-            if self.eager is not None:
-                self.eager.release_all()
+            if self.handler.eager is not None:
+                self.handler.eager.release_all()
             self.client.close_workflow_requests()
             log.info("workflow_worker_stopped", task_queue=self.task_queue,
                      stats=dataclasses.asdict(self.stats))
@@ -229,8 +226,6 @@ class WorkflowWorker:
         if answer is None:
             self.stats.unanswered += 1
         else:
-            if self.eager is not None and answer.intent == WorkflowIntent.TASK_COMPLETE:
-                answer = self.eager.offer(answer)
             self.client.send(answer, partition_for(task.workflow_id, self.client.partitions))
             if answer.intent == WorkflowIntent.TASK_COMPLETE:
                 self.stats.completed += 1

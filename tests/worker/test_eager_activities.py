@@ -3,7 +3,8 @@ used and given back (the Kafka side is in tests/kafka/test_workflows_e2e.py)."""
 
 from __future__ import annotations
 
-import orjson
+from typing import NamedTuple
+
 import pytest
 
 from streamproc.protocol.records import Record, RecordType
@@ -55,12 +56,24 @@ def schedule(activity_id, activity_type="reserve", task_queue=""):
             "task_queue": task_queue}
 
 
-def answer(*commands):
-    return Record.command("WORKFLOW", "TASK_COMPLETE", {"commands": orjson.dumps(list(commands)).decode()}, key=9)
+class Sent(NamedTuple):
+    """What a TASK_COMPLETE carries after `EagerActivities.ask`."""
+
+    given: list
+    commands: list
+    request_id: str | None
+    reply_partition: int
 
 
-def asked(record):
-    return [c["activity_id"] for c in orjson.loads(record.value["commands"]) if c.get("request_eager_execution")]
+def ask(eager, *commands):
+    given = list(commands)
+    marked, request = eager.ask(given)
+    request_id, reply_partition = request or (None, -1)
+    return Sent(given, marked, request_id, reply_partition)
+
+
+def asked(sent):
+    return [c["activity_id"] for c in sent.commands if c.get("request_eager_execution")]
 
 
 def activity_task(key):
@@ -73,9 +86,9 @@ def processed():
 
 def test_only_registered_activities_of_this_queue_are_asked_for_at_most_three_per_task():
     activities = Activities(slots=10)
-    sent = EagerActivities(activities).offer(answer(
-        schedule("1"), schedule("2", "unknown"), schedule("3", task_queue="billing"), schedule("4", "charge"),
-        schedule("5", task_queue="orders"), schedule("6"), {"type": "START_TIMER", "timer_id": "t"}))
+    sent = ask(EagerActivities(activities),
+               schedule("1"), schedule("2", "unknown"), schedule("3", task_queue="billing"), schedule("4", "charge"),
+               schedule("5", task_queue="orders"), schedule("6"), {"type": "START_TIMER", "timer_id": "t"})
     assert asked(sent) == ["1", "4", "5"]
     assert activities.free == 7
     assert sent.reply_partition == 3 and sent.request_id in activities.replies.waiting
@@ -83,15 +96,15 @@ def test_only_registered_activities_of_this_queue_are_asked_for_at_most_three_pe
 
 def test_no_free_slot_no_request_and_the_answer_is_left_as_it_was():
     activities = Activities(slots=1)
-    sent = EagerActivities(activities).offer(answer(schedule("1"), schedule("2")))
+    sent = ask(EagerActivities(activities), schedule("1"), schedule("2"))
     assert asked(sent) == ["1"]
-    unchanged = answer(schedule("3"))
-    assert EagerActivities(activities).offer(unchanged) is unchanged and unchanged.reply_partition == -1
+    unchanged = ask(EagerActivities(activities), schedule("3"))
+    assert unchanged.commands is unchanged.given and unchanged.reply_partition == -1
 
 
 def test_tasks_the_engine_sends_run_in_the_held_slots_and_the_rest_are_given_back():
     activities = Activities(slots=5)
-    sent = EagerActivities(activities).offer(answer(schedule("1"), schedule("2")))
+    sent = ask(EagerActivities(activities), schedule("1"), schedule("2"))
     assert activities.free == 3
     activities.replies.answer(sent.request_id, activity_task(101))
     activities.replies.answer(sent.request_id, processed())
@@ -102,7 +115,7 @@ def test_tasks_the_engine_sends_run_in_the_held_slots_and_the_rest_are_given_bac
 
 def test_a_rejected_answer_gives_every_slot_back():
     activities = Activities(slots=5)
-    sent = EagerActivities(activities).offer(answer(schedule("1"), schedule("2")))
+    sent = ask(EagerActivities(activities), schedule("1"), schedule("2"))
     rejection = Record(RecordType.COMMAND_REJECTION, "WORKFLOW", "TASK_COMPLETE", {}, key=9,
                        rejection_type="INVALID_STATE", rejection_reason="that task is over")
     activities.replies.answer(sent.request_id, rejection)
@@ -114,7 +127,7 @@ def test_slots_of_an_unanswered_task_are_given_back_and_a_late_task_still_runs(m
     monkeypatch.setattr(eager_activities.time, "monotonic", lambda: now[0])
     activities = Activities(slots=5)
     eager = EagerActivities(activities)
-    sent = eager.offer(answer(schedule("1")))
+    sent = ask(eager, schedule("1"))
     now[0] += eager_activities.HOLD_SLOTS_S - 0.1
     eager.release_overdue()
     assert activities.free == 4
@@ -128,5 +141,5 @@ def test_slots_of_an_unanswered_task_are_given_back_and_a_late_task_still_runs(m
 @pytest.mark.parametrize("commands", [[], [{"type": "COMPLETE_WORKFLOW_EXECUTION", "result": "1"}]])
 def test_answers_without_activities_are_not_touched(commands):
     activities = Activities(slots=5)
-    record = answer(*commands)
-    assert EagerActivities(activities).offer(record) is record and activities.free == 5
+    sent = ask(EagerActivities(activities), *commands)
+    assert sent.commands is sent.given and sent.request_id is None and activities.free == 5
