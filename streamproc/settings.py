@@ -13,7 +13,7 @@ ENVIRONMENT = {
     "STREAMPROC_NAMESPACE": "prefix of every topic and consumer group (default streamproc)",
     "STREAMPROC_PARTITIONS": "partitions of the commands/events/changelog topics, used when creating them (default 4)",
     "STREAMPROC_STATE_DIR": "where engines keep their RocksDB state (default ~/.local/state/streamproc)",
-    "STREAMPROC_ENGINE_ID": "stable id of an engine process: its transactional id (default: host name)",
+    "STREAMPROC_ENGINE_ID": "stable id of an engine process, in its transactional ids; no '#' (default: host name)",
     "STREAMPROC_LOG_FORMAT": "console or json (default: console on a terminal, json otherwise)",
     "STREAMPROC_LOG_LEVEL": "debug, info, warning or error (default info)",
 }
@@ -51,4 +51,7 @@ class Settings:
             engine_id=_env("STREAMPROC_ENGINE_ID", socket.gethostname()),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
+        if "#" in values["engine_id"]:
+            # "<id>#2" names the engine's second transactional producer (engine/transactions.py)
+            raise ValueError(f"STREAMPROC_ENGINE_ID must not contain '#', got {values['engine_id']!r}")
         return cls(**values)

@@ -39,3 +39,10 @@ def test_invalid_partitions_are_refused_with_the_value(clean_env, value):
     clean_env.setenv("STREAMPROC_PARTITIONS", value)
     with pytest.raises(ValueError, match=f"STREAMPROC_PARTITIONS must be an integer in \\[1, 8192\\], got '{value}'"):
         Settings.from_env()
+
+
+def test_engine_id_with_the_turn_separator_is_refused(clean_env):
+    # "a#2" would share a transactional id with the second producer of engine "a".
+    clean_env.setenv("STREAMPROC_ENGINE_ID", "a#2")
+    with pytest.raises(ValueError, match="STREAMPROC_ENGINE_ID must not contain '#', got 'a#2'"):
+        Settings.from_env()

@@ -19,15 +19,7 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 
 import structlog
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, Producer, TopicPartition
 
 from streamproc.clock import Clock, SystemClock
 from streamproc.due.checker import DueDateChecker, partition_checker
@@ -35,6 +27,7 @@ from streamproc.engine.batch_writer import BatchWriter
 from streamproc.engine.changelog import StaleLocalState, restore
 from streamproc.engine.context import Limits
 from streamproc.engine.partition import PartitionProcessor
+from streamproc.engine.transactions import TransactionalProducers
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config, producer_config
@@ -103,7 +96,8 @@ class Engine:
         self._admin = TopicAdmin(settings.bootstrap, self.topics)
         self._state_root = settings.state_dir / settings.engine_id
         self._consumer: Consumer | None = None
-        self._producer: Producer | None = None
+        self._producers = TransactionalProducers(
+            f"{settings.namespace}.engine.{settings.engine_id}", self._producer_config)
         self._writer: BatchWriter | None = None
         self._echo_offsets: dict[int, int] = {}
         self._echo_offsets_since = 0.0
@@ -119,7 +113,7 @@ class Engine:
         rewound to their last commit; the group membership is kept (see `_recover`)."""
         self.partition_count = self._admin.ensure_engine_topics(self.settings.partitions)
         self._writer = BatchWriter(self.topics, self._admin, self.partition_count)
-        self._open_producer()
+        self._producers.open()
         self._open_consumer()
         try:
             while not self._stop.is_set():
@@ -137,10 +131,9 @@ class Engine:
     def stop(self) -> None:
         self._stop.set()
 
-    def _open_producer(self) -> None:
-        s = self.settings
-        self._producer = Producer(producer_config(s.bootstrap, **{
-            "transactional.id": f"{s.namespace}.engine.{s.engine_id}",
+    def _producer_config(self, transactional_id: str) -> dict:
+        return producer_config(self.settings.bootstrap, **{
+            "transactional.id": transactional_id,
             "transaction.timeout.ms": self.transaction_timeout_ms,
             "linger.ms": 5,
             "batch.num.messages": 10_000,
@@ -149,9 +142,7 @@ class Engine:
             # backoff would then put 100 ms on the next batch (Java uses 20 ms, KAFKA-5477).
             "retry.backoff.ms": 2,
             "retry.backoff.max.ms": 50,
-        }))
-        # Aborts whatever a previous incarnation with our id left open, and fences it.
-        self._producer.init_transactions(60)
+        })
 
     def _open_consumer(self) -> None:
         s = self.settings
@@ -183,19 +174,7 @@ class Engine:
         fatal = getattr(error, "fatal", lambda: False)()
         log.error("transaction_failed_rewinding", error=str(exc), fatal=fatal,
                   partitions=sorted(self.partitions))
-        if not fatal:
-            try:
-                self._producer.abort_transaction(30)
-            except KafkaException as abort_error:
-                # _STATE: no transaction was open (the failure came before one began,
-                # e.g. while a partition was being opened): nothing to abort.
-                if abort_error.args[0].code() != KafkaError._STATE:
-                    log.error("transaction_abort_failed", error=str(abort_error))
-                    fatal = True
-        if fatal:  # e.g. fenced: only a new producer (init_transactions) can go on
-            self._producer = None
-            self._open_producer()
-        self._producer.poll(0)  # the aborted batch's purge reports must not fail the next one
+        self._producers.abort(fatal)
         self._writer.reset()
         # What the group assigned us, not only what we opened: an assignment whose opening
         # failed half way (the broker was still electing a changelog leader, say) is
@@ -226,7 +205,7 @@ class Engine:
             self._consumer = None
         for pid in list(self.partitions):
             self._close_partition(pid)
-        self._producer = None
+        self._producers.close()
         self.ready.clear()
 
     # rebalance ----------------------------------------------------------------------------
@@ -329,14 +308,13 @@ class Engine:
         go into one transaction, visible together or not at all; local RocksDB is written
         only once it committed (`_finish_commit`), with the changelog offset it reflects.
         """
-        producer = self._producer
         offsets = dict(self._echo_offsets)
         self._echo_offsets.clear()  # read again after a failure, echoes are skipped anyway
         for msg in messages:
             offsets[msg.partition()] = msg.offset() + 1
         touched = [self.partitions[pid] for pid in touched_ids]
         writer = self._writer
-        producer.begin_transaction()
+        producer = self._producers.begin()
         writer.begin(producer)
         for part in touched:
             writer.write_partition(part.id, part.processor)
@@ -347,13 +325,12 @@ class Engine:
             part.processor.writes.seal()
         group = self._consumer.consumer_group_metadata() if offsets else None
         future = self._committer.submit(
-            self._commit_transaction,
+            self._commit_transaction, producer,
             [TopicPartition(self.topics.commands, pid, off) for pid, off in offsets.items()], group)
         self._committing = _Committing(future, touched, len(messages), len(due))
 
-    def _commit_transaction(self, offsets: list[TopicPartition], group) -> None:
+    def _commit_transaction(self, producer: Producer, offsets: list[TopicPartition], group) -> None:
         """On the commit thread: blocking calls, the GIL released while they wait."""
-        producer = self._producer
         if offsets:
             producer.send_offsets_to_transaction(offsets, group, 30)
         try:
