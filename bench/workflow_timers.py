@@ -13,6 +13,8 @@ timers come due spread over time rather than all at once. For each run:
 
 from __future__ import annotations
 
+from collections import Counter
+
 from bench.common import Bench, loadavg, percentiles
 from bench.workflow_common import (
     PARTITIONS,
@@ -49,6 +51,8 @@ def run(bench: Bench, quick: bool, workers: int = 1, engines: int = 1,
         late_ms = percentiles(late)
         out.update({
             "p50_ms": late_ms["p50"], "p99_ms": late_ms["p99"], "late_ms": late_ms,
+            # how many timers were how late (ms), to tell a commit-sized tail from a few outliers
+            "late_ms_counts": dict(sorted(Counter(late).items())),
             "result_after_due_ms": percentiles(after_due),
             "stages_ms": stage_breakdown(loop, ["TIMER_STARTED", "TIMER_FIRED", "WORKFLOW_TASK_COMPLETED",
                                                 "WORKFLOW_EXECUTION_COMPLETED", "seen"]),

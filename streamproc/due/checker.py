@@ -26,31 +26,32 @@ class DueDateChecker:
         self._limit = batch_limit
         self._in_flight: dict[Item, int] = {}
         self._waiting_for_in_flight = False
-        self.next_due_ms: int | None = None
+        #: The earliest time at which something is due (each source says when its items are).
+        self.next_fire_ms: int | None = None
         self.refresh()
 
     def refresh(self) -> None:
         """Re-read the earliest due date from committed state (after each commit)."""
-        times = [t for s in self._sources if (t := s.next_due_ms()) is not None]
-        self.next_due_ms = min(times) if times else None
+        times = [t for s in self._sources if (t := s.next_fire_ms()) is not None]
+        self.next_fire_ms = min(times) if times else None
         self._waiting_for_in_flight = False
 
     def wait_ms(self, now_ms: int) -> int | None:
         """How long until something is due (0 = now), or None when nothing is scheduled.
 
-        An item is due strictly after its due time (Zeebe: `deadline < now`). When
+        When an item is due is its source's rule (see `streamproc.due.sources`). When
         everything due has a command in flight, the answer is the resend interval:
         processing those commands refreshes the checker sooner.
         """
-        if self.next_due_ms is None:
+        if self.next_fire_ms is None:
             return None
         if self._waiting_for_in_flight:
             return RESEND_AFTER_MS
-        return max(0, self.next_due_ms + 1 - now_ms)
+        return max(0, self.next_fire_ms - now_ms)
 
     def collect(self, now_ms: int) -> list[Record]:
         """Commands for everything due now that has no command in flight, at most the cap."""
-        if self.next_due_ms is None or not self.next_due_ms < now_ms:
+        if self.next_fire_ms is None or self.next_fire_ms > now_ms:
             return []
         commands: list[Record] = []
         # In-flight items are skipped without counting against the cap, so a burst

@@ -3,6 +3,10 @@
 An item is the identity of one due date (the intent, its time and the entity key): the
 checker remembers the items whose command is in flight, and `item_of` recognises the
 command when the processor has handled it.
+
+When an item is due depends on whose semantics it follows: a job's deadline or backoff
+passes strictly after its time (Zeebe: `deadline < now`, SEMANTICS.md 10), an activity's
+or a workflow's timer fires at its time (Temporal: `now >= fire time`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ Item = tuple[str, str, int, int]  # (value type, intent, due_ms, key)
 
 
 class DueSource(Protocol):
-    def next_due_ms(self) -> int | None: ...
+    def next_fire_ms(self) -> int | None:
+        """The earliest time (ms) at which `due` will return something, or None."""
+
 
     def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]: ...
 
@@ -31,8 +37,9 @@ class JobDueSource:
     def __init__(self, due_dates: JobDueDates) -> None:
         self._due = due_dates
 
-    def next_due_ms(self) -> int | None:
-        return self._due.next_due_ms()
+    def next_fire_ms(self) -> int | None:
+        due = self._due.next_due_ms()
+        return None if due is None else due + 1  # strictly after
 
     def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]:
         out = []
@@ -61,7 +68,7 @@ class ActivityDueSource:
     def __init__(self, timers: ActivityTimers) -> None:
         self._timers = timers
 
-    def next_due_ms(self) -> int | None:
+    def next_fire_ms(self) -> int | None:
         return self._timers.next_due_ms()
 
     def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]:
@@ -90,7 +97,7 @@ class WorkflowDueSource:
     def __init__(self, due_dates: WorkflowDueDates) -> None:
         self._due = due_dates
 
-    def next_due_ms(self) -> int | None:
+    def next_fire_ms(self) -> int | None:
         return self._due.next_due_ms()
 
     def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]:

@@ -224,7 +224,7 @@ def _armed_timer(cmd: Record, ctx: ProcessingContext, kind: str) -> tuple[dict, 
     timer = meta["timer"]
     if timer is None or timer[0] != due or timer[1] != kind:
         reason = f"{prefix} the armed timer is {timer}"
-    elif not due < ctx.now_ms:
+    elif due > ctx.now_ms:
         reason = f"{prefix} it is not due yet (now {ctx.now_ms})"
     else:
         return meta, state

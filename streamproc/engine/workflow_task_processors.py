@@ -115,7 +115,7 @@ def task_time_out(cmd: Record, ctx: ProcessingContext) -> None:
     if run is None:
         return
     due = cmd.value["due_ms"]
-    if run["deadlines"].get(TASK_TIME_OUT) != due or not due < ctx.now_ms:
+    if run["deadlines"].get(TASK_TIME_OUT) != due or due > ctx.now_ms:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"Expected to time out workflow task {run['task']['scheduled_event_id']} at {due}, "
                        f"but its deadline is {run['deadlines'].get(TASK_TIME_OUT)} (now {ctx.now_ms})")

@@ -47,7 +47,7 @@ def _armed(cmd: Record, ctx: ProcessingContext, kind: str) -> Run | None:
         return None
     due = cmd.value["due_ms"]
     armed = run["deadlines"].get(kind)
-    if armed != due or not due < ctx.now_ms:
+    if armed != due or due > ctx.now_ms:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"Expected to fire the {kind} deadline due at {due} of run with key '{cmd.key}', "
                        f"but the armed one is {armed} (now {ctx.now_ms})")
@@ -61,7 +61,7 @@ def timer_fire(cmd: Record, ctx: ProcessingContext) -> None:
     if run is None:
         return
     timer = run["timers"].get(timer_id)
-    if timer is None or timer["fired"] or timer["due_ms"] != due or not due < ctx.now_ms:
+    if timer is None or timer["fired"] or timer["due_ms"] != due or due > ctx.now_ms:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"Expected to fire timer {timer_id!r} due at {due} of run with key '{cmd.key}', "
                        f"but the timer is {timer} (now {ctx.now_ms})")

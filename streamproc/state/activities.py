@@ -140,8 +140,8 @@ class ActivityTimers:
         self._db = db
 
     def due(self, now_ms: int, limit: int) -> list[tuple[int, int]]:
-        """(due_ms, activity key) of timers strictly before now, in time order."""
-        return [read_time_key(k) for k, _ in self._db.scan(Family.ACTIVITY_TIMERS, time_upper_bound(now_ms), limit)]
+        """(due_ms, activity key) of timers due now or earlier, in time order."""
+        return [read_time_key(k) for k, _ in self._db.scan(Family.ACTIVITY_TIMERS, time_upper_bound(now_ms + 1), limit)]
 
     def timer_of(self, key: int) -> list | None:
         raw = self._db.get(Family.ACTIVITIES, u64(key))

@@ -69,11 +69,11 @@ class WorkflowDueDates:
         self._db = db
 
     def timers(self, now_ms: int, limit: int) -> list[tuple[int, int, str]]:
-        """(due_ms, run key, timer id) of timers due strictly before now, in time order."""
+        """(due_ms, run key, timer id) of timers due now or earlier, in time order."""
         return self._due(Family.WORKFLOW_TIMERS, now_ms, limit)
 
     def deadlines(self, now_ms: int, limit: int) -> list[tuple[int, int, str]]:
-        """(due_ms, run key, kind) of run deadlines strictly before now, in time order."""
+        """(due_ms, run key, kind) of run deadlines due now or earlier, in time order."""
         return self._due(Family.WORKFLOW_DEADLINES, now_ms, limit)
 
     def next_due_ms(self) -> int | None:
@@ -84,7 +84,7 @@ class WorkflowDueDates:
 
     def _due(self, family: Family, now_ms: int, limit: int) -> list[tuple[int, int, str]]:
         out = []
-        for key, _ in self._db.scan(family, time_upper_bound(now_ms), limit):
+        for key, _ in self._db.scan(family, time_upper_bound(now_ms + 1), limit):
             due_ms, run_key = read_time_key(key[:_TIME_KEY_BYTES])
             out.append((due_ms, run_key, key[_TIME_KEY_BYTES:].decode()))
         return out

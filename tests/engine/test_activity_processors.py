@@ -124,7 +124,7 @@ def test_completion_writes_started_then_completed(h):
     assert started.value["last_failure"] is None and started.value["identity"] == "worker-1"
     assert completed.intent == "ActivityTaskCompleted" and completed.value["result"] == '{"ok": true}'
     assert (completed.value["scheduled_event_id"], completed.value["started_event_id"]) == (1, 2)
-    assert h.checker.next_due_ms is None
+    assert h.checker.next_fire_ms is None
 
 
 def test_retries_wait_1_2_4_4_seconds_then_maximum_attempts(h):
@@ -141,7 +141,7 @@ def test_retries_wait_1_2_4_4_seconds_then_maximum_attempts(h):
         if attempt < 5:
             assert events == []                      # retried attempts leave no events
             dispatched_due(h, attempt + 1)
-    assert [b - a for a, b in zip(starts, starts[1:])] == [1001, 2001, 4001, 4001]
+    assert [b - a for a, b in zip(starts, starts[1:])] == [1000, 2000, 4000, 4000]  # a timer fires at its time
     started, failed = events
     assert started.value["attempt"] == 5 and started.value["last_failure"]["message"] == "failed attempt 4"
     assert failed.intent == "ActivityTaskFailed" and failed.value["retry_state"] == "MAXIMUM_ATTEMPTS_REACHED"
@@ -173,7 +173,7 @@ def test_next_retry_delay_may_exceed_the_maximum_interval(h):
     t_fail = h.clock.now_ms()
     fail(h, key, 1, next_retry_delay_ms=7 * 60 * S)
     run_until(h, t_fail + 8 * 60 * S)
-    assert dispatched_attempts(h)[-1] == (2, t_fail + 7 * 60 * S + 1)
+    assert dispatched_attempts(h)[-1] == (2, t_fail + 7 * 60 * S)
 
 
 def test_start_to_close_timeout_then_success_carries_the_timeout_as_last_failure(h):
@@ -184,7 +184,7 @@ def test_start_to_close_timeout_then_success_carries_the_timeout_as_last_failure
     dispatched_due(h, 2)
     attempt, dispatched_at = dispatched_attempts(h)[-1]
     # the backoff counts from the deadline; the dispatch timer fires 1 ms after its due time
-    assert attempt == 2 and dispatched_at - t0 == 2001
+    assert attempt == 2 and dispatched_at - t0 == 2000
     start(h, key, 2)
     started, _ = h.send(cmd("COMPLETE", key, attempt=2, result="1"))
     assert started.value["attempt"] == 2
@@ -223,7 +223,7 @@ def test_av1_schedule_to_close_fires_during_attempt_5(h):
     assert f["message"] == ("Not enough time to schedule next retry before activity ScheduleToClose "
                             "timeout, giving up retrying")
     assert f["cause"]["message"] == "activity StartToClose timeout"
-    assert timed_out.timestamp_ms == t0 + 60 * S + 1
+    assert timed_out.timestamp_ms == t0 + 60 * S
 
 
 def dispatched_due(h, attempt):
@@ -244,7 +244,7 @@ def test_av4_heartbeats_move_the_deadline_lazily_then_it_fires(h):
         assert h.send(cmd("HEARTBEAT", key, attempt=1, details=f'{{"progress": {at}}}')) == []
     fired = run_until(h, t + 9 * S)
     started, timed_out = fired
-    assert timed_out.timestamp_ms == t + 7 * S + 1       # last heartbeat at T+4 + 3 s
+    assert timed_out.timestamp_ms == t + 7 * S           # last heartbeat at T+4 + 3 s
     assert timed_out.value["failure"]["timeout_type"] == "HEARTBEAT"
     assert timed_out.value["failure"]["details"] == '{"progress":4000}'
     assert timed_out.value["retry_state"] == "MAXIMUM_ATTEMPTS_REACHED"
@@ -256,7 +256,7 @@ def test_av5_schedule_to_start_is_not_retried(h):
     t0 = h.clock.now_ms()
     key = schedule(h, schedule_to_start_timeout_ms=5 * S, start_to_close_timeout_ms=10 * S).key
     (timed_out,) = run_until(h, t0 + 10 * S)
-    assert timed_out.key == key and timed_out.timestamp_ms == t0 + 5 * S + 1
+    assert timed_out.key == key and timed_out.timestamp_ms == t0 + 5 * S
     assert timed_out.value["failure"]["timeout_type"] == "SCHEDULE_TO_START"
     assert timed_out.value["failure"]["message"] == "activity ScheduleToStart timeout"
     assert timed_out.value["retry_state"] == "TIMEOUT" and timed_out.value["started_event_id"] == 0
@@ -318,3 +318,16 @@ def test_start_is_refused_for_a_wrong_attempt_or_twice(h):
     start(h, key, 1)
     (rej,) = h.send(cmd("START", key, attempt=1, identity="w"))
     assert "already started" in rej.rejection_reason
+
+
+def test_a_timeout_before_the_timer_is_due_is_rejected_and_at_its_time_accepted(h):
+    """Activities follow Temporal: a timer fires at its time (jobs keep Zeebe's strict rule, Z1)."""
+    key = schedule(h, start_to_close_timeout_ms=10 * S, retry_policy={"maximum_attempts": 1}).key
+    start(h, key, 1)
+    due = h.clock.now_ms() + 10 * S
+    h.clock.set(due - 1)
+    (early,) = h.send(cmd("TIME_OUT", key, timer_due_ms=due, timeout_type="START_TO_CLOSE", attempt=1))
+    assert early.record_type is RecordType.COMMAND_REJECTION and "it is not due yet" in early.rejection_reason
+    h.clock.set(due)
+    events = h.send(cmd("TIME_OUT", key, timer_due_ms=due, timeout_type="START_TO_CLOSE", attempt=1))
+    assert [e.intent for e in events][-1] == "ActivityTaskTimedOut"

@@ -95,7 +95,7 @@ def test_complete_removes_the_job_and_its_deadline(h):
     (ev,) = h.send(job_cmd("COMPLETE", key, attempt=1, result='{"ok": true}'))
     assert ev.intent == "COMPLETED" and ev.value["result"] == '{"ok": true}'
     assert h.job(key) is None
-    assert h.checker.next_due_ms is None
+    assert h.checker.next_fire_ms is None
     ev = rejection(h.send(job_cmd("COMPLETE", key, attempt=1, result="{}")))
     assert ev.rejection_type == "NOT_FOUND"
 
@@ -164,7 +164,7 @@ def test_checker_does_not_write_a_second_time_out_while_one_is_in_flight(h):
     assert h.checker.collect(h.clock.now_ms()) == []
     assert h.checker.wait_ms(h.clock.now_ms()) > 0
     h.send(first[0])
-    assert h.checker.in_flight == 0 and h.checker.next_due_ms is None
+    assert h.checker.in_flight == 0 and h.checker.next_fire_ms is None
 
 
 def test_checker_wakes_at_the_earliest_due_date(h):

@@ -118,8 +118,10 @@ def test_timer_fires_and_can_be_canceled(d):
     d.complete(key, [{"type": "START_TIMER", "timer_id": "1", "start_to_fire_timeout_ms": 60 * S},
                      {"type": "START_TIMER", "timer_id": "2", "start_to_fire_timeout_ms": 3600 * S}])
     started_at = d.clock.now_ms()
+    # Temporal's rule: a timer fires at its time, not a millisecond after (jobs keep Zeebe's)
+    assert not [e for e in d.run_until(started_at + 60 * S - 1) if e.intent == "TIMER_FIRED"]
     fired = [e for e in d.run_until(started_at + 61 * S) if e.intent == "TIMER_FIRED"]
-    assert len(fired) == 1 and fired[0].value["event_time_ms"] == started_at + 60 * S + 1
+    assert len(fired) == 1 and fired[0].value["event_time_ms"] == started_at + 60 * S
     d.complete(key, [{"type": "CANCEL_TIMER", "timer_id": "2"}])
     d.run_until(started_at + 7200 * S)
     events = d.check(key, closed=False)
@@ -232,3 +234,16 @@ def test_continue_as_new_starts_a_new_run_with_the_same_id_and_chain_deadline(d)
     assert d.run(new_key)["status"] == "TIMED_OUT"
     assert attrs(d.check(new_key), "WORKFLOW_EXECUTION_TIMED_OUT") == [
         {"retry_state": "TIMEOUT", "new_execution_run_id": ""}]
+
+
+def test_a_timer_fire_before_the_timer_is_due_is_rejected_and_at_its_time_accepted(d):
+    key, _ = d.start()
+    d.complete(key, [{"type": "START_TIMER", "timer_id": "1", "start_to_fire_timeout_ms": 5 * S}])
+    due = d.clock.now_ms() + 5 * S
+    d.clock.set(due - 1)
+    events, _ = d.send("TIMER_FIRE", key, timer_id="1", due_ms=due)
+    (early,) = rejections(events)
+    assert early.rejection_type == "INVALID_STATE" and f"(now {due - 1})" in early.rejection_reason
+    d.clock.set(due)
+    events, _ = d.send("TIMER_FIRE", key, timer_id="1", due_ms=due)
+    assert [e.intent for e in events if e.intent == "TIMER_FIRED"] == ["TIMER_FIRED"]

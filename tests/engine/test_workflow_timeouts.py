@@ -16,7 +16,8 @@ DRIVER_OPTIONS = {"start_ms": T0}
 
 def test_a_task_not_answered_in_time_times_out_and_is_scheduled_again(d):
     key, _ = d.start()
-    produced = d.run_until(T0 + 10 * S + 1)
+    assert not d.run_until(T0 + 10 * S - 1)
+    produced = d.run_until(T0 + 10 * S)
     events = d.check(key, closed=False)
     assert [e["event_type"] for e in events][-2:] == ["WORKFLOW_TASK_STARTED", "WORKFLOW_TASK_TIMED_OUT"]
     assert attrs(events, "WORKFLOW_TASK_TIMED_OUT") == [
@@ -24,7 +25,7 @@ def test_a_task_not_answered_in_time_times_out_and_is_scheduled_again(d):
     # attempt 2 is transient: the worker is shown its Scheduled event, history is not
     retry = d.shown(key)[-1]
     assert retry["event_type"] == "WORKFLOW_TASK_SCHEDULED" and retry["event_id"] == 5
-    assert retry["attributes"]["attempt"] == 2 and retry["event_time_ms"] == T0 + 10 * S + 1
+    assert retry["attributes"]["attempt"] == 2 and retry["event_time_ms"] == T0 + 10 * S
     assert not rejections(produced)
     # the late answer of the first task is stale
     (rejection,) = rejections(d.complete(key, [], scheduled_event_id=2))

@@ -85,7 +85,7 @@ class Env:
     def wait_armed(self, due: datetime) -> None:
         """Until a partition's earliest committed timer is due at `due`."""
         def armed() -> dict[int, int | None]:
-            return {p.id: p.checker.next_due_ms for p in list(self.engine.partitions.values())}
+            return {p.id: p.checker.next_fire_ms for p in list(self.engine.partitions.values())}
         wait_until(lambda: to_ms(due) in armed().values(),
                    lambda: f"no timer armed for {to_ms(due)} (now {self.clock.now_ms()}): {armed()}")
 
