@@ -3,10 +3,11 @@
 A transaction begun right after the previous one committed can reach the coordinator
 while it is still writing that one's commit markers (a fraction of a millisecond). Its
 AddPartitionsToTxn is then answered CONCURRENT_TRANSACTIONS, and librdkafka retries that
-request only after a fixed 20 ms (`retry.backoff.ms` does not apply to it). The engine
-begins each transaction the moment the previous one commits, so the race was common:
-about 2% of back-to-back transactions took 22-25 ms instead of 2-4 ms, and whatever
-waited for them (a due timer, a job's next step) waited as long.
+request only after a fixed 20 ms (`retry.backoff.ms` does not apply to it): in a loop of
+back-to-back transactions about 2% took 22-25 ms instead of 2-4 ms. The engine begins a
+transaction as soon as the previous one committed and RocksDB was written, which meets
+the race less often, but whatever waits for such a transaction (a due timer, a job's next
+step) waits as long.
 
 Two transactional ids used in turn never meet it: the transaction a producer begins
 follows its own previous one by a whole transaction of the other. Still one transaction
