@@ -40,10 +40,11 @@ from streamproc.kafka.admin import TopicAdmin
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, ValueType, WorkflowIntent
+from streamproc.settings import DEFAULT_PARTITIONS
 
 QUEUE = "bench-workflows"
 #: Partitions of the engine's topics and the task queues unless --partitions: the engine's default.
-PARTITIONS = 4
+PARTITIONS = DEFAULT_PARTITIONS
 _CLOSES = {name.encode() for name in CLOSE_EVENTS}
 _COMPLETED = b"WORKFLOW_EXECUTION_COMPLETED"
 

@@ -20,6 +20,9 @@ ENVIRONMENT = {
 
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
+#: Joins an engine id to the suffix of its second transactional producer ("<id>#2",
+#: streamproc/engine/transactions.py), so engine ids may not contain it.
+ENGINE_ID_SEPARATOR = "#"
 DEFAULT_NAMESPACE = "streamproc"
 DEFAULT_PARTITIONS = 4
 DEFAULT_STATE_DIR = Path.home() / ".local" / "state" / "streamproc"
@@ -51,7 +54,7 @@ class Settings:
             engine_id=_env("STREAMPROC_ENGINE_ID", socket.gethostname()),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
-        if "#" in values["engine_id"]:
-            # "<id>#2" names the engine's second transactional producer (engine/transactions.py)
-            raise ValueError(f"STREAMPROC_ENGINE_ID must not contain '#', got {values['engine_id']!r}")
+        if ENGINE_ID_SEPARATOR in values["engine_id"]:
+            raise ValueError(f"STREAMPROC_ENGINE_ID must not contain {ENGINE_ID_SEPARATOR!r}, "
+                             f"got {values['engine_id']!r}")
         return cls(**values)

@@ -69,7 +69,8 @@ class RecordWriter:
         """An answer for the caller only (e.g. a heartbeat's), not a fact for the events topic;
         nothing is built when the command set no reply partition."""
         if self.caller_listens:
-            self._reply_with(self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key)))
+            record = self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key))
+            self._pending.replies.append((self._command.reply_partition, record))
 
     @property
     def caller_listens(self) -> bool:

@@ -21,16 +21,15 @@ from collections.abc import Callable
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-log = structlog.get_logger("streamproc.engine")
+from streamproc.settings import ENGINE_ID_SEPARATOR
 
-#: Separates an engine's transactional id from the suffix of its second producer.
-TURN_SEPARATOR = "#"
+log = structlog.get_logger("streamproc.engine")
 
 
 def transactional_ids(base: str) -> list[str]:
     """The ids of the two producers: `base` itself (so an engine of an earlier version
     with the same id is fenced too) and `base#2`."""
-    return [base, f"{base}{TURN_SEPARATOR}2"]
+    return [base, f"{base}{ENGINE_ID_SEPARATOR}2"]
 
 
 class TransactionalProducers:

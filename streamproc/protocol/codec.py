@@ -49,8 +49,9 @@ def _parse(schemas: list[dict]) -> dict:
 
 #: fastavro's parsed schema: validates JSON commands, and is what the compiled codec is
 #: tested against.
-RECORD_SCHEMA = _parse(_schema_files())
-_write_record, _read_record = compile_schemas(_schema_files(), "streamproc.Record")
+_SCHEMAS = _schema_files()
+RECORD_SCHEMA = _parse(_SCHEMAS)
+_write_record, _read_record = compile_schemas(_SCHEMAS, "streamproc.Record")
 
 
 def _value_defaults(schema_name: str) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import orjson
 
-from streamproc.protocol import codec
 from streamproc.protocol.records import Record
 from tests.engine.workflow_driver import S, rejections
 
@@ -18,13 +17,9 @@ def complete(d, key, commands, reply_partition=0, scheduled_event_id=None):
     without a reply partition)."""
     if scheduled_event_id is None:
         scheduled_event_id = d.task(key)["scheduled_event_id"]
-    cmd = Record.command("WORKFLOW", "TASK_COMPLETE", {
-        "scheduled_event_id": scheduled_event_id, "attempt": 0, "identity": "wf-worker-7",
-        "commands": orjson.dumps(commands).decode()}, key=key, request_id="req-1", reply_partition=reply_partition)
-    d.h.proc.process(codec.encode(cmd), None, d.h.position)
-    d.h.position += 1
-    replies = [codec.decode(codec.encode(r)) for _, r in d.h.proc.output.replies]
-    d.h.commit()
+    _, replies = d.send("TASK_COMPLETE", key, request_id="req-1", reply_partition=reply_partition,
+                        scheduled_event_id=scheduled_event_id, attempt=0, identity="wf-worker-7",
+                        commands=orjson.dumps(commands).decode())
     return replies
 
 

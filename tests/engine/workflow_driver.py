@@ -28,9 +28,11 @@ class WorkflowDriver:
         self.clock = self.h.clock
         self.replies: list[Record] = []
 
-    def send(self, intent: str, key: int = -1, request_id: str | None = None, **value) -> tuple[list, list]:
+    def send(self, intent: str, key: int = -1, request_id: str | None = None, reply_partition: int = 0,
+             **value) -> tuple[list, list]:
         """Process one WORKFLOW command; returns (events and rejections, replies)."""
-        cmd = Record.command("WORKFLOW", intent, value, key=key, request_id=request_id, reply_partition=0)
+        cmd = Record.command("WORKFLOW", intent, value, key=key, request_id=request_id,
+                             reply_partition=reply_partition)
         self.h.proc.process(codec.encode(cmd), None, self.h.position)
         self.h.position += 1
         replies = [codec.decode(codec.encode(r)) for _, r in self.h.proc.output.replies]
