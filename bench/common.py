@@ -39,6 +39,9 @@ class Bench:
         from streamproc.devenv.broker import ensure_broker  # another module of the project
 
         self.bootstrap, self.broker = ensure_broker()
+        port = self.bootstrap.split(",")[0].rsplit(":", 1)[-1]
+        #: The local broker's process (its CPU is measured), None for a remote one.
+        self.broker_pid = listener_pid(int(port)) if port.isdigit() else None
         self.scenario = scenario.replace("_", "-")
         self.dir = Path(tempfile.mkdtemp(prefix="streamproc-bench-"))
         self.procs: list[subprocess.Popen] = []
@@ -194,12 +197,20 @@ class EventTap:
         self._consumer.assign(tps)
         self.raw: list[bytes] = []
         self.counts: dict[tuple[str, bytes], int] = {}
+        #: Commit markers passed over (a read_committed reader skips their offsets): the
+        #: number of transactions that wrote to the events topic, per partition summed.
+        self.markers = 0
+        self._last_offset: dict[int, int] = {}
 
     def poll(self, timeout: float = 0.05) -> int:
         n = 0
         for msg in self._consumer.consume(10_000, timeout):
             if msg.error() is not None:
                 continue
+            last = self._last_offset.get(msg.partition())
+            if last is not None:
+                self.markers += msg.offset() - last - 1
+            self._last_offset[msg.partition()] = msg.offset()
             value = msg.value()
             self.raw.append(value)
             kind = peek(value)
@@ -231,6 +242,7 @@ class EventTap:
     def forget(self) -> None:
         self.raw.clear()
         self.counts.clear()
+        self.markers = 0
 
     def close(self) -> None:
         self._consumer.close()
@@ -260,6 +272,27 @@ def wait_group_stable(bench: Bench, group: str, members: int, partitions: int, t
         if time.monotonic() > deadline:
             raise TimeoutError(f"group {group} is {state} with {assignment} after {timeout} s")
         time.sleep(0.2)
+
+
+class CpuMeter:
+    """CPU seconds used by named groups of processes between `start()` and `read()`.
+
+    `pids` maps a role to process ids; role "bench" is this process (all its threads)."""
+
+    def __init__(self, pids: dict[str, list[int | None]]) -> None:
+        self.pids = pids
+        self._before = self._now()
+
+    def _now(self) -> dict[str, float]:
+        out = {role: sum(pid_cpu_seconds(pid) for pid in pids) for role, pids in self.pids.items()}
+        out["bench"] = time.process_time()
+        return out
+
+    def start(self) -> None:
+        self._before = self._now()
+
+    def read(self) -> dict[str, float]:
+        return {role: round(v - self._before[role], 2) for role, v in self._now().items()}
 
 
 def cpu_seconds(proc: subprocess.Popen) -> float:

@@ -14,7 +14,7 @@ import subprocess
 import time
 import uuid
 
-from bench.common import (Bench, EventTap, cpu_seconds, group_assignment, loadavg, now_ms, peak_rss_mb, percentiles, say,
+from bench.common import (Bench, CpuMeter, EventTap, group_assignment, loadavg, now_ms, peak_rss_mb, percentiles, say,
                           stop, wait_group_stable, wait_log)
 from streamproc.client import Client
 
@@ -50,15 +50,16 @@ def _run_partitions(bench: Bench, partitions: int, jobs: int, paced_seconds: flo
     tap = EventTap(bench, partitions)
     client = Client(bench.bootstrap, bench.namespace)
     try:
-        _measure(client, tap, WARMUP, None, engine)  # topics, group assignments, caches: not measured
+        cpu = CpuMeter({"engine": [engine.pid], "workers": [w.pid for w in procs], "broker": [bench.broker_pid]})
+        _measure(client, tap, WARMUP, None, cpu)  # topics, group assignments, caches: not measured
         spy = _attach_profiler(engine, profile, profile_idle) if profile else None
-        saturated = _measure(client, tap, jobs, None, engine)
+        saturated = _measure(client, tap, jobs, None, cpu)
         if spy is not None:
             spy.send_signal(2)  # SIGINT: py-spy writes the profile and exits
             spy.wait(60)
         rate = saturated["jobs_per_sec"] / 2
-        paced = _measure(client, tap, max(1, int(rate * paced_seconds)), rate, engine)
-        light = _measure(client, tap, int(LIGHT_RATE * paced_seconds / 2), LIGHT_RATE, engine)
+        paced = _measure(client, tap, max(1, int(rate * paced_seconds)), rate, cpu)
+        light = _measure(client, tap, int(LIGHT_RATE * paced_seconds / 2), LIGHT_RATE, cpu)
         _, assignment = group_assignment(bench, workers_group)
         return {"saturation": saturated, "paced_half_rate": paced,
                 f"paced_{LIGHT_RATE}_per_sec": light,
@@ -70,10 +71,9 @@ def _run_partitions(bench: Bench, partitions: int, jobs: int, paced_seconds: flo
             stop(p)
 
 
-def _measure(client: Client, tap: EventTap, jobs: int, rate: float | None,
-             engine: subprocess.Popen) -> dict:
+def _measure(client: Client, tap: EventTap, jobs: int, rate: float | None, cpu_meter: CpuMeter) -> dict:
     tap.forget()
-    cpu_before = cpu_seconds(engine)
+    cpu_meter.start()
     sent: dict[str, float] = {}
     started = time.monotonic()
     first_send = now_ms()
@@ -90,7 +90,7 @@ def _measure(client: Client, tap: EventTap, jobs: int, rate: float | None,
     tap.wait(lambda: tap.count("COMPLETED") >= jobs, 60 + jobs / 100, f"{jobs} COMPLETED")
     time.sleep(0.2)
     tap.poll(0.2)  # duplicates or rejections would show up now
-    cpu = cpu_seconds(engine) - cpu_before
+    cpu = cpu_meter.read()
     events = tap.decode("CREATED", "STARTED", "COMPLETED")
     key_of = {e.request_id: e.key for e in events if e.intent == "CREATED" and e.request_id in sent}
     at = {intent: {e.key: e.timestamp_ms for e in events if e.intent == intent}
@@ -112,7 +112,9 @@ def _measure(client: Client, tap: EventTap, jobs: int, rate: float | None,
         "send_rate_per_sec": round(jobs / send_seconds, 1),
         "latency_ms": percentiles(latencies),
         "stages_ms": {name: percentiles(values) for name, values in stages.items()},
-        "engine_cpu_seconds": round(cpu, 2),
+        # from the first send until the last COMPLETED was read, plus 0.4 s
+        "cpu_seconds": cpu,
+        "event_transactions": tap.markers,
         "completed_events": tap.count("COMPLETED"),
         "created_events": tap.count("CREATED"),
         "rejections": tap.rejections(),

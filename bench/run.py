@@ -59,15 +59,14 @@ def main() -> int:
 
     import importlib
 
-    from bench.common import Bench, listener_pid, pid_cpu_seconds
+    from bench.common import Bench, pid_cpu_seconds
 
     module_name, _, function_name = SCENARIOS[args.scenario].partition(":")
     scenario_run = getattr(importlib.import_module(module_name), function_name or "run")
     started = time.monotonic()
     machine_before, ours_before = _machine_busy_s(), _own_cpu_s()
     bench = Bench(args.scenario)
-    port = bench.bootstrap.split(",")[0].rsplit(":", 1)[-1]
-    broker_pid = listener_pid(int(port)) if port.isdigit() else None
+    broker_pid = bench.broker_pid
     broker_before = pid_cpu_seconds(broker_pid)
     try:
         kwargs = {}
