@@ -183,10 +183,12 @@ class EventTap:
 
     def __init__(self, bench: Bench, partitions: int, from_end: bool = False) -> None:
         self.topic = bench.topics.events
+        # A fetch is answered as soon as a record is readable whatever its maximum wait
+        # (streamproc.kafka.config): a short wait would only cost the measured broker CPU.
         self._consumer = Consumer({
             "bootstrap.servers": bench.bootstrap, "group.id": f"{bench.namespace}.tap.{uuid.uuid4().hex}",
             "isolation.level": "read_committed", "enable.auto.commit": False,
-            "fetch.wait.max.ms": 5, "fetch.min.bytes": 1, "queued.max.messages.kbytes": 262144,
+            "fetch.wait.max.ms": 100, "fetch.min.bytes": 1, "queued.max.messages.kbytes": 262144,
         })
         tps = []
         for p in range(partitions):
