@@ -30,7 +30,7 @@ from streamproc.engine.partition import PartitionProcessor
 from streamproc.engine.transactions import TransactionalProducers
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available
-from streamproc.kafka.config import consumer_config, producer_config
+from streamproc.kafka.config import client_id, consumer_config, producer_config
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
@@ -133,6 +133,7 @@ class Engine:
 
     def _producer_config(self, transactional_id: str) -> dict:
         return producer_config(self.settings.bootstrap, **{
+            "client.id": client_id("engine", self.settings.engine_id),
             "transactional.id": transactional_id,
             "transaction.timeout.ms": self.transaction_timeout_ms,
             "linger.ms": 5,
@@ -147,6 +148,7 @@ class Engine:
     def _open_consumer(self) -> None:
         s = self.settings
         self._consumer = Consumer(consumer_config(s.bootstrap, self.topics.engine_group, **{
+            "client.id": client_id("engine", s.engine_id),
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 600_000,
             # Static membership: a restarted engine gets its partitions back at once,

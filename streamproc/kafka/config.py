@@ -13,10 +13,21 @@ from typing import Any
 _LATENCY = {"fetch.wait.max.ms": 100, "fetch.min.bytes": 1}
 
 
+#: What every client of ours calls itself unless it says more (an engine, a worker): the
+#: broker's request logs and quotas, and `kafka-consumer-groups --describe`, show it.
+CLIENT_ID = "streamproc"
+
+
+def client_id(role: str, name: str) -> str:
+    """`streamproc-<role>-<name>`, e.g. streamproc-engine-engine-1, streamproc-worker-host-42."""
+    return f"{CLIENT_ID}-{role}-{name}"
+
+
 def consumer_config(bootstrap: str, group: str | None, **extra: Any) -> dict[str, Any]:
     """A read_committed consumer: nothing from an aborted or open transaction is ever seen."""
     conf = {
         "bootstrap.servers": bootstrap,
+        "client.id": CLIENT_ID,
         "isolation.level": "read_committed",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
@@ -35,6 +46,7 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     """An idempotent producer with acks=all; partitions are always computed by us."""
     conf = {
         "bootstrap.servers": bootstrap,
+        "client.id": CLIENT_ID,
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 1,

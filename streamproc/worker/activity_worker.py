@@ -41,7 +41,7 @@ from streamproc.client.client import Client
 from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available, resume_now
-from streamproc.kafka.config import consumer_config
+from streamproc.kafka.config import client_id, consumer_config
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import ActivityIntent, Record, ValueType
@@ -124,6 +124,7 @@ class ActivityWorker:
         loop_thread.start()
         executor = self._executor = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="activity")
         consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
+            "client.id": client_id("worker", self.identity),
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
         }))

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer
 from streamproc.client.client import Client
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available
-from streamproc.kafka.config import consumer_config
+from streamproc.kafka.config import client_id, consumer_config
 from streamproc.protocol import codec
 from streamproc.protocol.topics import Topics, check_task_queue
 
@@ -63,10 +63,10 @@ class JobWorker:
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
-        self.client = Client(bootstrap, namespace)
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.client = Client(bootstrap, namespace, **{"client.id": client_id("worker", self.worker_id)})
         self.task_queue = task_queue
         self.handler = handler
-        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.retry_backoff = retry_backoff
         self.handled = 0
         self._partitions = partitions
@@ -80,6 +80,7 @@ class JobWorker:
         admin = TopicAdmin(self.client.bootstrap, topics)
         topic = admin.ensure_task_queue(self.task_queue, self._partitions or self.client.partitions)
         consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
+            "client.id": client_id("worker", self.worker_id),
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
         }))

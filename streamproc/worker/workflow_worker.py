@@ -35,7 +35,7 @@ from streamproc.client.client import Client
 from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available
-from streamproc.kafka.config import consumer_config
+from streamproc.kafka.config import client_id, consumer_config
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import ValueType, WorkflowIntent
@@ -124,7 +124,7 @@ class WorkflowWorker:
             {topic: (self._partitions or self.client.partitions, {})})
         consumer = Consumer(consumer_config(
             self.client.bootstrap, topics.workflow_worker_group(self.task_queue),
-            **{"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "on_commit": self._on_commit}))
+            **{"client.id": client_id("worker", self.identity), "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "on_commit": self._on_commit}))
         consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                            on_lost=self._on_revoke)
         log.info("workflow_worker_started", task_queue=self.task_queue, identity=self.identity,

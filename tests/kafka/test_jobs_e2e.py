@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import io
 import json
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import fastavro
 import pytest
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
 
 from streamproc.clock import ManualClock
 from streamproc.client import Client
@@ -19,6 +21,7 @@ from streamproc.protocol.codec import SCHEMA_FILES
 from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.topics import Topics
 from streamproc.settings import Settings
+from streamproc.worker.job_worker import JobWorker
 from tests.support.engines import EngineThread, engine_process, worker_process
 from tests.support.history import EventLog
 
@@ -55,6 +58,31 @@ def test_a_thousand_jobs_completed_once_by_two_worker_processes(bootstrap, names
         events.close()
         for p in (engine, *workers):
             p.stop()
+
+
+def test_engine_and_worker_name_themselves_to_the_broker(bootstrap, namespace, tmp_path):
+    """`kafka-consumer-groups --describe` shows which engine and which worker owns what."""
+    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2,
+                        state_dir=tmp_path, engine_id="named-engine")
+    worker = JobWorker("named", lambda job: None, bootstrap=bootstrap, namespace=namespace,
+                       worker_id="named-worker")
+    thread = threading.Thread(target=worker.run, daemon=True)
+    with EngineThread(settings):
+        thread.start()
+        topics = Topics(namespace)
+        groups = {topics.engine_group: "streamproc-engine-named-engine",
+                  topics.worker_group("named"): "streamproc-worker-named-worker"}
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        deadline = time.monotonic() + 60
+        while True:
+            described = admin.describe_consumer_groups(list(groups))
+            members = {g: [m.client_id for m in f.result(10).members] for g, f in described.items()}
+            if all(members.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        worker.stop()
+        thread.join(30)
+    assert members == {group: [name] for group, name in groups.items()}
 
 
 def _started_consumer(bootstrap: str, topic: str, group: str) -> Consumer:
