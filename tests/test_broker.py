@@ -22,7 +22,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamproc.devenv.broker import BrokerError, LocalBroker, broker_reachable, ensure_broker
 from streamproc.devenv.broker_config import advertised_port, server_properties_file
-from streamproc.devenv.broker_jvm import _java_major_version, find_java, gc_options
 
 needs_java = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
                                 reason="needs a Java 17+ runtime")
@@ -74,20 +73,6 @@ def _consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 30.
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "streamproc.devenv.broker", *args],
                           capture_output=True, text=True, timeout=60)
-
-
-def test_collector_by_java_version():
-    assert gc_options(17)[0] == gc_options(None)[0] == "-XX:+UseG1GC"
-    assert gc_options(21) == gc_options(22) == ["-XX:+UseZGC", "-XX:+ZGenerational"]
-    assert gc_options(23) == gc_options(25) == ["-XX:+UseZGC"]  # generational is the only ZGC there
-
-
-@needs_java
-def test_the_java_found_accepts_its_collector_options():
-    java = find_java()
-    options = gc_options(_java_major_version(java))
-    res = subprocess.run([java, *options, "-version"], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0 and "warning" not in res.stderr.lower(), (options, res.stderr)
 
 
 def test_server_properties_are_escaped_for_the_jvm_and_name_the_client_port(tmp_path):

@@ -49,25 +49,10 @@ def _java_major_version(java: str) -> int | None:
     return int(m.group(2) or 0) if major == 1 else major  # "1.8.0_402" is Java 8
 
 
-def gc_options(java_major: int | None) -> list[str]:
-    """Generational ZGC on Java 21+, else G1 as Kafka's own scripts configure it.
-
-    A due timer waits for the transaction in flight, so the broker's pauses are the tail of
-    timer lateness. G1's young collections took ~17 ms each on a 2-core machine; with
-    generational ZGC (Java 25) the p99 lateness of 10,000 job timeouts spread over 10 s was
-    16-23 ms in 7 runs against 15-30 ms (median 22) with G1 on Java 17, for about the same
-    broker CPU. Java 17's ZGC is not generational and cost 40-90% more broker CPU: G1 there.
-    """
-    if java_major is not None and java_major >= 21:
-        # generational by default from Java 23 (and the only mode from 24)
-        return ["-XX:+UseZGC", *(["-XX:+ZGenerational"] if java_major < 23 else [])]
-    return ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35"]
-
-
 def jvm_command(java: str, main_class: str, args: list[str], *, kafka_version: str, heap: str,
                 log_config: Path, logs_dir: Path, lib_dir: Path) -> list[str]:
     """The command line running ``main_class`` from the jars in ``lib_dir``, the way Kafka's own
-    scripts run it (exit on OOM, headless), with the collector of `gc_options`."""
+    scripts run it (G1, exit on OOM, headless)."""
     if uses_log4j2(kafka_version):
         logging_opt = f"-Dlog4j2.configurationFile={log_config}"
     else:
@@ -75,7 +60,7 @@ def jvm_command(java: str, main_class: str, args: list[str], *, kafka_version: s
     return [
         java,
         *shlex.split(heap),
-        *gc_options(_java_major_version(java)),
+        "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
         "-XX:+ExplicitGCInvokesConcurrent", "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
         logging_opt,
