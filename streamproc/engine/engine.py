@@ -287,8 +287,8 @@ class Engine:
         due = [(p.id, cmd) for p in self.partitions.values()
                if p.checker.wait_ms(now) == 0 for cmd in p.checker.collect(now)]
         for pid, cmd in due:
-            cmd.encoded = codec.encode(cmd)
-            self.partitions[pid].processor.process(cmd.encoded, codec.PROCESSED_HEADERS, -1)
+            cmd.encoded = codec.encode(cmd)  # for the log; a command that cannot be encoded fails here
+            self.partitions[pid].processor.process_command(cmd, -1)
             touched.add(pid)
         if due or fresh:
             self._begin_commit(commands, touched, due)

@@ -69,6 +69,14 @@ class PartitionProcessor:
         except codec.DecodeError as exc:
             self._reject_raw(position, now_ms, RejectionType.UNDECODABLE, f"cannot decode command: {exc}")
             return None
+        self.process_command(cmd, position, now_ms)
+        return cmd
+
+    def process_command(self, cmd: Record, position: int, now_ms: int | None = None) -> None:
+        """Process a command already decoded: one the due-date checker wrote, say (its
+        bytes go to the log too, but decoding them again would only cost time)."""
+        if now_ms is None:
+            now_ms = self.clock.now_ms()
         self._writer.begin(cmd, position, now_ms)
         if cmd.record_type is not RecordType.COMMAND:
             self._writer.reject(cmd, RejectionType.UNKNOWN_COMMAND,
@@ -86,7 +94,6 @@ class PartitionProcessor:
         self.writes.accept()
         if self.on_processed is not None:
             self.on_processed(cmd)
-        return cmd
 
     def _run(self, processor: Processor, cmd: Record, position: int, now_ms: int) -> None:
         cmd.value = codec.with_defaults(cmd.value_type, cmd.value)

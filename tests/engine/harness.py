@@ -43,10 +43,13 @@ class Harness:
         return events
 
     def check_due(self) -> list[Record]:
-        """Run the checker at the current time and process what it writes, like the engine."""
+        """Run the checker at the current time and process what it writes, like the engine:
+        encoded for the log, processed as the record it is."""
         produced = []
         for cmd in self.checker.collect(self.clock.now_ms()):
-            produced += self.send(cmd)
+            cmd.encoded = codec.encode(cmd)
+            self.proc.process_command(cmd, -1)
+            produced += self.commit()
         return produced
 
     def job(self, key: int) -> dict | None:
