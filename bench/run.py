@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SCENARIOS = {
     "jobs_per_sec": "bench.jobs_per_sec",
+    "jobs_latency_by_rate": "bench.jobs_latency_by_rate",
     "timeout_lag_ms": "bench.timeout_lag",
     "recovery_sec": "bench.recovery",
     "activity_retry_precision": "bench.activity_retry",
@@ -72,6 +73,8 @@ def main() -> int:
         kwargs = {}
         if args.scenario == "jobs_per_sec":
             kwargs = {"workers": args.workers or 2, "profile": args.profile, "profile_idle": args.profile_idle}
+        elif args.scenario == "jobs_latency_by_rate":
+            kwargs = {"workers": args.workers or 2}
         elif args.scenario in WORKFLOW_SCENARIOS:
             kwargs = {"workers": args.workers or 1, "engines": args.engines, "profile": args.profile,
                       "profile_idle": args.profile_idle}
