@@ -28,7 +28,7 @@ Environment (constructor arguments win over these):
     STREAMPROC_BROKER_PORT             client port       (default 19092)
     STREAMPROC_BROKER_CONTROLLER_PORT  controller port   (default client port + 1)
     STREAMPROC_KAFKA_VERSION           Kafka version     (default 4.1.1; 3.9.x resolves with reload4j)
-    STREAMPROC_BROKER_HEAP             JVM heap options  (default "-Xms256m -Xmx1g")
+    STREAMPROC_BROKER_HEAP             JVM heap options  (default "-Xms1g -Xmx1g")
 Jars go to ``~/.cache/streamproc/kafka-<version>/lib`` (``$XDG_CACHE_HOME`` is honoured, as is
 ``$XDG_STATE_HOME`` for the state directory).
 

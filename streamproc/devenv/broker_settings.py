@@ -16,7 +16,9 @@ from streamproc.devenv.broker_errors import BrokerError
 HOST = "127.0.0.1"
 DEFAULT_PORT = 19092
 DEFAULT_KAFKA_VERSION = "4.1.1"
-DEFAULT_HEAP = "-Xms256m -Xmx1g"
+#: Kafka's own default (kafka-server-start.sh); a fixed size, so the young generation
+#: (a share of it, see broker_jvm.jvm_command) is as large from the start.
+DEFAULT_HEAP = "-Xms1g -Xmx1g"
 
 ENV_DIR = "STREAMPROC_BROKER_DIR"
 ENV_PORT = "STREAMPROC_BROKER_PORT"
