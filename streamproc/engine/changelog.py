@@ -38,13 +38,16 @@ class StaleLocalState(Exception):
 
 
 def restore(db: PartitionDb, bootstrap: str, topic: str, partition: int, now_ms: int,
-            timeout_s: float = 300) -> int:
+            timeout_s: float = 300, connect_timeout_s: float = 60) -> int:
     """Bring `db` up to the end of its changelog partition; returns the records applied.
 
     Reads with read_committed from the offset after the local checkpoint (or from the
     start for an empty copy) to the last stable offset, so it applies exactly the writes
     of committed transactions: those of a batch whose local write was lost in a crash
     after its commit, and those another engine made while it owned the partition.
+    Bounded: `connect_timeout_s` for the broker's first answer (the partition's offsets),
+    `timeout_s` for reading to the end; past them it raises (the engine rewinds and tries
+    again).
     """
     checkpoint = db.checkpoint()
     start = checkpoint["changelog_offset"] + 1
@@ -54,7 +57,7 @@ def restore(db: PartitionDb, bootstrap: str, topic: str, partition: int, now_ms:
     }))
     try:
         tp = TopicPartition(topic, partition)
-        low, high = _watermarks(consumer, tp)
+        low, high = _watermarks(consumer, tp, connect_timeout_s)
         if start > 0 and (start > high or start < low
                           or now_ms - checkpoint.get("written_at_ms", 0) > MAX_CHECKPOINT_AGE_MS):
             raise StaleLocalState(f"local checkpoint {start - 1} vs changelog [{low}, {high})")
@@ -77,7 +80,7 @@ def _watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float = 60) -
     pause = 0.05
     while True:
         try:
-            return consumer.get_watermark_offsets(tp, timeout=min(30.0, timeout_s))
+            return consumer.get_watermark_offsets(tp, timeout=max(0.1, min(30.0, deadline - time.monotonic())))
         except KafkaException as exc:
             if exc.args[0].code() not in _TRANSIENT or time.monotonic() + pause > deadline:
                 raise

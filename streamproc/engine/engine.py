@@ -7,6 +7,11 @@ contract). Only then is local RocksDB written, with the changelog offset it refl
 a crash at any point leaves either the old state and old offsets or the new ones. The
 commit runs on a background thread while the loop processes the next batch over the
 committing one's writes; the next transaction begins once the previous one is done.
+
+Nothing here waits on Kafka without a bound, and any failure (a broker restart is an
+ordinary one) is answered by rewinding to the last commit and trying again, with new
+clients where the old ones are dead: `streamproc.engine.recovery` decides, and
+`streamproc.engine.watchdog` reports a loop that stopped making progress.
 """
 
 from __future__ import annotations
@@ -14,23 +19,25 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 
 import structlog
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from streamproc.clock import Clock, SystemClock
 from streamproc.due.checker import DueDateChecker, partition_checker
-from streamproc.engine.batch_writer import BatchWriter
 from streamproc.engine.changelog import StaleLocalState, restore
+from streamproc.engine.commit import Committer
 from streamproc.engine.context import Limits
 from streamproc.engine.partition import PartitionProcessor
+from streamproc.engine.recovery import FaultPolicy, Recovery
 from streamproc.engine.transactions import TransactionalProducers
+from streamproc.engine.watchdog import Progress, Watchdog
 from streamproc.kafka.admin import TopicAdmin
-from streamproc.kafka.batching import consume_available
+from streamproc.kafka.batching import close_in_background, consume_available
+from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.config import client_id, consumer_config, producer_config
+from streamproc.kafka.errors import ClientFailure, IdentityConflict, Origin
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
@@ -38,6 +45,13 @@ from streamproc.settings import Settings
 from streamproc.state.db import PartitionDb
 
 log = structlog.get_logger("streamproc.engine")
+
+#: Bounds of the consumer calls of a rewind, and of a restore's first answer from the broker.
+COMMITTED_TIMEOUT_S = 10.0
+RESTORE_CONNECT_TIMEOUT_S = 10.0
+#: librdkafka waits up to 10 s between reconnection attempts by default: after a broker
+#: restart, up to 10 s more before the engine notices it is back.
+_RECONNECT = {"reconnect.backoff.ms": 100, "reconnect.backoff.max.ms": 1000}
 
 
 @dataclass
@@ -49,17 +63,6 @@ class _Partition:
     processor: PartitionProcessor
     checker: DueDateChecker
     changelog_offset: int = -1
-
-
-@dataclass
-class _Committing:
-    """A batch whose transaction commits in the background while the next one is processed."""
-
-    future: Future
-    #: Partitions whose sealed writes (`PendingWrites.committing`) go to RocksDB once it is done.
-    touched: list[_Partition]
-    messages: int
-    due: int
 
 
 @dataclass
@@ -77,7 +80,8 @@ class EngineStats:
 class Engine:
     def __init__(self, settings: Settings, clock: Clock | None = None, limits: Limits = Limits(),
                  max_batch: int = 2000, idle_poll_ms: int = 100,
-                 transaction_timeout_ms: int = 10_000, echo_offsets_max_age_s: float = 1.0) -> None:
+                 transaction_timeout_ms: int = 10_000, echo_offsets_max_age_s: float = 1.0,
+                 faults: FaultPolicy = FaultPolicy()) -> None:
         self.settings = settings
         self.topics = Topics(settings.namespace)
         self.clock = clock or SystemClock()
@@ -95,35 +99,53 @@ class Engine:
         self._stop = threading.Event()
         self._admin = TopicAdmin(settings.bootstrap, self.topics)
         self._state_root = settings.state_dir / settings.engine_id
+        self.partition_count: int | None = None
         self._consumer: Consumer | None = None
+        #: The fatal error librdkafka reported for the consumer: it is dead, a new one is made.
+        self._consumer_fatal: KafkaError | None = None
+        #: Set when a failure left the consumer dead (see recovery.py).
+        self._consumer_dead = False
+        self._rebuild_producer = False
+        self._client_log = ClientLog("engine", faults.stall_log_interval_s * 2)
         self._producers = TransactionalProducers(
             f"{settings.namespace}.engine.{settings.engine_id}", self._producer_config)
-        self._writer: BatchWriter | None = None
+        self._txn = Committer(self.topics, self._admin, self._producers,
+                              transaction_timeout_ms / 1000 + faults.commit_margin_s)
         self._echo_offsets: dict[int, int] = {}
         self._echo_offsets_since = 0.0
-        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-commit")
-        self._committing: _Committing | None = None
-        #: A background commit that failed while a rebalance callback waited for it.
-        self._commit_failure: KafkaException | None = None
+        self.progress = Progress()
+        self._recovery = Recovery(settings.engine_id, self.progress, faults, transaction_timeout_ms / 1000)
+        self._watchdog = Watchdog(self.progress, lambda: sorted(self.partitions), faults.stall_after_s,
+                                  faults.stall_log_interval_s, faults.rebuild_after_s)
+        #: Why run() ended, if not by stop(): another live process has this engine's id.
+        self.failure: IdentityConflict | None = None
         self.on_batch_committed: Callable[[int], None] | None = None
 
     # lifecycle ----------------------------------------------------------------------------
     def run(self) -> None:
-        """Process until `stop()`. A failed transaction is aborted and the owned partitions
-        rewound to their last commit; the group membership is kept (see `_recover`)."""
-        self.partition_count = self._admin.ensure_engine_topics(self.settings.partitions)
-        self._writer = BatchWriter(self.topics, self._admin, self.partition_count)
-        self._producers.open()
-        self._open_consumer()
+        """Process until `stop()`. A failure aborts the transaction and rewinds the owned
+        partitions to their last commit, then the loop goes on (see `_reconnect`); it ends
+        only for `IdentityConflict`, which is raised."""
+        self._watchdog.start()
         try:
             while not self._stop.is_set():
                 try:
+                    if self._recovery.pending:
+                        if not self._recovery.wait(self._stop):
+                            break
+                        self._reconnect()
                     self._step()
-                except KafkaException as exc:
-                    self._recover(exc)
+                except IdentityConflict:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - every failure is rewound (see recovery.py)
+                    self._failed(exc)
+        except IdentityConflict as exc:
+            self.failure = exc
+            log.error("engine_identity_conflict", error=str(exc))
+            raise
         finally:
+            self._watchdog.stop()
             self._close_session()
-            self._committer.shutdown(wait=True)
             st = self.stats
             log.info("engine_stopped", transactions=st.batches, commands=st.commands,
                      due_commands=st.due_commands, echoes=st.echoes)
@@ -132,7 +154,7 @@ class Engine:
         self._stop.set()
 
     def _producer_config(self, transactional_id: str) -> dict:
-        return producer_config(self.settings.bootstrap, **{
+        return producer_config(self.settings.bootstrap, **_RECONNECT, **self._client_log.config(), **{
             "client.id": client_id("engine", self.settings.engine_id),
             "transactional.id": transactional_id,
             "transaction.timeout.ms": self.transaction_timeout_ms,
@@ -147,7 +169,8 @@ class Engine:
 
     def _open_consumer(self) -> None:
         s = self.settings
-        self._consumer = Consumer(consumer_config(s.bootstrap, self.topics.engine_group, **{
+        self._consumer = Consumer(consumer_config(s.bootstrap, self.topics.engine_group, **_RECONNECT, **{
+            **self._client_log.config(on_fatal=self._on_consumer_fatal),
             "client.id": client_id("engine", s.engine_id),
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 600_000,
@@ -158,26 +181,47 @@ class Engine:
         self._consumer.subscribe([self.topics.commands], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_revoke)
 
-    def _recover(self, exc: KafkaException) -> None:
-        """Undo a failed batch: abort it, reopen the owned partitions from their committed
-        local state, and seek to the committed offsets.
+    def _on_consumer_fatal(self, error: KafkaError) -> None:
+        self._consumer_fatal = error
 
-        The consumer is kept on purpose. A rebalance makes the offsets' group generation
-        stale (ILLEGAL_GENERATION), and that is the common cause here; a new consumer with
-        our static instance id would rejoin without a rebalance, so the partitions this one
-        was giving up mid-rebalance would stay unassigned.
+    def _failed(self, exc: Exception) -> None:
+        """Settle the commit in flight and note what must be rebuilt; `_reconnect` follows."""
+        self._txn.settle()
+        decision = self._recovery.failed(exc, self._producers.age_s(), sorted(self.partitions))
+        self._rebuild_producer |= decision.producer
+        self._consumer_dead |= decision.consumer
+
+    def _reconnect(self) -> None:
+        """Connect (at start) or undo a failed batch: abort it, replace dead clients, reopen
+        the owned partitions from their committed local state and the changelog, and seek
+        to the committed offsets.
+
+        The consumer is kept unless it is dead. A rebalance makes the offsets' group
+        generation stale (ILLEGAL_GENERATION), and that is the common cause here; a new
+        consumer with our static instance id would rejoin without a rebalance, so the
+        partitions this one was giving up mid-rebalance would stay unassigned.
+        The producers come first: init_transactions of a new one settles whatever its
+        predecessor left open, so the changelog read below is the whole committed truth.
         """
-        # A commit still running is waited for and forgotten: whether it landed or not,
-        # the partitions are reopened below from what the changelog holds.
-        committing, self._committing, self._commit_failure = self._committing, None, None
-        if committing is not None:
-            wait_futures([committing.future])
-        error = exc.args[0] if exc.args else None
-        fatal = getattr(error, "fatal", lambda: False)()
-        log.error("transaction_failed_rewinding", error=str(exc), fatal=fatal,
-                  partitions=sorted(self.partitions))
-        self._producers.abort(fatal)
-        self._writer.reset()
+        p = self.progress
+        p.stage = "reconnect"
+        if self.partition_count is None:
+            partition_count = self._admin.ensure_engine_topics(self.settings.partitions)
+            self._txn.connect(partition_count)
+            self.partition_count = partition_count
+        rebuild_all, p.rebuild_requested = p.rebuild_requested, False
+        rebuild_producer, self._rebuild_producer = self._rebuild_producer or rebuild_all, False
+        try:
+            self._producers.abort(rebuild_producer)
+            if rebuild_all:
+                self._producers.discard(0)
+                self._producers.discard(1)
+            self._producers.ensure_open()
+        except KafkaException as exc:
+            raise ClientFailure(Origin.PRODUCER, exc) from exc
+        if self._consumer is None or self._consumer_dead or self._consumer_fatal is not None or rebuild_all:
+            self._replace_consumer()
+        self._txn.writer.reset()
         # What the group assigned us, not only what we opened: an assignment whose opening
         # failed half way (the broker was still electing a changelog leader, say) is
         # finished here, or the unopened partitions would never be processed.
@@ -190,28 +234,43 @@ class Engine:
             self.ready.set()
         if owned:
             tps = [TopicPartition(self.topics.commands, pid) for pid in owned]
-            for tp in self._consumer.committed(tps, 30):
-                self._consumer.seek(TopicPartition(
-                    tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+            try:
+                for tp in self._consumer.committed(tps, COMMITTED_TIMEOUT_S):
+                    self._consumer.seek(TopicPartition(
+                        tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+            except KafkaException as exc:
+                raise ClientFailure(Origin.CONSUMER, exc) from exc
+        self._recovery.reconnected()
+        p.step_at = time.monotonic()
+
+    def _replace_consumer(self) -> None:
+        """A new consumer with the same static instance id takes the dead one's place in the
+        group; the old one is closed on a thread of its own, its callbacks ignored."""
+        old, self._consumer, self._consumer_dead, self._consumer_fatal = self._consumer, None, False, None
+        for pid in list(self.partitions):
+            self._close_partition(pid)
+        if old is not None:
+            log.warning("engine_consumer_replaced")
+            close_in_background(old)
+        self._open_consumer()
 
     def _close_session(self) -> None:
         try:
             self._finish_commit()
-        except KafkaException as exc:  # nothing more to do: the next owner restores from the log
+        except Exception as exc:  # noqa: BLE001 - nothing more to do: the next owner restores from the log
             log.warning("last_commit_failed", error=str(exc))
-        if self._consumer is not None:
-            try:
-                self._consumer.close()  # leaves the group: partitions move at once
-            except KafkaException:
-                pass
-            self._consumer = None
         for pid in list(self.partitions):
             self._close_partition(pid)
-        self._producers.close()
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            close_in_background(consumer).join(10)
+        self._txn.shutdown()
         self.ready.clear()
 
     # rebalance ----------------------------------------------------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if consumer is not self._consumer:
+            return  # a replaced consumer, closing
         for tp in partitions:
             self._open_partition(tp.partition)
         log.info("partitions_assigned", assigned=sorted(p.partition for p in partitions),
@@ -219,27 +278,34 @@ class Engine:
         self.ready.set()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if consumer is not self._consumer:
+            return
         try:  # the commit in flight may hold these partitions' writes
             self._finish_commit()
-        except KafkaException as exc:
-            self._commit_failure = exc  # raised from the loop, which rewinds
+        except Exception as exc:  # noqa: BLE001
+            self._txn.failure = exc  # raised from the loop, which rewinds
         for tp in partitions:
             self._close_partition(tp.partition)
         log.info("partitions_revoked", revoked=sorted(p.partition for p in partitions),
                  owned=sorted(self.partitions))
 
     def _open_partition(self, pid: int) -> None:
+        self.progress.stage = "restore"
         path = self._state_root / f"partition-{pid}"
         started = time.monotonic()
         db = PartitionDb(path, pid)
         try:
-            applied = restore(db, self.settings.bootstrap, self.topics.changelog, pid, self.clock.now_ms())
-        except StaleLocalState as exc:
-            log.warning("local_state_stale_rebuilding", partition=pid, reason=str(exc))
-            db.close()
-            PartitionDb.destroy(path)
-            db = PartitionDb(path, pid)
-            applied = restore(db, self.settings.bootstrap, self.topics.changelog, pid, self.clock.now_ms())
+            try:
+                applied = self._restore(db, pid)
+            except StaleLocalState as exc:
+                log.warning("local_state_stale_rebuilding", partition=pid, reason=str(exc))
+                db.close()
+                PartitionDb.destroy(path)
+                db = PartitionDb(path, pid)
+                applied = self._restore(db, pid)
+        except BaseException:
+            db.close()  # its lock too: the partition is opened again by the next rewind
+            raise
         seconds = time.monotonic() - started
         self.stats.restored_records += applied
         self.stats.restore_seconds.append(seconds)
@@ -249,6 +315,10 @@ class Engine:
         self.partitions[pid] = _Partition(pid, db, processor, checker, db.checkpoint()["changelog_offset"])
         log.info("partition_restored", partition=pid, records=applied, seconds=round(seconds, 3))
 
+    def _restore(self, db: PartitionDb, pid: int) -> int:
+        return restore(db, self.settings.bootstrap, self.topics.changelog, pid, self.clock.now_ms(),
+                       connect_timeout_s=RESTORE_CONNECT_TIMEOUT_S)
+
     def _close_partition(self, pid: int) -> None:
         part = self.partitions.pop(pid, None)
         self._echo_offsets.pop(pid, None)  # not ours to commit any more; re-read, they are skipped
@@ -257,7 +327,7 @@ class Engine:
 
     # processing ---------------------------------------------------------------------------
     def _poll_timeout_s(self) -> float:
-        if self._committing is not None:
+        if self._txn.committing is not None:
             return 0  # take what has arrived and process it while the commit runs
         now = self.clock.now_ms()
         waits = [w for p in self.partitions.values() if (w := p.checker.wait_ms(now)) is not None]
@@ -265,13 +335,22 @@ class Engine:
 
     def _step(self) -> None:
         """Process a batch while the previous one commits, then commit it (see `_begin_commit`)."""
+        p = self.progress
+        if p.rebuild_requested:
+            raise RuntimeError("the watchdog asked for new Kafka clients")
+        p.stage = "consume"
         messages = consume_available(self._consumer, self.max_batch, self._poll_timeout_s())
+        p.stage = "process"
         commands = []
         for msg in messages:
-            if msg.error() is not None:
-                log.warning("consume_error", error=str(msg.error()))
+            if (error := msg.error()) is not None:
+                if error.fatal():
+                    self._consumer_fatal = error
+                self._client_log.error(error)
             elif msg.partition() in self.partitions:
                 commands.append(msg)
+        if self._consumer_fatal is not None:
+            raise ClientFailure(Origin.CONSUMER, KafkaException(self._consumer_fatal))
         fresh = [msg for msg in commands if not _is_echo(msg)]
         self.stats.echoes += len(commands) - len(fresh)
         # 1. Processors only stage writes (over the committing batch's) and follow-ups.
@@ -280,12 +359,13 @@ class Engine:
             self.partitions[msg.partition()].processor.process(msg.value(), msg.headers(), msg.offset())
             touched.add(msg.partition())
         # 2. The previous batch must have committed before this one's transaction begins.
+        p.stage = "commit_wait"
         self._finish_commit()
         # 3. Due commands, from committed state, are processed in the transaction that
         #    writes them to the log: a timeout costs one commit, not a round trip.
         now = self.clock.now_ms()
-        due = [(p.id, cmd) for p in self.partitions.values()
-               if p.checker.wait_ms(now) == 0 for cmd in p.checker.collect(now)]
+        due = [(part.id, cmd) for part in self.partitions.values()
+               if part.checker.wait_ms(now) == 0 for cmd in part.checker.collect(now)]
         for pid, cmd in due:
             cmd.encoded = codec.encode(cmd)  # for the log; a command that cannot be encoded fails here
             self.partitions[pid].processor.process_command(cmd, -1)
@@ -300,62 +380,31 @@ class Engine:
             self._echo_offsets.update((msg.partition(), msg.offset() + 1) for msg in commands)
         elif self._echo_offsets and time.monotonic() - self._echo_offsets_since >= self.echo_offsets_max_age_s:
             self._begin_commit([], set(), [])
+        p.step_at = time.monotonic()
 
     def _begin_commit(self, messages: list[Message], touched_ids: set[int],
                       due: list[tuple[int, Record]]) -> None:
-        """Write the batch in a transaction and start committing it in the background.
-
-        The exactly-once contract, in order: follow-ups, the changelog of every staged
-        write, the due commands and the consumed offsets (fenced by our group generation)
-        go into one transaction, visible together or not at all; local RocksDB is written
-        only once it committed (`_finish_commit`), with the changelog offset it reflects.
-        """
+        """Write the batch in a transaction and start committing it in the background; see
+        `streamproc.engine.commit` for the exactly-once contract. Local RocksDB is written only
+        once it committed (`_finish_commit`), with the changelog offset it reflects."""
         offsets = dict(self._echo_offsets)
         self._echo_offsets.clear()  # read again after a failure, echoes are skipped anyway
         for msg in messages:
             offsets[msg.partition()] = msg.offset() + 1
-        touched = [self.partitions[pid] for pid in touched_ids]
-        writer = self._writer
-        producer = self._producers.begin()
-        writer.begin(producer)
-        for part in touched:
-            writer.write_partition(part.id, part.processor)
-            part.processor.output.clear()
-        for pid, cmd in due:
-            writer.write(self.topics.commands, pid, cmd, codec.PROCESSED_HEADERS)
-        for part in touched:
-            part.processor.writes.seal()
-        group = self._consumer.consumer_group_metadata() if offsets else None
-        future = self._committer.submit(
-            self._commit_transaction, producer,
-            [TopicPartition(self.topics.commands, pid, off) for pid, off in offsets.items()], group)
-        self._committing = _Committing(future, touched, len(messages), len(due))
-
-    def _commit_transaction(self, producer: Producer, offsets: list[TopicPartition], group) -> None:
-        """On the commit thread: blocking calls, the GIL released while they wait."""
-        if offsets:
-            producer.send_offsets_to_transaction(offsets, group, 30)
-        try:
-            producer.commit_transaction(30)
-        except KafkaException as exc:
-            if not exc.args[0].retriable():
-                raise
-            producer.commit_transaction(30)  # the documented answer to a retriable commit error
-        producer.poll(0)
-        self._writer.raise_delivery_error()
+        self.progress.stage = "commit_begin"
+        self._txn.begin(offsets, [self.partitions[pid] for pid in touched_ids], due, len(messages),
+                        self._consumer.consumer_group_metadata)
 
     def _finish_commit(self) -> None:
         """Wait for the batch in flight, if any; write it to RocksDB once committed."""
-        failure, self._commit_failure = self._commit_failure, None
-        if failure is not None:
-            raise failure
-        committing, self._committing = self._committing, None
+        committing = self._txn.finish()  # a failed commit raises here; the loop rewinds
         if committing is None:
             return
-        committing.future.result()  # a failed commit raises here; the loop rewinds
+        if self.progress.failing_since is not None:
+            self._recovery.committed()
         now = self.clock.now_ms()
         for part in committing.touched:
-            part.changelog_offset = self._writer.changelog_offsets.get(part.id, part.changelog_offset)
+            part.changelog_offset = committing.writer.changelog_offsets.get(part.id, part.changelog_offset)
             part.db.apply(part.processor.writes.committing,
                           {"changelog_offset": part.changelog_offset, "written_at_ms": now})
             part.processor.writes.committed()

@@ -7,6 +7,8 @@ then take whatever else is already fetched, without waiting again.
 
 from __future__ import annotations
 
+import threading
+
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 
@@ -33,3 +35,17 @@ def resume_now(consumer: Consumer, partitions: list[TopicPartition]) -> None:
                 consumer.seek(tp)
             except KafkaException:  # taken away by a rebalance meanwhile: nothing to fetch
                 pass
+
+
+def close_in_background(client) -> threading.Thread:
+    """Close a consumer on a daemon thread of its own: a close can wait on a broker that is
+    away (or, for a dead client, on nothing that will come), and the caller must not. Join
+    the returned thread to wait, with a bound."""
+    def close() -> None:
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001 - a dead client's close may fail: it is gone either way
+            pass
+    thread = threading.Thread(target=close, name="kafka-close", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,152 @@
+"""A batch's transaction: written, then committed on a thread of its own, within a deadline.
+
+The exactly-once contract, in order (`Committer.begin`): follow-ups, the changelog of
+every staged write, the due commands and the consumed offsets (fenced by our group
+generation) go into one transaction, visible together or not at all. The engine writes
+local RocksDB only once `finish()` returned the committed batch, with the changelog
+offset it reflects.
+
+A commit has `timeout_s` (the transaction timeout plus a margin) to finish. One that has
+not is abandoned: its thread, its producer and its writer are left behind, a new
+producer with the same transactional id is made (its init_transactions fences the old
+one: whatever the stuck call does when it returns, it does with a stale epoch), and the
+batch counts as failed (`CommitTimedOut`), so the engine rewinds it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import structlog
+from confluent_kafka import KafkaException, Producer, TopicPartition
+
+from streamproc.engine.batch_writer import BatchWriter
+from streamproc.engine.transactions import CommitThread, TransactionalProducers
+from streamproc.kafka.admin import TopicAdmin
+from streamproc.kafka.errors import ClientFailure, CommitTimedOut, Origin
+from streamproc.protocol import codec
+from streamproc.protocol.records import Record
+from streamproc.protocol.topics import Topics
+
+log = structlog.get_logger("streamproc.engine")
+
+
+@dataclass
+class Committing:
+    """A batch whose transaction commits in the background while the next one is processed."""
+
+    future: Future
+    #: Partitions (the engine's) whose sealed writes go to RocksDB once it is done.
+    touched: list
+    messages: int
+    due: int
+    #: The writer and producer slot of the transaction, and when (monotonic) it counts as failed.
+    writer: BatchWriter
+    slot: int
+    deadline: float
+
+
+class Committer:
+    def __init__(self, topics: Topics, admin: TopicAdmin, producers: TransactionalProducers,
+                 timeout_s: float) -> None:
+        self.topics = topics
+        self._admin = admin
+        self.producers = producers
+        self.timeout_s = timeout_s
+        self.writer: BatchWriter | None = None
+        self._partition_count = 0
+        self._thread = CommitThread()
+        self.committing: Committing | None = None
+        #: A background commit that failed while a rebalance callback waited for it.
+        self.failure: Exception | None = None
+
+    def connect(self, partition_count: int) -> None:
+        self._partition_count = partition_count
+        self.writer = BatchWriter(self.topics, self._admin, partition_count)
+
+    def begin(self, offsets: dict[int, int], touched: list, due: list[tuple[int, Record]], messages: int,
+              group_metadata: Callable[[], object]) -> None:
+        """Write the batch in a transaction and start committing it in the background."""
+        writer = self.writer
+        try:
+            slot, producer = self.producers.begin()
+            writer.begin(producer)
+            for part in touched:
+                writer.write_partition(part.id, part.processor)
+                part.processor.output.clear()
+            for pid, cmd in due:
+                writer.write(self.topics.commands, pid, cmd, codec.PROCESSED_HEADERS)
+        except KafkaException as exc:
+            raise ClientFailure(Origin.PRODUCER, exc) from exc
+        for part in touched:
+            part.processor.writes.seal()
+        group = group_metadata() if offsets else None
+        deadline = time.monotonic() + self.timeout_s
+        future = self._thread.submit(
+            self.commit_transaction, producer, writer,
+            [TopicPartition(self.topics.commands, pid, off) for pid, off in offsets.items()], group, deadline)
+        self.committing = Committing(future, touched, messages, len(due), writer, slot, deadline)
+
+    def commit_transaction(self, producer: Producer, writer: BatchWriter, offsets: list[TopicPartition],
+                           group, deadline: float) -> None:
+        """On the commit thread: blocking calls, the GIL released while they wait, each
+        bounded by the commit's deadline. The writer is passed, not read from `self`: a
+        commit abandoned here must not report into the batches after it."""
+        if offsets:
+            producer.send_offsets_to_transaction(offsets, group, _remaining(deadline))
+        try:
+            producer.commit_transaction(_remaining(deadline))
+        except KafkaException as exc:
+            if not exc.args[0].retriable() or deadline - time.monotonic() < 0.5:
+                raise
+            producer.commit_transaction(_remaining(deadline))  # the documented answer to a retriable commit error
+        producer.poll(0)
+        writer.raise_delivery_error()
+
+    def finish(self) -> Committing | None:
+        """Wait for the batch in flight, if any, within its time; returns it once committed.
+        A failed commit raises (`ClientFailure`, or `CommitTimedOut` for one abandoned)."""
+        failure, self.failure = self.failure, None
+        if failure is not None:
+            raise failure
+        committing, self.committing = self.committing, None
+        if committing is None:
+            return None
+        try:
+            committing.future.result(timeout=max(0.0, committing.deadline - time.monotonic()))
+        except Exception as exc:
+            if committing.future.done():
+                raise ClientFailure(Origin.PRODUCER, exc) from exc
+            self._abandon(committing)
+            raise CommitTimedOut(f"a commit did not finish within {self.timeout_s:.0f} s") from None
+        return committing
+
+    def settle(self) -> None:
+        """After a failure: the commit still running is waited for (within its time) and
+        forgotten; whether it landed or not, the rewind reopens the partitions from what
+        the changelog holds."""
+        committing, self.committing, self.failure = self.committing, None, None
+        if committing is not None:
+            try:
+                committing.future.result(timeout=max(0.0, committing.deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - its failure is the one being handled, or moot
+                if not committing.future.done():
+                    self._abandon(committing)
+
+    def _abandon(self, committing: Committing) -> None:
+        log.error("commit_abandoned", seconds=round(self.timeout_s, 1), producer=committing.slot)
+        self._thread.abandon()
+        self.producers.discard(committing.slot)
+        # Its delivery reports go to the old writer, which nothing reads any more.
+        self.writer = BatchWriter(self.topics, self._admin, self._partition_count)
+
+    def shutdown(self) -> None:
+        self._thread.shutdown()
+        self.producers.close()
+
+
+def _remaining(deadline: float) -> float:
+    return max(0.1, deadline - time.monotonic())

@@ -1,0 +1,148 @@
+"""What the engine does after a failure: which client to replace, when to try again, what to say.
+
+Every failure of the loop is answered the same way, whatever it was (a Kafka error, a
+commit that did not finish in its time, a TimeoutError of the admin client, an error
+raised while a rebalance callback restored a partition): abort the transaction, rewind
+the owned partitions to their last commit and try again. What differs is the client
+that must be replaced (see `streamproc.kafka.errors`):
+
+- the producer, on a fatal or fenced error of a transactional call (a new instance with
+  the same transactional id gets a new epoch from init_transactions);
+- the consumer, on a fatal error (a static consumer fenced by its own rejoin is one): a
+  new instance with the same `group.instance.id` takes the member's place.
+
+Fenced more than `conflict_limit` times within `conflict_window_s` means another live
+process has this engine's identity: a producer counts when it was fenced sooner after
+its own init_transactions than a transaction can time out (a transaction the coordinator
+expired while the broker was away fences its producer too, but only after that long),
+a consumer always counts. Then the engine stops with `IdentityConflict`.
+
+Retries back off from `backoff_min_s` to `backoff_max_s`; the first failure is logged at
+once, later ones are summed up by the watchdog once per interval.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from streamproc.engine.watchdog import Progress
+from streamproc.kafka.errors import (CONSUMER_FENCED_CODES, PRODUCER_FENCED_CODES, ClientFailure, Fault,
+                                     IdentityConflict, Origin, classify, describe, kafka_error)
+
+log = structlog.get_logger("streamproc.engine")
+
+
+@dataclass(frozen=True)
+class FaultPolicy:
+    """The engine's bounds for faults (seconds)."""
+
+    #: a commit may take the transaction timeout plus this before it is abandoned
+    commit_margin_s: float = 5.0
+    backoff_min_s: float = 0.1
+    backoff_max_s: float = 2.0
+    #: the watchdog: a stage stuck, or commits failing, this long is reported ...
+    stall_after_s: float = 15.0
+    #: ... once per this interval ...
+    stall_log_interval_s: float = 15.0
+    #: ... and after this long the Kafka clients are replaced.
+    rebuild_after_s: float = 60.0
+    conflict_limit: int = 3
+    conflict_window_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The clients a failure leaves dead."""
+
+    producer: bool = False
+    consumer: bool = False
+
+
+class Recovery:
+    def __init__(self, engine_id: str, progress: Progress, policy: FaultPolicy, fresh_producer_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.engine_id = engine_id
+        self.progress = progress
+        self.policy = policy
+        #: a producer fenced sooner than this after its init_transactions counts as a conflict
+        self.fresh_producer_s = fresh_producer_s
+        self._clock = clock
+        #: True until the clients are connected and the partitions rewound (also at start)
+        self.pending = True
+        self._next_attempt = 0.0
+        self._fencings: collections.deque[float] = collections.deque()
+
+    # the loop ------------------------------------------------------------------------------
+    def wait(self, stop: threading.Event) -> bool:
+        """Sleep out the backoff; False if the engine was stopped meanwhile."""
+        delay = self._next_attempt - self._clock()
+        return not (delay > 0 and stop.wait(delay))
+
+    def failed(self, exc: BaseException, producer_age_s: float, partitions: list[int]) -> Decision:
+        """Record a failure; returns the clients to replace. Raises IdentityConflict when
+        another live process holds this engine's identity."""
+        p = self.progress
+        now = self._clock()
+        origin = _origin(exc)
+        fault = classify(exc, transactional=origin is Origin.PRODUCER)
+        p.last_error = describe(exc)
+        p.attempts += 1
+        first = p.failing_since is None
+        if first:
+            p.failing_since = now
+            log.error("transaction_failed_rewinding", error=p.last_error, fault=fault.value,
+                      client=origin.value, stage=p.stage, partitions=partitions)
+        self.pending = True
+        self._next_attempt = now + min(self.policy.backoff_max_s,
+                                       self.policy.backoff_min_s * 2 ** min(p.attempts - 1, 16))
+        dead = fault in (Fault.FATAL, Fault.FENCED)
+        decision = Decision(producer=dead and origin is Origin.PRODUCER, consumer=dead and origin is Origin.CONSUMER)
+        if fault is Fault.FENCED:
+            self._count_fencing(origin, producer_age_s, now)
+        if not first and (decision.producer or decision.consumer):
+            # A client replaced is news even while the watchdog sums up the retries.
+            log.warning("kafka_client_dead", client=origin.value, fault=fault.value, error=p.last_error)
+        return decision
+
+    def reconnected(self) -> None:
+        self.pending = False
+
+    def committed(self) -> None:
+        """A transaction committed: the engine is healthy again (called only after a failure)."""
+        p = self.progress
+        log.info("engine_recovered", seconds=round(self._clock() - p.failing_since, 1), attempts=p.attempts)
+        p.failing_since = None
+        p.attempts = 0
+        p.last_error = ""
+
+    # identity ------------------------------------------------------------------------------
+    def _count_fencing(self, origin: Origin, producer_age_s: float, now: float) -> None:
+        if origin is Origin.PRODUCER and producer_age_s >= self.fresh_producer_s:
+            return  # an expired transaction of ours, most likely
+        window = self.policy.conflict_window_s
+        fencings = self._fencings
+        fencings.append(now)
+        while fencings and now - fencings[0] > window:
+            fencings.popleft()
+        if len(fencings) >= self.policy.conflict_limit:
+            raise IdentityConflict(
+                f"engine id {self.engine_id!r} is in use by another live process: its {origin.value} was "
+                f"fenced {len(fencings)} times within {window:.0f} s; give each engine process its own "
+                f"STREAMPROC_ENGINE_ID")
+
+
+def _origin(exc: BaseException) -> Origin:
+    """The client an error came from: as tagged by the engine, or named by a fencing code."""
+    error = kafka_error(exc)
+    if error is not None:
+        if error.code() in PRODUCER_FENCED_CODES:
+            return Origin.PRODUCER
+        if error.code() in CONSUMER_FENCED_CODES or "static consumer" in (error.str() or "").lower():
+            return Origin.CONSUMER
+    return exc.origin if isinstance(exc, ClientFailure) else Origin.OTHER

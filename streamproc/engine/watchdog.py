@@ -1,0 +1,93 @@
+"""Notices an engine loop that stopped making progress, says why, and asks for new clients.
+
+The loop marks what it is doing (`Progress.stage`) and when it last finished a step;
+the recovery marks since when commits have been failing. A thread looks at both once a
+second and, while the loop is stuck in one stage or failing, logs one `engine_stalled`
+line per interval with the stage, for how long, and the last error. Every wait of the
+engine is bounded, so a stuck stage is a bound missing or a client wedged inside a call;
+either way, after `rebuild_after_s` it asks the loop to replace its Kafka clients
+(`rebuild_requested`), which the loop does at its next recovery or step.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+log = structlog.get_logger("streamproc.engine")
+
+
+@dataclass
+class Progress:
+    """Written by the engine loop (cheap attribute writes), read by the watchdog."""
+
+    stage: str = "starting"
+    #: monotonic time the loop last finished a step
+    step_at: float = field(default_factory=time.monotonic)
+    #: monotonic time of the first failure since the last committed transaction, or None
+    failing_since: float | None = None
+    attempts: int = 0
+    last_error: str = ""
+    #: set by the watchdog, cleared by the engine once its clients are new
+    rebuild_requested: bool = False
+
+
+class Watchdog:
+    def __init__(self, progress: Progress, owned: Callable[[], list[int]], stall_after_s: float = 15.0,
+                 interval_s: float = 15.0, rebuild_after_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.progress = progress
+        self._owned = owned
+        self.stall_after_s = stall_after_s
+        self.interval_s = interval_s
+        self.rebuild_after_s = rebuild_after_s
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._logged_at: float | None = None
+        #: when the stall that a rebuild was last asked for began (one request per stall and bound)
+        self._rebuilt_for: float | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="engine-watchdog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.check()
+
+    def stall(self, now: float) -> tuple[str, float] | None:
+        """(reason, since) if the loop is not making progress, else None."""
+        p = self.progress
+        if p.failing_since is not None and now - p.failing_since >= self.stall_after_s:
+            return "commits_failing", p.failing_since
+        if now - p.step_at >= self.stall_after_s:
+            return "step_not_finishing", p.step_at
+        return None
+
+    def check(self) -> None:
+        """One look; logs at most one line per interval, and asks for a rebuild once per bound."""
+        now = self._clock()
+        stall = self.stall(now)
+        if stall is None:
+            self._logged_at = None
+            return
+        reason, since = stall
+        p = self.progress
+        if self._logged_at is None or now - self._logged_at >= self.interval_s:
+            self._logged_at = now
+            log.warning("engine_stalled", reason=reason, stage=p.stage, seconds=round(now - since, 1),
+                        attempts=p.attempts, error=p.last_error, partitions=self._owned())
+        stuck_for = now - since
+        if stuck_for >= self.rebuild_after_s and (self._rebuilt_for is None or now - self._rebuilt_for >= self.rebuild_after_s):
+            self._rebuilt_for = now
+            p.rebuild_requested = True
+            log.warning("engine_clients_rebuild_requested", reason=reason, stage=p.stage, seconds=round(stuck_for, 1))
