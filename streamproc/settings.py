@@ -16,6 +16,9 @@ ENVIRONMENT = {
     "STREAMPROC_ENGINE_ID": "stable id of an engine process, in its transactional ids; no '#' (default: host name)",
     "STREAMPROC_LOG_FORMAT": "console or json (default: console on a terminal, json otherwise)",
     "STREAMPROC_LOG_LEVEL": "debug, info, warning or error (default info)",
+    "STREAMPROC_TASK_QUEUES": "task queues the engine accepts commands for, comma-separated glob patterns "
+                              "such as orders,payments-* (default *, any)",
+    "STREAMPROC_MAX_TASK_QUEUES": "distinct task queues (so topics) one partition may admit (default 1000)",
 }
 
 
@@ -26,11 +29,19 @@ ENGINE_ID_SEPARATOR = "#"
 DEFAULT_NAMESPACE = "streamproc"
 DEFAULT_PARTITIONS = 4
 DEFAULT_STATE_DIR = Path.home() / ".local" / "state" / "streamproc"
+DEFAULT_MAX_TASK_QUEUES = 1000
 
 
 def _env(name: str, default: str) -> str:
     value = os.environ.get(name, "").strip()
     return value or default
+
+
+def _positive(name: str, default: int) -> int:
+    value = _env(name, str(default))
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -40,6 +51,9 @@ class Settings:
     partitions: int = DEFAULT_PARTITIONS
     state_dir: Path = DEFAULT_STATE_DIR
     engine_id: str = dataclasses.field(default_factory=socket.gethostname)
+    #: Glob patterns of the task queues commands may name; their count per partition.
+    task_queues: str = "*"
+    max_task_queues: int = DEFAULT_MAX_TASK_QUEUES
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -52,6 +66,8 @@ class Settings:
             partitions=int(partitions),
             state_dir=Path(_env("STREAMPROC_STATE_DIR", str(DEFAULT_STATE_DIR))).expanduser(),
             engine_id=_env("STREAMPROC_ENGINE_ID", socket.gethostname()),
+            task_queues=_env("STREAMPROC_TASK_QUEUES", "*"),
+            max_task_queues=_positive("STREAMPROC_MAX_TASK_QUEUES", DEFAULT_MAX_TASK_QUEUES),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         if ENGINE_ID_SEPARATOR in values["engine_id"]:

@@ -37,12 +37,13 @@ def dev(partitions: int | None, example: bool) -> None:
     """Run everything locally: a broker (unless STREAMPROC_BOOTSTRAP names one), topics, an engine."""
     from streamproc.devenv.broker import ensure_broker
     from streamproc.devenv.example import start_example
+    from streamproc.engine.context import Limits
     from streamproc.engine.engine import Engine
 
     bootstrap, broker = ensure_broker()
     settings = Settings.from_env(bootstrap=bootstrap, partitions=partitions)
     click.echo(f"streamproc dev: broker {bootstrap}" + (" (started locally)" if broker else ""), err=True)
-    engine = Engine(settings)
+    engine = Engine(settings, limits=Limits.from_settings(settings))
     stop_example = start_example(settings, engine) if example else None
     try:
         _run_until_signal(engine)
@@ -104,9 +105,11 @@ def engine() -> None:
 @click.option("--max-batch", type=click.IntRange(1, 100_000), default=2000, show_default=True)
 def engine_run(engine_id: str | None, max_batch: int) -> None:
     """Own the partitions the engine group gives this process, until SIGINT/SIGTERM."""
+    from streamproc.engine.context import Limits
     from streamproc.engine.engine import Engine
 
-    _run_until_signal(Engine(Settings.from_env(engine_id=engine_id), max_batch=max_batch))
+    settings = Settings.from_env(engine_id=engine_id)
+    _run_until_signal(Engine(settings, limits=Limits.from_settings(settings), max_batch=max_batch))
 
 
 @main.group()

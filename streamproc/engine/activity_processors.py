@@ -20,6 +20,7 @@ from streamproc.engine.validation import check_json
 from streamproc.protocol.failures import check_failure_record, failure_from_record, failure_to_record
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record, RejectionType, ValueType
+from streamproc.engine.task_queues import admit_task_queue
 from streamproc.protocol.topics import check_task_queue
 from streamproc.semantics import (
     ActivityRetry,
@@ -56,7 +57,11 @@ def normalise_schedule(v: dict[str, Any], ctx: ProcessingContext) -> tuple[Activ
         "start_to_close_timeout_ms", "heartbeat_timeout_ms")))
     timeouts = normalize_activity_timeouts(requested, activity_id=v["activity_id"],
                                            activity_type=v["activity_type"])
-    return timeouts, normalize_activity_retry_policy(policy_from_record(v["retry_policy"]))
+    policy = normalize_activity_retry_policy(policy_from_record(v["retry_policy"]))
+    problem = admit_task_queue(ctx, v["task_queue"])  # last: bad arguments take no place under the cap
+    if problem:
+        raise InvalidArgument(problem)
+    return timeouts, policy
 
 
 def schedule(cmd: Record, ctx: ProcessingContext) -> None:

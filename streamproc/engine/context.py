@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from streamproc.engine.output import RecordWriter
+from streamproc.engine.task_queues import TaskQueuePolicy
 from streamproc.semantics.workflow_history_limits import DEFAULT_HISTORY_LIMITS, HistoryLimits
 from streamproc.state.activities import Activities
 from streamproc.state.db import PendingWrites
@@ -14,6 +16,9 @@ from streamproc.state.jobs import Jobs
 from streamproc.state.keygen import KeyGenerator
 from streamproc.state.workflow_timers import WorkflowTimers
 from streamproc.state.workflows import Workflows
+
+if TYPE_CHECKING:
+    from streamproc.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -28,6 +33,13 @@ class Limits:
     max_history_page_bytes: int = 256 * 1024
     #: Event count and size limits of a workflow run's history (SEMANTICS.md 6.3).
     history: HistoryLimits = DEFAULT_HISTORY_LIMITS
+    #: The task queues commands may name (STREAMPROC_TASK_QUEUES, STREAMPROC_MAX_TASK_QUEUES).
+    task_queues: TaskQueuePolicy = TaskQueuePolicy()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        """The defaults, with what the operator configured."""
+        return cls(task_queues=TaskQueuePolicy.parse(settings.task_queues, settings.max_task_queues))
 
 
 @dataclasses.dataclass(slots=True)

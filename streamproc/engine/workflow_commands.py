@@ -13,6 +13,7 @@ from typing import Any
 
 from streamproc.engine import workflow_activities
 from streamproc.engine.context import ProcessingContext
+from streamproc.engine.task_queues import admit_task_queue
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflow_runs import E, append, close
 from streamproc.engine.workflow_start import start_run, timeouts_of
@@ -142,7 +143,8 @@ def _check(ctx: ProcessingContext, run: Run, kind: str, c: dict, open_activity_i
 def _check_continue_as_new(ctx: ProcessingContext, run: Run, c: dict) -> dict[str, Any]:
     queue = c.get("task_queue") or run["task_queue"]
     problem = check_task_queue(queue) or check_json(
-        c.get("input") if c.get("input") is not None else "null", "input", ctx.limits.max_payload_bytes)
+        c.get("input") if c.get("input") is not None else "null", "input", ctx.limits.max_payload_bytes) \
+        or admit_task_queue(ctx, queue)
     if problem:
         raise InvalidArgument(problem)
     requested = WorkflowTimeouts(run=timedelta(milliseconds=c.get("workflow_run_timeout_ms") or 0),

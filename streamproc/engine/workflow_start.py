@@ -9,6 +9,7 @@ from datetime import timedelta
 import orjson
 
 from streamproc.engine.context import ProcessingContext
+from streamproc.engine.task_queues import admit_task_queue
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflow_runs import (
     EXECUTION_TIME_OUT,
@@ -75,6 +76,10 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         policies = normalize_workflow_id_policies(
             _enum(WorkflowIdReusePolicy, v["id_reuse_policy"], "id_reuse_policy"),
             _enum(WorkflowIdConflictPolicy, v["id_conflict_policy"], "id_conflict_policy"))
+        # Last: a start with bad arguments does not take a place under the cap.
+        problem = admit_task_queue(ctx, v["task_queue"])
+        if problem:
+            raise InvalidArgument(problem)
     except InvalidArgument as exc:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, str(exc))
         return

@@ -1,0 +1,35 @@
+"""The task queues a partition has admitted: which names, and how many.
+
+A queue is admitted once, by the first accepted command that names it, and stays: its
+topic exists from then on. The names live in the META family under a prefix (a queue
+name is at most 200 bytes), with their count beside them, so the cap is checked with
+two point reads and no scan.
+"""
+
+from __future__ import annotations
+
+from streamproc.state.db import PendingWrites
+from streamproc.state.families import Family
+from streamproc.state.keys import read_u64, u64
+
+_PREFIX = b"task_queue:"
+_COUNT = b"task_queue_count"
+
+
+class TaskQueues:
+    def __init__(self, writes: PendingWrites) -> None:
+        self._w = writes
+
+    def known(self, queue: str) -> bool:
+        return self._w.get(Family.META, _PREFIX + queue.encode()) is not None
+
+    def count(self) -> int:
+        raw = self._w.get(Family.META, _COUNT)
+        return read_u64(raw) if raw is not None else 0
+
+    def add(self, queue: str) -> None:
+        """Remember `queue` (once: a known queue changes nothing)."""
+        if self.known(queue):
+            return
+        self._w.put(Family.META, _PREFIX + queue.encode(), b"")
+        self._w.put(Family.META, _COUNT, u64(self.count() + 1))
