@@ -19,6 +19,8 @@ ENVIRONMENT = {
     "STREAMPROC_TASK_QUEUES": "task queues the engine accepts commands for, comma-separated glob patterns "
                               "such as orders,payments-* (default *, any)",
     "STREAMPROC_MAX_TASK_QUEUES": "distinct task queues (so topics) one partition may admit (default 1000)",
+    "STREAMPROC_CLIENT_RESEND_MS": "how long a client call waits for the engine's answer before sending its "
+                                   "command again with the same request id (default 5000)",
 }
 
 
@@ -30,6 +32,7 @@ DEFAULT_NAMESPACE = "streamproc"
 DEFAULT_PARTITIONS = 4
 DEFAULT_STATE_DIR = Path.home() / ".local" / "state" / "streamproc"
 DEFAULT_MAX_TASK_QUEUES = 1000
+DEFAULT_CLIENT_RESEND_MS = 5000
 
 
 def _env(name: str, default: str) -> str:
@@ -54,6 +57,8 @@ class Settings:
     #: Glob patterns of the task queues commands may name; their count per partition.
     task_queues: str = "*"
     max_task_queues: int = DEFAULT_MAX_TASK_QUEUES
+    #: Between two copies of a client request that got no answer.
+    client_resend_ms: int = DEFAULT_CLIENT_RESEND_MS
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -68,6 +73,7 @@ class Settings:
             engine_id=_env("STREAMPROC_ENGINE_ID", socket.gethostname()),
             task_queues=_env("STREAMPROC_TASK_QUEUES", "*"),
             max_task_queues=_positive("STREAMPROC_MAX_TASK_QUEUES", DEFAULT_MAX_TASK_QUEUES),
+            client_resend_ms=_positive("STREAMPROC_CLIENT_RESEND_MS", DEFAULT_CLIENT_RESEND_MS),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         if ENGINE_ID_SEPARATOR in values["engine_id"]:

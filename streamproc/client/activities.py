@@ -19,7 +19,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +30,7 @@ from streamproc.activity.failures import exception_from_failure
 from streamproc.converter import DataConverter
 from streamproc.client.client import Client
 from streamproc.client.errors import rejection_error
+from streamproc.client.requests import RequestChannel
 from streamproc.protocol.wire_values import ceil_ms as _ms
 from streamproc.protocol.wire_values import retry_policy_record as _policy_record
 from streamproc.kafka.batching import consume_available
@@ -48,7 +48,6 @@ from streamproc.semantics import (
     normalize_activity_timeouts,
 )
 from streamproc.semantics.swf import SWF_NONE
-from streamproc.worker.replies import ReplyListener
 
 __all__ = ["ActivityClient", "ActivityHandle", "Timeout"]
 
@@ -66,7 +65,7 @@ class ActivityClient:
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self._replies: ReplyListener | None = None
+        self._channel = RequestChannel(client)
 
     def schedule_activity(self, activity: str | Callable[..., Any], *args: Any, task_queue: str,
                           activity_id: str | None = None,
@@ -79,8 +78,10 @@ class ActivityClient:
         """Schedule `activity` (a name or an `@activity.defn` function) with `args`.
 
         Raises `InvalidArgument` (checked here, or refused by the engine),
-        `ActivityAlreadyStartedError` if an open activity has this id, `TimeoutError` if
-        the engine did not answer within `rpc_timeout` seconds.
+        `ActivityAlreadyStartedError` if an open activity has this id,
+        `RequestOutcomeUnknownError` (with its `request_id`) if the engine did not answer
+        within `rpc_timeout` seconds while the SCHEDULE may be on the log, and
+        `RequestNotSentError` if it certainly is not.
         """
         activity_type = activity if isinstance(activity, str) else ActivityDefinition.of(activity).name
         activity_id = activity_id if activity_id is not None else str(uuid.uuid4())
@@ -105,8 +106,7 @@ class ActivityClient:
             "heartbeat_timeout_ms": _ms(requested.heartbeat),
             "retry_policy": None if retry_policy is None else _policy_record(retry_policy),
         }
-        reply = self._request(A.SCHEDULE, -1, value, partition_for(activity_id, self.client.partitions),
-                              rpc_timeout)
+        reply = self._request(A.SCHEDULE, -1, value, lambda n: partition_for(activity_id, n), rpc_timeout)
         record = reply.record
         if record.record_type is RecordType.COMMAND_REJECTION:
             raise _rejection(record, activity_id)
@@ -123,24 +123,23 @@ class ActivityClient:
         return ActivityHandle(self, key, activity_id, activity_type, None)
 
     # plumbing -----------------------------------------------------------------------------
-    def _request(self, intent: str, key: int, value: dict[str, Any], partition: int, rpc_timeout: float):
-        replies = self._listener()
+    def _request(self, intent: str, key: int, value: dict[str, Any], partition_of: Callable[[int], int],
+                 rpc_timeout: float):
+        """Send an activity command; its first reply. Not idempotent for the engine (a second
+        SCHEDULE finds the id taken), so sent again only when a copy did not reach the log
+        (`client/requests.py`)."""
         request_id = uuid.uuid4().hex
-        answer = replies.first_reply(request_id, rpc_timeout)
-        self.client.send(Record.command(ValueType.ACTIVITY_TASK, intent, value, key=key,
-                                        request_id=request_id, reply_partition=replies.partition),
-                         partition)
-        try:
-            return answer.result(rpc_timeout)
-        except FutureTimeout:
-            replies.forget(request_id)
-            raise TimeoutError(f"no answer to {intent} within {rpc_timeout} s "
-                               "(is an engine running for this namespace?)") from None
 
-    def _listener(self) -> ReplyListener:
-        if self._replies is None:
-            self._replies = ReplyListener(self.client.bootstrap, self.client.topics).start()
-        return self._replies
+        def on_reply(reply, answer) -> bool:
+            if not answer.done():
+                answer.set_result(reply)
+            return True
+
+        return self._channel.call(
+            lambda reply_partition: Record.command(ValueType.ACTIVITY_TASK, intent, value, key=key,
+                                                   request_id=request_id, reply_partition=reply_partition),
+            partition_of, on_reply, rpc_timeout, request_id=request_id, intent=intent,
+            idempotent=False)
 
     def close_event(self, key: int, since_ms: int | None, timeout: float | None) -> Record:
         """The event that closed activity `key`, read from its events partition."""
@@ -169,9 +168,7 @@ class ActivityClient:
             consumer.close()
 
     def close(self) -> None:
-        if self._replies is not None:
-            self._replies.close()
-            self._replies = None
+        self._channel.close()
 
     def __enter__(self) -> ActivityClient:
         return self
@@ -207,7 +204,7 @@ class ActivityHandle:
     def cancel(self, rpc_timeout: float = 30) -> None:
         """Request cancellation: at once if no attempt runs, else when the activity
         acknowledges it. Raises `CommandRejectedError` if the activity is closed."""
-        reply = self._client._request(A.REQUEST_CANCEL, self.key, {}, partition_of_key(self.key), rpc_timeout)
+        reply = self._client._request(A.REQUEST_CANCEL, self.key, {}, lambda _n: partition_of_key(self.key), rpc_timeout)
         if reply.record.record_type is RecordType.COMMAND_REJECTION:
             raise _rejection(reply.record, self.activity_id)
 

@@ -2,18 +2,25 @@
 
 Commands are produced to the partition that owns them: a CREATE to the partition of its
 routing key (murmur2, as Java's client computes it), a command about an existing job to
-the partition encoded in the job key. Sending is asynchronous; `flush()` waits.
+the partition encoded in the job key. Sending is asynchronous; `flush()` waits, and says
+which commands are not known to be on the log. A command sent while the broker is away
+waits in the producer (librdkafka's idempotent retries, up to its `message.timeout.ms`,
+300 s by default) and goes out, once, when the broker is back.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
 
 import orjson
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
+from streamproc.client.delivery import Delivery, DeliveryState
+from streamproc.client.errors import CommandsNotDeliveredError, RequestNotSentError
 from streamproc.client.workflows import WorkflowOperations
 from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
@@ -37,14 +44,27 @@ class Client(WorkflowOperations):
         self.topics = Topics(settings.namespace)
         #: Turns workflow and activity arguments, results and details into payloads.
         self.data_converter = data_converter or DataConverter.default()
+        self._producer_overrides = producer_overrides
         self._producer = Producer(producer_config(self.bootstrap, **producer_overrides))
         self._partitions: int | None = None
-        self._errors: list[str] = []
+        #: How long `send` waits for room in a full producer queue before giving up.
+        self.send_timeout_s = 30.0
+        #: Seconds between copies of a request that got no answer (`client/requests.py`).
+        self.resend_interval_s = settings.client_resend_ms / 1000
+        #: Commands sent since the last flush, by request id (or key), with their delivery.
+        self._sent: list[tuple[str, Delivery]] = []
+        self._prune_at = 10_000
+        self._lock = threading.Lock()
 
     @property
     def partitions(self) -> int:
+        return self.partition_count(120)
+
+    def partition_count(self, timeout: float) -> int:
+        """Partitions of the commands topic, asking the broker for at most `timeout` seconds
+        the first time (raises if it did not answer: it may be away)."""
         if self._partitions is None:
-            self._partitions = TopicAdmin(self.bootstrap, self.topics).partitions(self.topics.commands, 120)
+            self._partitions = TopicAdmin(self.bootstrap, self.topics).partitions(self.topics.commands, timeout)
         return self._partitions
 
     # jobs -------------------------------------------------------------------------------
@@ -81,29 +101,48 @@ class Client(WorkflowOperations):
 
     # transport --------------------------------------------------------------------------
     def send(self, record: Record, partition: int) -> None:
+        """Queue `record` for the log. Raises `RequestNotSentError` if the producer refused
+        it (its queue stayed full for `send_timeout_s`, or it is dead): then it is certainly
+        not on the log. `flush()` tells what became of the rest."""
         key = str(record.key if record.key >= 0 else record.request_id).encode()
+        name = record.request_id or f"key:{record.key}"
+        delivery = Delivery()
+        deadline = time.monotonic() + self.send_timeout_s
         while True:
             try:
                 self._producer.produce(self.topics.commands, codec.encode(record), key,
                                        partition=partition, headers=codec.AVRO_HEADERS,
-                                       on_delivery=self._on_delivery)
+                                       on_delivery=delivery.report)
                 break
-            except BufferError:  # local queue full: let deliveries drain, then retry
+            except BufferError:  # local queue full (the broker is away?): let deliveries drain
+                if time.monotonic() >= deadline:
+                    raise RequestNotSentError(
+                        f"{record.intent} {name} not sent: the producer's queue stayed full for "
+                        f"{self.send_timeout_s} s (is the broker reachable?)",
+                        intent=record.intent, request_id=record.request_id or "") from None
                 self._producer.poll(0.05)
+            except KafkaException as exc:
+                raise RequestNotSentError(f"{record.intent} {name} not sent: {exc}",
+                                          intent=record.intent, request_id=record.request_id or "") from exc
+        with self._lock:
+            self._sent.append((name, delivery))
+            if len(self._sent) > self._prune_at:  # a client that never flushes (a worker)
+                self._sent = [d for d in self._sent if d[1].state is not DeliveryState.DELIVERED]
+                self._prune_at = max(10_000, 2 * len(self._sent))
         self._producer.poll(0)
 
-    def _on_delivery(self, err, msg) -> None:
-        if err is not None:
-            self._errors.append(str(err))
-
     def flush(self, timeout: float = 30) -> None:
-        """Wait until every command sent so far is on the log; raises if any was lost."""
-        remaining = self._producer.flush(timeout)
-        if remaining:
-            raise TimeoutError(f"{remaining} commands not delivered within {timeout} s")
-        if self._errors:
-            errors, self._errors = self._errors, []
-            raise RuntimeError(f"{len(errors)} commands failed to send, first: {errors[0]}")
+        """Wait until every command sent so far is on the log. Raises
+        `CommandsNotDeliveredError` naming those whose outcome is unknown (their delivery
+        timed out or had not finished within `timeout`: they may be on the log, or get
+        there later) apart from those certainly not sent."""
+        self._producer.flush(timeout)
+        with self._lock:
+            sent, self._sent = self._sent, [d for d in self._sent if not d[1].state.settled]
+        unknown = [name for name, d in sent if d.state in (DeliveryState.UNKNOWN, DeliveryState.PENDING)]
+        not_sent = {name: d.error for name, d in sent if d.state is DeliveryState.NOT_WRITTEN}
+        if unknown or not_sent:
+            raise CommandsNotDeliveredError(unknown, not_sent)
 
     def close(self) -> None:
         self.close_workflow_requests()

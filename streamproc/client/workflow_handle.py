@@ -11,11 +11,9 @@ run as Temporal's ``result()`` does.
 from __future__ import annotations
 
 import dataclasses
-import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +31,7 @@ from streamproc.client.errors import (
     WorkflowNotFoundError,
     rejection_error,
 )
+from streamproc.client.requests import RequestChannel
 from streamproc.client.workflow_events import WorkflowEvent, WorkflowEventScanner
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType, WorkflowIntent
@@ -40,7 +39,7 @@ from streamproc.semantics import TimeoutType
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
 
 if TYPE_CHECKING:
-    from streamproc.worker.replies import Reply, ReplyListener
+    from streamproc.worker.replies import Reply
 
 __all__ = ["WorkflowHandle", "WorkflowRequests", "WorkflowHistory", "WorkflowExecutionDescription",
            "outcome_of_close"]
@@ -48,52 +47,66 @@ __all__ = ["WorkflowHandle", "WorkflowRequests", "WorkflowHistory", "WorkflowExe
 _CONTINUED = "WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
 
 
+#: Requests the engine answers alike however often they arrive with one request id: a
+#: START (the run that request id started) and DESCRIBE (reads only). They are sent again
+#: when a copy reached the log without an answer; the others only when a copy did not.
+IDEMPOTENT_INTENTS = frozenset({WorkflowIntent.START, WorkflowIntent.DESCRIBE})
+
+
 class WorkflowRequests:
-    """Sends workflow commands for a client and waits for their answers on one replies partition."""
+    """Sends workflow commands for a client and waits for their answers on one replies
+    partition, across broker outages (`client/requests.py`)."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        self._replies: ReplyListener | None = None
-        self._lock = threading.Lock()
+        self._channel = RequestChannel(client)
 
     def request(self, intent: str, value: dict[str, Any], rpc_timeout: float, *,
-                request_id: str | None = None,
-                accept: Callable[[Record], bool] | None = None) -> Reply:
+                request_id: str | None = None, accept: Callable[[Record], bool] | None = None,
+                not_sent: Callable[[str], Exception] | None = None,
+                unknown: Callable[[str, bool | None, float], Exception] | None = None) -> Reply:
         """Send a command about `value["workflow_id"]`; the first reply that is a rejection
-        or that `accept`s (any, by default)."""
-        future: Future[Reply] = Future()
+        or that `accept`s (any, by default). Raises `RequestOutcomeUnknownError` or
+        `RequestNotSentError` (or what `unknown` / `not_sent` build) without one."""
 
-        def on_reply(reply: Reply) -> bool:
+        def on_reply(reply: Reply, answer: Future) -> bool:
             record = reply.record
             if record.record_type is RecordType.COMMAND_REJECTION or accept is None or accept(record):
-                if not future.done():
-                    future.set_result(reply)
+                if not answer.done():
+                    answer.set_result(reply)
                 return True
             return False
 
-        self._send(intent, value, request_id or uuid.uuid4().hex, on_reply, rpc_timeout)
-        return self._wait(future, intent, rpc_timeout)
+        return self._call(intent, value, request_id or uuid.uuid4().hex, on_reply, rpc_timeout,
+                          not_sent=not_sent, unknown=unknown)
 
     def pages(self, value: dict[str, Any], rpc_timeout: float) -> list[Record] | Record:
         """GET_HISTORY's HISTORY_PAGE records in page order, or its rejection."""
-        future: Future[list[Record] | Record] = Future()
         pages: dict[int, Record] = {}
 
-        def on_reply(reply: Reply) -> bool:
+        def on_reply(reply: Reply, answer: Future) -> bool:
             record = reply.record
             if record.record_type is RecordType.COMMAND_REJECTION:
-                future.set_result(record)
+                answer.set_result(record)
                 return True
             if record.intent != WorkflowIntent.HISTORY_PAGE:
                 return False
             pages[record.value["page"]] = record
             if len(pages) < record.value["pages"]:
                 return False
-            future.set_result([pages[n] for n in sorted(pages)])
+            answer.set_result([pages[n] for n in sorted(pages)])
             return True
 
-        self._send(WorkflowIntent.GET_HISTORY, value, uuid.uuid4().hex, on_reply, rpc_timeout)
-        return self._wait(future, WorkflowIntent.GET_HISTORY, rpc_timeout)
+        return self._call(WorkflowIntent.GET_HISTORY, value, uuid.uuid4().hex, on_reply, rpc_timeout)
+
+    def _call(self, intent: str, value: dict[str, Any], request_id: str,
+              on_reply: Callable[[Reply, Future], bool], rpc_timeout: float, **errors: Any) -> Any:
+        return self._channel.call(
+            lambda reply_partition: Record.command(ValueType.WORKFLOW, intent, value, request_id=request_id,
+                                                   reply_partition=reply_partition),
+            lambda partitions: partition_for(value["workflow_id"], partitions),
+            on_reply, rpc_timeout, request_id=request_id, intent=intent,
+            idempotent=intent in IDEMPOTENT_INTENTS, **errors)
 
     def scanner(self, workflow_id: str, since_ms: int | None) -> WorkflowEventScanner:
         topics = self.client.topics
@@ -101,36 +114,8 @@ class WorkflowRequests:
                                     partition_for(workflow_id, self.client.partitions),
                                     since_ms=since_ms, group_prefix=topics.namespace)
 
-    def _send(self, intent: str, value: dict[str, Any], request_id: str,
-              on_reply: Callable[[Reply], bool], ttl_s: float) -> None:
-        replies = self._listener()
-        replies.expect(request_id, on_reply, ttl_s)
-        self.client.send(Record.command(ValueType.WORKFLOW, intent, value, request_id=request_id,
-                                        reply_partition=replies.partition),
-                         partition_for(value["workflow_id"], self.client.partitions))
-
-    @staticmethod
-    def _wait(future: Future, intent: str, rpc_timeout: float) -> Any:
-        try:
-            return future.result(rpc_timeout)
-        except FutureTimeout:
-            raise TimeoutError(f"no answer to {intent} within {rpc_timeout} s "
-                               "(is an engine running for this namespace?)") from None
-
-    def _listener(self) -> ReplyListener:
-        with self._lock:
-            if self._replies is None:
-                # Imported here: the worker package imports the client.
-                from streamproc.worker.replies import ReplyListener
-
-                self._replies = ReplyListener(self.client.bootstrap, self.client.topics).start()
-            return self._replies
-
     def close(self) -> None:
-        with self._lock:
-            if self._replies is not None:
-                self._replies.close()
-                self._replies = None
+        self._channel.close()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,13 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from streamproc.client.errors import InvalidArgument, WorkflowAlreadyStartedError, rejection_error
+from streamproc.client.errors import (
+    InvalidArgument,
+    WorkflowAlreadyStartedError,
+    WorkflowNotStartedError,
+    WorkflowStartOutcomeUnknownError,
+    rejection_error,
+)
 from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
 from streamproc.client.workflow_handle import WorkflowHandle, WorkflowRequests
 from streamproc.protocol.records import RecordType, RejectionType, WorkflowIntent
@@ -56,7 +62,11 @@ class WorkflowOperations:
         """Start a run of `workflow` (``MyWorkflow.run``, the class, or the type name).
 
         Raises `InvalidArgument`, `WorkflowAlreadyStartedError` (the id is taken under
-        the policies), or `TimeoutError` if the engine did not answer within `rpc_timeout`.
+        the policies). Across a broker outage the START is sent again with the same
+        `request_id` (the engine answers a repeated one with the run it started) until
+        `rpc_timeout` seconds passed; then `WorkflowStartOutcomeUnknownError` (it may have
+        started: it carries `workflow_id` and `request_id` to look it up) or, only when the
+        START certainly never reached the log, `WorkflowNotStartedError`.
         """
         workflow_type = workflow_type_of(workflow)
         if arg is not _UNSET:
@@ -85,9 +95,17 @@ class WorkflowOperations:
             "id_conflict_policy": _policy_name(WorkflowIdConflictPolicy(id_conflict_policy)),
             "identity": identity,
         }
+        request_id = request_id or uuid.uuid4().hex
         reply = self.workflow_requests.request(
-            WorkflowIntent.START, value, rpc_timeout, request_id=request_id or uuid.uuid4().hex,
-            accept=lambda r: r.intent == WorkflowIntent.STARTED)
+            WorkflowIntent.START, value, rpc_timeout, request_id=request_id,
+            accept=lambda r: r.intent == WorkflowIntent.STARTED,
+            not_sent=lambda message: WorkflowNotStartedError(message, workflow_id=id, intent=WorkflowIntent.START,
+                                                             request_id=request_id),
+            unknown=lambda message, delivered, until: WorkflowStartOutcomeUnknownError(
+                f"{message}; the workflow {id!r} may have started: look it up with "
+                f"get_workflow_handle({id!r}).describe(), or start it again with request_id={request_id!r}",
+                workflow_id=id, workflow_type=workflow_type, intent=WorkflowIntent.START,
+                request_id=request_id, delivered=delivered, may_land_until=until))
         record = reply.record
         if record.record_type is RecordType.COMMAND_REJECTION:
             reason = record.rejection_reason or ""

@@ -21,14 +21,14 @@ import structlog
 from confluent_kafka import Consumer, TopicPartition
 
 from streamproc.kafka.admin import TopicAdmin
-from streamproc.kafka.batching import consume_available
+from streamproc.kafka.batching import close_in_background, consume_available
+from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
 
 log = structlog.get_logger("streamproc.replies")
-
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,24 +57,46 @@ class ReplyListener:
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None
+        #: The offset of the next reply to read: where a replacement consumer starts.
+        self._next_offset = -1
+        #: librdkafka's lines and our consume errors, one per kind per interval in an outage.
+        self._client_log = ClientLog("replies", interval_s=10)
 
     def start(self, timeout: float = 60) -> ReplyListener:
         """Pick the partition and its current end; replies to commands sent after this
-        returns are seen. Waits up to `timeout` for the engine to create the topic."""
+        returns are seen. Waits up to `timeout` for the engine to create the topic and for
+        the broker to answer (it may be restarting); raises TimeoutError after that."""
         topic = self.topics.replies
-        if self.partition < 0:
-            count = TopicAdmin(self.bootstrap, self.topics).partitions(topic, timeout)
-            self.partition = random.randrange(count)
-        # No group membership and no commits: the group id only satisfies the client.
-        self._consumer = Consumer(consumer_config(
-            self.bootstrap, f"{self.topics.namespace}.replies.{uuid.uuid4().hex}"))
-        # The end offset now, not OFFSET_END: that is resolved on the first fetch, and a
-        # reply written before it would be skipped.
-        _, end = self._consumer.get_watermark_offsets(TopicPartition(topic, self.partition), timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.partition < 0:
+                    count = TopicAdmin(self.bootstrap, self.topics).partitions(
+                        topic, max(deadline - time.monotonic(), 0.1))
+                    self.partition = random.randrange(count)
+                self._consumer = self._consumer or self._new_consumer()
+                # The end offset now, not OFFSET_END: that is resolved on the first fetch, and
+                # a reply written before it would be skipped.
+                _, end = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, self.partition), max(deadline - time.monotonic(), 0.1))
+                break
+            except Exception as exc:  # noqa: BLE001 - no broker yet, no topic yet: ask again
+                if time.monotonic() >= deadline:
+                    if self._consumer is not None:
+                        close_in_background(self._consumer)
+                        self._consumer = None
+                    raise TimeoutError(f"replies partition not readable within {timeout} s: {exc}") from None
+                time.sleep(0.2)
+        self._next_offset = end
         self._consumer.assign([TopicPartition(topic, self.partition, end)])
         self._thread = threading.Thread(target=self._run, name="replies", daemon=True)
         self._thread.start()
         return self
+
+    def _new_consumer(self) -> Consumer:
+        # No group membership and no commits: the group id only satisfies the client.
+        return Consumer(consumer_config(
+            self.bootstrap, f"{self.topics.namespace}.replies.{uuid.uuid4().hex}", **self._client_log.config()))
 
     # registering --------------------------------------------------------------------------
     def expect(self, request_id: str, callback: ReplyCallback, ttl_s: float = DEFAULT_TTL_S) -> None:
@@ -106,12 +128,26 @@ class ReplyListener:
 
     # reading ------------------------------------------------------------------------------
     def _run(self) -> None:
+        """Read and dispatch until closed. A broker restart is waited out by the consumer
+        itself (it reconnects and fetches on from its position); a consumer that fails
+        anyway is replaced by a new one at the next offset, so no reply is skipped."""
         next_purge = time.monotonic() + 1
         while not self._stop.is_set():
-            for msg in consume_available(self._consumer, 500, 0.1):
-                if msg.error() is not None:
-                    log.warning("reply_consume_error", error=str(msg.error()))
+            try:
+                messages = consume_available(self._consumer, 500, 0.1)
+            except Exception as exc:  # noqa: BLE001 - a dead consumer: replace it, keep going
+                self._replace_consumer(exc)
+                continue
+            for msg in messages:
+                error = msg.error()
+                if error is not None:
+                    if self._client_log.due(f"message:{error.code()}") is not None:
+                        log.warning("reply_consume_error", error=str(error), partition=self.partition)
+                    if error.fatal():
+                        self._replace_consumer(error)
+                        break
                     continue
+                self._next_offset = msg.offset() + 1
                 try:
                     record = codec.decode(msg.value(), msg.headers())
                 except codec.DecodeError as exc:
@@ -121,6 +157,14 @@ class ReplyListener:
             if time.monotonic() >= next_purge:
                 self._purge_expired()
                 next_purge = time.monotonic() + 1
+
+    def _replace_consumer(self, cause: object) -> None:
+        log.warning("reply_consumer_replaced", error=str(cause), partition=self.partition,
+                    offset=self._next_offset)
+        close_in_background(self._consumer)
+        self._consumer = self._new_consumer()
+        self._consumer.assign([TopicPartition(self.topics.replies, self.partition, self._next_offset)])
+        self._stop.wait(1)  # a client that fails at once must not spin
 
     def _dispatch(self, record: Record, kafka_timestamp_ms: int) -> None:
         if record.request_id is None:
@@ -149,7 +193,8 @@ class ReplyListener:
         if self._thread is not None:
             self._thread.join(10)
         if self._consumer is not None:
-            self._consumer.close()
+            # Bounded: a close may wait on a broker that is away.
+            close_in_background(self._consumer).join(10)
             self._consumer = None
 
     def __enter__(self) -> ReplyListener:
