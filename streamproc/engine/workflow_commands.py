@@ -218,7 +218,9 @@ def next_run(ctx: ProcessingContext, run_key: int, run: Run, new_run_id: str,
              initiator: ContinueAsNewInitiator, *, attempt: int, backoff_ms: int = 0,
              continued_failure: dict | None = None, **changes: Any) -> None:
     """The run that follows a closed one (retry or continue-as-new): same workflow id and
-    chain deadline; type, queue, input and timeouts from `changes` or inherited."""
+    chain deadline; type, queue, input and timeouts from `changes` or inherited. It keeps
+    the chain's start request id: a START resent with it (a client across a broker outage)
+    is answered with the chain's current run instead of starting another."""
     run["new_execution_run_id"] = new_run_id
     ctx.workflows.put(run_key, run)
     start_run(ctx, run_id=new_run_id, workflow_id=run["workflow_id"],
@@ -227,7 +229,7 @@ def next_run(ctx: ProcessingContext, run_key: int, run: Run, new_run_id: str,
               input=changes.get("input", run["input"]), timeouts=changes.get("timeouts", timeouts_of(run)),
               retry_policy=run["retry_policy"], attempt=attempt,
               execution_expiration_ms=run["execution_expiration_ms"], identity=run["identity"],
-              first_execution_run_id=run["first_execution_run_id"],
+              request_id=run["start_request_id"], first_execution_run_id=run["first_execution_run_id"],
               continued_execution_run_id=run["run_id"], initiator=initiator,
               first_task_backoff_ms=backoff_ms, continued_failure=continued_failure)
 
