@@ -106,6 +106,9 @@ class Engine:
         #: Set when a failure left the consumer dead (see recovery.py).
         self._consumer_dead = False
         self._rebuild_producer = False
+        self._rebuild_producers = False
+        #: The consumer lost every broker: new producers before the next transaction.
+        self._brokers_lost = False
         self._client_log = ClientLog("engine", faults.stall_log_interval_s * 2)
         self._producers = TransactionalProducers(
             f"{settings.namespace}.engine.{settings.engine_id}", self._producer_config)
@@ -170,7 +173,7 @@ class Engine:
     def _open_consumer(self) -> None:
         s = self.settings
         self._consumer = Consumer(consumer_config(s.bootstrap, self.topics.engine_group, **_RECONNECT, **{
-            **self._client_log.config(on_fatal=self._on_consumer_fatal),
+            **self._client_log.config(on_fatal=self._on_consumer_fatal, on_all_brokers_down=self._on_brokers_down),
             "client.id": client_id("engine", s.engine_id),
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 600_000,
@@ -184,11 +187,18 @@ class Engine:
     def _on_consumer_fatal(self, error: KafkaError) -> None:
         self._consumer_fatal = error
 
+    def _on_brokers_down(self) -> None:
+        # The consumer, polled all the time, speaks for the idle producers too: a producer
+        # kept across a broker restart hung its first commit up to the deadline (measured,
+        # librdkafka 2.16), a new one commits at once. See _begin_commit.
+        self._brokers_lost = True
+
     def _failed(self, exc: Exception) -> None:
         """Settle the commit in flight and note what must be rebuilt; `_reconnect` follows."""
         self._txn.settle()
         decision = self._recovery.failed(exc, self._producers.age_s(), sorted(self.partitions))
         self._rebuild_producer |= decision.producer
+        self._rebuild_producers |= decision.producers
         self._consumer_dead |= decision.consumer
 
     def _reconnect(self) -> None:
@@ -210,10 +220,11 @@ class Engine:
             self._txn.connect(partition_count)
             self.partition_count = partition_count
         rebuild_all, p.rebuild_requested = p.rebuild_requested, False
-        rebuild_producer, self._rebuild_producer = self._rebuild_producer or rebuild_all, False
+        rebuild_producer, self._rebuild_producer = self._rebuild_producer, False
+        rebuild_producers, self._rebuild_producers = self._rebuild_producers or rebuild_all, False
         try:
-            self._producers.abort(rebuild_producer)
-            if rebuild_all:
+            self._producers.abort(rebuild_producer or rebuild_producers)
+            if rebuild_producers:
                 self._producers.discard(0)
                 self._producers.discard(1)
             self._producers.ensure_open()
@@ -344,7 +355,7 @@ class Engine:
         commands = []
         for msg in messages:
             if (error := msg.error()) is not None:
-                if error.fatal():
+                if error.fatal() or error.code() == KafkaError._FATAL:
                     self._consumer_fatal = error
                 self._client_log.error(error)
             elif msg.partition() in self.partitions:
@@ -392,6 +403,14 @@ class Engine:
         for msg in messages:
             offsets[msg.partition()] = msg.offset() + 1
         self.progress.stage = "commit_begin"
+        if self._brokers_lost:
+            self._brokers_lost = False
+            self._producers.discard(0)
+            self._producers.discard(1)
+            try:
+                self._producers.ensure_open()
+            except KafkaException as exc:
+                raise ClientFailure(Origin.PRODUCER, exc) from exc
         self._txn.begin(offsets, [self.partitions[pid] for pid in touched_ids], due, len(messages),
                         self._consumer.consumer_group_metadata)
 

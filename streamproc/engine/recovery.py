@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import structlog
 
 from streamproc.engine.watchdog import Progress
-from streamproc.kafka.errors import (CONSUMER_FENCED_CODES, PRODUCER_FENCED_CODES, ClientFailure, Fault,
+from streamproc.kafka.errors import (CONSUMER_FENCED_CODES, PRODUCER_FENCED_CODES, ClientFailure, CommitTimedOut, Fault,
                                      IdentityConflict, Origin, classify, describe, kafka_error)
 
 log = structlog.get_logger("streamproc.engine")
@@ -61,6 +61,11 @@ class Decision:
     """The clients a failure leaves dead."""
 
     producer: bool = False
+    #: Both producers: the broker was unreachable (a timeout). The idle producer's
+    #: connections and transaction state are as suspect as the failed one's, and a new
+    #: pair costs two init_transactions (measured: an idle producer kept across a broker
+    #: restart hung its first commit until the deadline).
+    producers: bool = False
     consumer: bool = False
 
 
@@ -102,7 +107,9 @@ class Recovery:
         self._next_attempt = now + min(self.policy.backoff_max_s,
                                        self.policy.backoff_min_s * 2 ** min(p.attempts - 1, 16))
         dead = fault in (Fault.FATAL, Fault.FENCED)
-        decision = Decision(producer=dead and origin is Origin.PRODUCER, consumer=dead and origin is Origin.CONSUMER)
+        unreachable = isinstance(exc, CommitTimedOut) or (origin is Origin.PRODUCER and fault is Fault.RETRIABLE)
+        decision = Decision(producer=dead and origin is Origin.PRODUCER, producers=unreachable,
+                            consumer=dead and origin is Origin.CONSUMER)
         if fault is Fault.FENCED:
             self._count_fencing(origin, producer_age_s, now)
         if not first and (decision.producer or decision.consumer):

@@ -26,10 +26,8 @@ DEFAULT_INTERVAL_S = 30.0
 
 
 class ClientLog:
-    """Give as `logger` and `error_cb` of a client configuration (see `config()`).
-
-    `on_fatal(error)` is called, from the thread polling the client, for an error event
-    librdkafka flags fatal: the owner knows that client instance is dead."""
+    """Give as `logger` and `error_cb` of a client configuration (see `config()`); the
+    callbacks run on the thread that polls the client."""
 
     def __init__(self, role: str, interval_s: float = DEFAULT_INTERVAL_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -40,10 +38,17 @@ class ClientLog:
         #: kind -> (when last logged, lines suppressed since)
         self._last: dict[str, tuple[float, int]] = {}
 
-    def config(self, on_fatal: Callable[[KafkaError], None] | None = None) -> dict:
+    def config(self, on_fatal: Callable[[KafkaError], None] | None = None,
+               on_all_brokers_down: Callable[[], None] | None = None) -> dict:
+        """`on_fatal(error)`: the client is dead (the error event's code is `_FATAL`; the
+        Python error object does not carry the flag). `on_all_brokers_down()`: the client
+        lost every broker connection."""
         def error_cb(error: KafkaError) -> None:
-            if error.fatal() and on_fatal is not None:
+            code = error.code()
+            if (code == KafkaError._FATAL or error.fatal()) and on_fatal is not None:
                 on_fatal(error)
+            elif code == KafkaError._ALL_BROKERS_DOWN and on_all_brokers_down is not None:
+                on_all_brokers_down()
             self.error(error)
         return {"logger": self, "error_cb": error_cb}
 

@@ -78,7 +78,7 @@ def classify(exc: BaseException | KafkaError, transactional: bool = False) -> Fa
         return Fault.RETRIABLE
     if is_fenced(error):
         return Fault.FENCED
-    if error.fatal():
+    if error.fatal() or error.code() == KafkaError._FATAL:
         return Fault.FATAL
     if error.txn_requires_abort():
         return Fault.ABORTABLE
@@ -94,7 +94,8 @@ def is_fenced(error: KafkaError) -> bool:
     code = error.code()
     if code in PRODUCER_FENCED_CODES or code in CONSUMER_FENCED_CODES:
         return True
-    return error.fatal() and "fenced" in (error.str() or "").lower()
+    fatal = error.fatal() or code == KafkaError._FATAL
+    return fatal and "fenced" in (error.str() or "").lower()
 
 
 def describe(exc: BaseException | KafkaError) -> str:
