@@ -24,6 +24,7 @@ from streamproc.client.errors import CommandsNotDeliveredError, RequestNotSentEr
 from streamproc.client.workflows import WorkflowOperations
 from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
+from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.config import producer_config
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for, partition_of_key
@@ -45,7 +46,10 @@ class Client(WorkflowOperations):
         #: Turns workflow and activity arguments, results and details into payloads.
         self.data_converter = data_converter or DataConverter.default()
         self._producer_overrides = producer_overrides
-        self._producer = Producer(producer_config(self.bootstrap, **producer_overrides))
+        # librdkafka's lines (a failed connection a second while the broker is away) once
+        # per kind per interval.
+        self._producer = Producer(producer_config(
+            self.bootstrap, **{**ClientLog("client").config(), **producer_overrides}))
         self._partitions: int | None = None
         #: How long `send` waits for room in a full producer queue before giving up.
         self.send_timeout_s = 30.0

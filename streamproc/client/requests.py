@@ -82,7 +82,7 @@ class RequestChannel:
         deadline = time.monotonic() + rpc_timeout
         try:
             replies = self._listener(max(deadline - time.monotonic(), 0.1))
-            partition = partition_for(self.client.partition_count(max(deadline - time.monotonic(), 0.1)))
+            partition = partition_for(self._partition_count(deadline))
         except Exception as exc:  # noqa: BLE001 - no broker within the deadline: nothing was sent
             raise not_sent(f"{intent} (request id {request_id}) not sent: the broker did not answer within "
                            f"{rpc_timeout} s ({exc})") from None
@@ -149,6 +149,20 @@ class RequestChannel:
         raise unknown(f"{intent} (request id {request_id}) has an unknown outcome: no answer within "
                       f"{rpc_timeout} s and {where}; {len(copies)} copies sent", delivered, may_land_until)
 
+    def _partition_count(self, deadline: float) -> int:
+        """The commands topic's partitions: the client's, or asked with our producer until
+        `deadline` (its librdkafka lines throttled, unlike a new admin client's)."""
+        while self.client._partitions is None:
+            topics = self._get_producer().list_topics(timeout=max(deadline - time.monotonic(), 0.1)).topics
+            found = topics.get(self.client.topics.commands)
+            if found is not None and found.error is None and found.partitions:
+                self.client._partitions = len(found.partitions)
+            elif time.monotonic() >= deadline:
+                raise RuntimeError(f"topic {self.client.topics.commands} does not exist")
+            else:
+                time.sleep(0.2)  # not created yet: the engine creates it
+        return self.client._partitions
+
     # transport --------------------------------------------------------------------------
     def _send(self, record: Record, partition: int) -> Delivery:
         delivery = Delivery()
@@ -172,10 +186,8 @@ class RequestChannel:
                 # that gave up knows by when its last copy lands or never does.
                 timeout_ms = int(self.resend_s * 1000)
                 self._producer = Producer(producer_config(
-                    self.client.bootstrap, **{"message.timeout.ms": timeout_ms,
-                                              "request.timeout.ms": timeout_ms,
-                                              **self.client._producer_overrides},
-                    **self._client_log.config()))
+                    self.client.bootstrap, **{"message.timeout.ms": timeout_ms, "request.timeout.ms": timeout_ms,
+                                              **self._client_log.config(), **self.client._producer_overrides}))
                 if self._poller is None:
                     self._poller = threading.Thread(target=self._poll, name="client-requests", daemon=True)
                     self._poller.start()

@@ -20,7 +20,6 @@ from concurrent.futures import Future
 import structlog
 from confluent_kafka import Consumer, TopicPartition
 
-from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import close_in_background, consume_available
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.config import consumer_config
@@ -70,11 +69,9 @@ class ReplyListener:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if self.partition < 0:
-                    count = TopicAdmin(self.bootstrap, self.topics).partitions(
-                        topic, max(deadline - time.monotonic(), 0.1))
-                    self.partition = random.randrange(count)
                 self._consumer = self._consumer or self._new_consumer()
+                if self.partition < 0:
+                    self.partition = random.randrange(self._partition_count(deadline))
                 # The end offset now, not OFFSET_END: that is resolved on the first fetch, and
                 # a reply written before it would be skipped.
                 _, end = self._consumer.get_watermark_offsets(
@@ -92,6 +89,16 @@ class ReplyListener:
         self._thread = threading.Thread(target=self._run, name="replies", daemon=True)
         self._thread.start()
         return self
+
+    def _partition_count(self, deadline: float) -> int:
+        """Partitions of the replies topic, from our own consumer (its lines are throttled).
+        Metadata of all topics: asking for one by name would create it on brokers that do."""
+        found = self._consumer.list_topics(timeout=max(deadline - time.monotonic(), 0.1)).topics.get(
+            self.topics.replies)
+        if found is None or found.error is not None or not found.partitions:
+            raise RuntimeError(f"topic {self.topics.replies} does not exist (is the engine running "
+                               f"with this namespace?)")
+        return len(found.partitions)
 
     def _new_consumer(self) -> Consumer:
         # No group membership and no commits: the group id only satisfies the client.

@@ -1,0 +1,141 @@
+"""Client calls across a broker outage: retried with the same request id until their
+deadline, and an honest answer when they give up.
+
+Each test runs its own single-node broker (ports 29300-29309, state under tmp_path) and an
+engine process, kills the broker with SIGKILL and starts it again; the suite's shared
+broker is never touched.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from streamproc.client import Client
+from streamproc.client.errors import (
+    WorkflowNotFoundError,
+    WorkflowNotStartedError,
+    WorkflowStartOutcomeUnknownError,
+)
+from streamproc.devenv.broker import LocalBroker
+from tests.support.engines import Process, _env
+from tests.support.history import EventLog
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(180)]
+
+NAMESPACE = "outage"
+
+
+@pytest.fixture
+def broker(request, tmp_path):
+    broker = LocalBroker(port=request.param, controller_port=request.param + 1,
+                         state_dir=tmp_path / "kafka", heap="-Xms512m -Xmx512m")
+    broker.start()
+    yield broker
+    broker.kill()  # its data goes with tmp_path
+
+
+@pytest.fixture
+def engine(broker, tmp_path):
+    env = _env(broker.bootstrap, NAMESPACE, STREAMPROC_ENGINE_ID="outage-1", STREAMPROC_PARTITIONS="2",
+               STREAMPROC_STATE_DIR=str(tmp_path / "state"))
+    process = Process(["engine", "run"], env, tmp_path / "engine.log").start()
+    process.wait_for_log("partitions_assigned")
+    yield process
+    process.stop()
+
+
+def started_runs(broker: LocalBroker, workflow_id: str, timeout: float = 30) -> list:
+    """The WorkflowExecutionStarted events of `workflow_id`, everything committed read."""
+    events = EventLog(broker.bootstrap, NAMESPACE)
+    try:
+        events.read_to_end(timeout)
+        return [e for e in events.events("WORKFLOW", "WORKFLOW_EXECUTION_STARTED")
+                if e.value["workflow_id"] == workflow_id]
+    finally:
+        events.close()
+
+
+def start_with_new_client(broker: LocalBroker, **options):
+    with Client(broker.bootstrap, NAMESPACE) as client:
+        return client.start_workflow("Order", task_queue="orders", **options)
+
+
+class Call(threading.Thread):
+    """A client call on a thread, keeping what it returned or raised."""
+
+    def __init__(self, fn) -> None:
+        super().__init__(daemon=True)
+        self.fn = fn
+        self.result = self.error = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn()
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            self.error = exc
+
+
+@pytest.mark.parametrize("broker", [29300], indirect=True)
+def test_a_start_during_a_broker_restart_returns_the_run_started_once(broker, engine):
+    with Client(broker.bootstrap, NAMESPACE) as warm:
+        # Its replies listener and partition count exist before the outage, and must survive it.
+        warm.start_workflow("Order", id="before", task_queue="orders", rpc_timeout=30)
+        broker.kill()
+        t0 = time.monotonic()
+        during = Call(lambda: warm.start_workflow("Order", id="during", task_queue="orders",
+                                                  request_id="req-during", rpc_timeout=55))
+        # A client made while the broker is away: it learns the topics when the broker is back.
+        fresh = Call(lambda: start_with_new_client(broker, id="fresh", rpc_timeout=55))
+        during.start()
+        fresh.start()
+        time.sleep(10)
+        broker.start()
+        during.join(60)
+        fresh.join(60)
+        took = time.monotonic() - t0
+        assert during.error is None and fresh.error is None, (during.error, fresh.error)
+        (run,) = started_runs(broker, "during")
+        assert during.result.run_id == run.value["run_id"]
+        assert [r.request_id for r in [run]] == ["req-during"]
+        assert len(started_runs(broker, "fresh")) == 1
+        print(f"answered {took:.1f} s after the broker was killed")
+
+
+@pytest.mark.parametrize("broker", [29302], indirect=True)
+def test_a_start_past_its_deadline_says_unknown_and_the_run_starts_once_or_never(broker, engine):
+    with Client(broker.bootstrap, NAMESPACE) as client:
+        client.start_workflow("Order", id="before", task_queue="orders", rpc_timeout=30)
+        broker.kill()
+        t0 = time.monotonic()
+        with pytest.raises(WorkflowStartOutcomeUnknownError) as raised:
+            client.start_workflow("Order", id="late", task_queue="orders", request_id="req-late", rpc_timeout=8)
+        gave_up_after = time.monotonic() - t0
+        unknown = raised.value
+        assert unknown.workflow_id == "late" and unknown.request_id == "req-late"
+        assert unknown.delivered is None  # the broker never confirmed a copy
+        assert "req-late" in str(unknown) and "get_workflow_handle('late')" in str(unknown)
+        assert 8 <= gave_up_after < 12
+        # Nothing reached any broker: a new client cannot even find the topics, and says so.
+        with pytest.raises(WorkflowNotStartedError) as not_started:
+            start_with_new_client(broker, id="never", rpc_timeout=3)
+        assert not_started.value.workflow_id == "never"
+        time.sleep(max(0.0, unknown.may_land_until - time.time()))  # no copy of it can land after
+        broker.start()
+
+        # Look it up as the error says: started exactly once, or not at all.
+        try:
+            description = client.get_workflow_handle("late").describe(rpc_timeout=60)
+            runs = started_runs(broker, "late")
+            assert len(runs) == 1 and runs[0].value["run_id"] == description.run_id
+        except WorkflowNotFoundError:
+            assert started_runs(broker, "late") == []
+        # Starting again with the same request id yields one run, whatever happened before.
+        handle = client.start_workflow("Order", id="late", task_queue="orders", request_id="req-late",
+                                       rpc_timeout=30)
+        (run,) = started_runs(broker, "late")
+        assert run.value["run_id"] == handle.run_id
+        with pytest.raises(WorkflowNotFoundError):
+            client.get_workflow_handle("never").describe(rpc_timeout=30)
