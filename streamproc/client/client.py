@@ -23,7 +23,6 @@ from streamproc.client.delivery import Delivery, DeliveryState
 from streamproc.client.errors import CommandsNotDeliveredError, RequestNotSentError
 from streamproc.client.workflows import WorkflowOperations
 from streamproc.converter import DataConverter
-from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.config import producer_config
 from streamproc.protocol import codec
@@ -66,9 +65,26 @@ class Client(WorkflowOperations):
 
     def partition_count(self, timeout: float) -> int:
         """Partitions of the commands topic, asking the broker for at most `timeout` seconds
-        the first time (raises if it did not answer: it may be away)."""
-        if self._partitions is None:
-            self._partitions = TopicAdmin(self.bootstrap, self.topics).partitions(self.topics.commands, timeout)
+        the first time, with our producer (its connection errors logged once per interval
+        while the broker is away). Raises RuntimeError if none answered, or the topic is
+        still missing then (no engine created it)."""
+        deadline = time.monotonic() + timeout
+        while self._partitions is None:
+            error = "no broker answered"
+            try:
+                # All topics: asking for one by name would create it on brokers that do that.
+                found = self._producer.list_topics(timeout=max(deadline - time.monotonic(), 0.1)).topics.get(
+                    self.topics.commands)
+                if found is not None and found.error is None and found.partitions:
+                    self._partitions = len(found.partitions)
+                    break
+                error = f"{found.error if found is not None else 'no such topic'}"
+            except KafkaException as exc:
+                error = str(exc)
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"topic {self.topics.commands} not found within {timeout} s (is the engine "
+                                   f"running with this namespace, is the broker up?): {error}")
+            time.sleep(0.2)
         return self._partitions
 
     # jobs -------------------------------------------------------------------------------
@@ -79,7 +95,12 @@ class Client(WorkflowOperations):
         request_id = request_id or uuid.uuid4().hex
         value = {"type": type, "payload": orjson.dumps(payload).decode(), "retries": retries,
                  "timeout_ms": _ms(timeout)}
-        partition = partition_for(routing_key or request_id, self.partitions)
+        try:
+            partitions = self.partition_count(self.send_timeout_s)
+        except RuntimeError as exc:
+            raise RequestNotSentError(f"CREATE {request_id} not sent: {exc}", intent=JobIntent.CREATE,
+                                      request_id=request_id) from None
+        partition = partition_for(routing_key or request_id, partitions)
         self.send(Record.command(ValueType.JOB, JobIntent.CREATE, value, request_id=request_id), partition)
         return request_id
 

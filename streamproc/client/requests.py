@@ -82,7 +82,7 @@ class RequestChannel:
         deadline = time.monotonic() + rpc_timeout
         try:
             replies = self._listener(max(deadline - time.monotonic(), 0.1))
-            partition = partition_for(self._partition_count(deadline))
+            partition = partition_for(self.client.partition_count(max(deadline - time.monotonic(), 0.1)))
         except Exception as exc:  # noqa: BLE001 - no broker within the deadline: nothing was sent
             raise not_sent(f"{intent} (request id {request_id}) not sent: the broker did not answer within "
                            f"{rpc_timeout} s ({exc})") from None
@@ -148,20 +148,6 @@ class RequestChannel:
                  else "the broker did not confirm it (it was away)")
         raise unknown(f"{intent} (request id {request_id}) has an unknown outcome: no answer within "
                       f"{rpc_timeout} s and {where}; {len(copies)} copies sent", delivered, may_land_until)
-
-    def _partition_count(self, deadline: float) -> int:
-        """The commands topic's partitions: the client's, or asked with our producer until
-        `deadline` (its librdkafka lines throttled, unlike a new admin client's)."""
-        while self.client._partitions is None:
-            topics = self._get_producer().list_topics(timeout=max(deadline - time.monotonic(), 0.1)).topics
-            found = topics.get(self.client.topics.commands)
-            if found is not None and found.error is None and found.partitions:
-                self.client._partitions = len(found.partitions)
-            elif time.monotonic() >= deadline:
-                raise RuntimeError(f"topic {self.client.topics.commands} does not exist")
-            else:
-                time.sleep(0.2)  # not created yet: the engine creates it
-        return self.client._partitions
 
     # transport --------------------------------------------------------------------------
     def _send(self, record: Record, partition: int) -> Delivery:

@@ -15,6 +15,7 @@ import pytest
 
 from streamproc.client import Client
 from streamproc.client.errors import (
+    CommandsNotDeliveredError,
     WorkflowNotFoundError,
     WorkflowNotStartedError,
     WorkflowStartOutcomeUnknownError,
@@ -139,3 +140,25 @@ def test_a_start_past_its_deadline_says_unknown_and_the_run_starts_once_or_never
         assert run.value["run_id"] == handle.run_id
         with pytest.raises(WorkflowNotFoundError):
             client.get_workflow_handle("never").describe(rpc_timeout=30)
+
+
+@pytest.mark.parametrize("broker", [29304], indirect=True)
+def test_flush_names_the_creates_whose_outcome_is_unknown_and_they_land_once(broker, engine):
+    with Client(broker.bootstrap, NAMESPACE) as client:
+        client.create_job("orders", {}, request_id="job-before")
+        client.flush()
+        broker.kill()
+        client.create_job("orders", {"n": 1}, request_id="job-during")
+        with pytest.raises(CommandsNotDeliveredError) as raised:
+            client.flush(2)
+        assert raised.value.unknown == ["job-during"] and raised.value.not_sent == {}
+        assert "1 with an unknown outcome (first job-during)" in str(raised.value)
+        broker.start()
+        client.flush(60)  # the producer sent it when the broker came back: nothing left to report
+    events = EventLog(broker.bootstrap, NAMESPACE)
+    try:
+        events.read_until(lambda e: any(r.request_id == "job-during" for r in e.events(intent="CREATED")), 60)
+        events.read_to_end(30)
+        assert [r.request_id for r in events.events(intent="CREATED")] == ["job-before", "job-during"]
+    finally:
+        events.close()
