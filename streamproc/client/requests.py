@@ -141,9 +141,10 @@ class RequestChannel:
         if not any(s.may_be_on_log for s in states):
             raise not_sent(f"{intent} (request id {request_id}) not sent: {copies[-1][1].error}")
         delivered = True if DeliveryState.DELIVERED in states else None
-        # The last copy, if still queued, lands within its message timeout or never.
+        # A copy still in the producer is given up within its message timeout, or, sent just
+        # before that, its request timeout after: the broker writes it by then or never.
         pending = [t for t, d in copies if d.state is DeliveryState.PENDING]
-        may_land_until = time.time() + (max(pending) + self.resend_s - time.monotonic() if pending else 0)
+        may_land_until = time.time() + (max(pending) + 2 * self.resend_s - time.monotonic() if pending else 0)
         where = ("it is on the log but the engine did not answer" if delivered
                  else "the broker did not confirm it (it was away)")
         raise unknown(f"{intent} (request id {request_id}) has an unknown outcome: no answer within "
