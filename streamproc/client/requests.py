@@ -145,7 +145,8 @@ class RequestChannel:
         # before that, its request timeout after: the broker writes it by then or never.
         pending = [t for t, d in copies if d.state is DeliveryState.PENDING]
         may_land_until = time.time() + (max(pending) + 2 * self.resend_s - time.monotonic() if pending else 0)
-        where = ("it is on the log but the engine did not answer" if delivered
+        where = ("it is on the log but the engine did not answer (is one running for this namespace?)"
+                 if delivered
                  else "the broker did not confirm it (it was away)")
         raise unknown(f"{intent} (request id {request_id}) has an unknown outcome: no answer within "
                       f"{rpc_timeout} s and {where}; {len(copies)} copies sent", delivered, may_land_until)

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from streamproc.kafka.batching import consume_available
+from streamproc.kafka.batching import close_in_background, consume_available
+from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record, RecordType, ValueType
@@ -70,16 +71,29 @@ class WorkflowEventScanner:
     def __init__(self, bootstrap: str, topic: str, partition: int, *, since_ms: int | None = None,
                  group_prefix: str = "streamproc") -> None:
         self.topic, self.partition = topic, partition
-        # No group membership and no commits: the group id only satisfies the client.
-        self._consumer = Consumer(consumer_config(bootstrap, f"{group_prefix}.workflow-events.{uuid.uuid4().hex}"))
+        # No group membership and no commits: the group id only satisfies the client. Once
+        # assigned, it reads on across a broker restart; its lines are logged once per interval.
+        self._consumer = Consumer(consumer_config(bootstrap, f"{group_prefix}.workflow-events.{uuid.uuid4().hex}",
+                                                  **ClientLog("workflow-events", interval_s=10).config()))
         start = TopicPartition(topic, partition, OFFSET_BEGINNING)
         if since_ms is not None:
-            (found,) = self._consumer.offsets_for_times(
-                [TopicPartition(topic, partition, max(0, since_ms - LOOKBACK_MS))], 30)
-            if found.offset >= 0:
-                start = found
+            start = self._offset_at(TopicPartition(topic, partition, max(0, since_ms - LOOKBACK_MS))) or start
         self._start = start
         self._consumer.assign([start])
+
+    def _offset_at(self, at: TopicPartition, timeout: float = 30) -> TopicPartition | None:
+        """The first offset at or after `at`'s time, asking for up to `timeout` seconds (the
+        broker may be restarting); None if there is none, or no broker answered: then the
+        scanner reads from the beginning, slower but complete."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                (found,) = self._consumer.offsets_for_times([at], max(deadline - time.monotonic(), 0.1))
+                return found if found.offset >= 0 else None
+            except KafkaException:
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.5)
 
     def rewind(self) -> None:
         """Read again from where this scanner started."""
@@ -123,7 +137,7 @@ class WorkflowEventScanner:
         return tp.offset if tp.offset >= 0 else -1
 
     def close(self) -> None:
-        self._consumer.close()
+        close_in_background(self._consumer).join(10)  # bounded: the broker may be away
 
     def __enter__(self) -> WorkflowEventScanner:
         return self

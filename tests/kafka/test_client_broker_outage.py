@@ -16,6 +16,8 @@ import pytest
 from streamproc.client import Client
 from streamproc.client.errors import (
     CommandsNotDeliveredError,
+    TerminatedError,
+    WorkflowFailureError,
     WorkflowNotFoundError,
     WorkflowNotStartedError,
     WorkflowStartOutcomeUnknownError,
@@ -83,7 +85,10 @@ class Call(threading.Thread):
 def test_a_start_during_a_broker_restart_returns_the_run_started_once(broker, engine):
     with Client(broker.bootstrap, NAMESPACE) as warm:
         # Its replies listener and partition count exist before the outage, and must survive it.
-        warm.start_workflow("Order", id="before", task_queue="orders", rpc_timeout=30)
+        before = warm.start_workflow("Order", id="before", task_queue="orders", rpc_timeout=30)
+        waiting = Call(lambda: before.result(timeout=90))  # reads the events partition across the outage
+        waiting.start()
+        time.sleep(1)
         broker.kill()
         t0 = time.monotonic()
         during = Call(lambda: warm.start_workflow("Order", id="during", task_queue="orders",
@@ -102,6 +107,10 @@ def test_a_start_during_a_broker_restart_returns_the_run_started_once(broker, en
         assert during.result.run_id == run.value["run_id"]
         assert [r.request_id for r in [run]] == ["req-during"]
         assert len(started_runs(broker, "fresh")) == 1
+        before.terminate("seen across the outage", rpc_timeout=30)
+        waiting.join(30)
+        assert isinstance(waiting.error, WorkflowFailureError), waiting.error
+        assert isinstance(waiting.error.cause, TerminatedError) and "across the outage" in str(waiting.error.cause)
         print(f"answered {took:.1f} s after the broker was killed")
 
 
