@@ -107,9 +107,13 @@ def engine_run(engine_id: str | None, max_batch: int) -> None:
     """Own the partitions the engine group gives this process, until SIGINT/SIGTERM."""
     from streamproc.engine.context import Limits
     from streamproc.engine.engine import Engine
+    from streamproc.kafka.errors import IdentityConflict
 
     settings = Settings.from_env(engine_id=engine_id)
-    _run_until_signal(Engine(settings, limits=Limits.from_settings(settings), max_batch=max_batch))
+    try:
+        _run_until_signal(Engine(settings, limits=Limits.from_settings(settings), max_batch=max_batch))
+    except IdentityConflict as exc:  # another live engine has this id: one line, exit 1
+        raise click.ClickException(str(exc)) from None
 
 
 @main.group()

@@ -1,0 +1,135 @@
+"""The engine's answers to faults, without a broker: classification, what gets replaced,
+when an identity conflict stops the engine, the watchdog and the throttled client log.
+Time is a manual clock throughout."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from streamproc.engine.recovery import FaultPolicy, Recovery
+from streamproc.engine.watchdog import Progress, Watchdog
+from streamproc.kafka.client_log import ClientLog
+from streamproc.kafka.errors import ClientFailure, CommitTimedOut, Fault, IdentityConflict, Origin, classify
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _exc(code: int, text: str = "", **flags) -> KafkaException:
+    return KafkaException(KafkaError(code, text, **flags))
+
+
+@pytest.mark.parametrize("exc, transactional, fault", [
+    (_exc(KafkaError._TIMED_OUT, retriable=True), True, Fault.RETRIABLE),
+    (_exc(KafkaError._INCONSISTENT, txn_requires_abort=True), True, Fault.ABORTABLE),
+    (_exc(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True), True, Fault.FATAL),
+    (_exc(KafkaError._FENCED, fatal=True), True, Fault.FENCED),
+    (_exc(KafkaError.PRODUCER_FENCED), True, Fault.FENCED),
+    # A consumer's fatal error event: the _FATAL code, no flag, the cause in the text.
+    (_exc(KafkaError._FATAL, "Fatal error: Broker: Static consumer fenced by other consumer with same "
+                             "group.instance.id"), False, Fault.FENCED),
+    (_exc(KafkaError._FATAL, "Fatal error: something else"), False, Fault.FATAL),
+    # No flag at all: fatal from a transactional call (librdkafka's advice), else abortable.
+    (_exc(KafkaError._STATE), True, Fault.FATAL),
+    (_exc(KafkaError._STATE), False, Fault.ABORTABLE),
+    (TimeoutError("admin"), False, Fault.RETRIABLE),
+    (CommitTimedOut("stuck"), False, Fault.RETRIABLE),
+])
+def test_errors_are_classified_as_librdkafka_documents(exc, transactional, fault):
+    assert classify(exc, transactional=transactional) is fault
+    assert classify(ClientFailure(Origin.PRODUCER, exc), transactional=transactional) is fault
+
+
+def _recovery(clock: Clock, **policy) -> Recovery:
+    return Recovery("e1", Progress(), FaultPolicy(**policy), fresh_producer_s=10, clock=clock)
+
+
+def test_the_dead_client_and_only_it_is_replaced():
+    clock = Clock()
+    r = _recovery(clock)
+    fatal = _exc(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True)
+    d = r.failed(ClientFailure(Origin.PRODUCER, fatal), producer_age_s=100, partitions=[0])
+    assert (d.producer, d.consumer) == (True, False)
+    d = r.failed(ClientFailure(Origin.CONSUMER, _exc(KafkaError._FATAL, "boom")), producer_age_s=100, partitions=[0])
+    assert (d.producer, d.producers, d.consumer) == (False, False, True)
+    d = r.failed(ClientFailure(Origin.PRODUCER, _exc(KafkaError._INCONSISTENT, txn_requires_abort=True)), 100, [0])
+    assert (d.producer, d.producers, d.consumer) == (False, False, False)
+    # A timeout of a producer call: the broker was away, both producers are replaced.
+    d = r.failed(ClientFailure(Origin.PRODUCER, _exc(KafkaError._TIMED_OUT, retriable=True)), 100, [0])
+    assert d.producers and not d.consumer
+    assert r.failed(CommitTimedOut("x"), 100, [0]).producers
+
+
+def test_backoff_grows_to_its_bound_and_a_commit_resets_it():
+    clock = Clock()
+    r = _recovery(clock, backoff_min_s=0.1, backoff_max_s=2.0)
+    waits = []
+    for _ in range(8):
+        r.failed(RuntimeError("down"), 100, [])
+        waits.append(round(r._next_attempt - clock.t, 2))
+    assert waits == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0]
+    assert r.progress.failing_since == 1000.0 and r.progress.attempts == 8
+    r.committed()
+    assert r.progress.failing_since is None and r.progress.attempts == 0
+
+
+def test_fencing_by_our_own_past_is_survived_and_repeated_fencing_stops_the_engine():
+    clock = Clock()
+    r = _recovery(clock, conflict_limit=3, conflict_window_s=60)
+    fenced = ClientFailure(Origin.PRODUCER, _exc(KafkaError.PRODUCER_FENCED))
+    # A producer fenced long after its init: its transaction expired while the broker was away.
+    for _ in range(5):
+        r.failed(fenced, producer_age_s=30, partitions=[0])
+        clock.t += 1
+    # Fenced right after a fresh init_transactions: someone else initialised our id.
+    r.failed(fenced, producer_age_s=1, partitions=[0])
+    clock.t += 70  # an old one leaves the window
+    r.failed(fenced, producer_age_s=1, partitions=[0])
+    r.failed(_exc(KafkaError.FENCED_INSTANCE_ID), producer_age_s=100, partitions=[0])  # the consumer counts too
+    with pytest.raises(IdentityConflict, match="STREAMPROC_ENGINE_ID"):
+        r.failed(fenced, producer_age_s=2, partitions=[0])
+
+
+def test_the_watchdog_reports_once_per_interval_and_asks_for_new_clients_after_its_bound():
+    clock = Clock()
+    progress = Progress(step_at=clock.t)
+    dog = Watchdog(progress, lambda: [0, 1], stall_after_s=15, interval_s=15, rebuild_after_s=60, clock=clock)
+    logged = []
+    import streamproc.engine.watchdog as module
+    real = module.log
+    module.log = type("L", (), {"warning": lambda self, event, **kw: logged.append((event, kw))})()
+    try:
+        for _ in range(14):  # healthy: steps finish
+            clock.t += 1
+            progress.step_at = clock.t
+            dog.check()
+        assert logged == []
+        progress.stage = "commit_wait"
+        for _ in range(59):  # stuck in one stage for 59 s
+            clock.t += 1
+            dog.check()
+        stalls = [kw for event, kw in logged if event == "engine_stalled"]
+        assert [s["seconds"] for s in stalls] == [15.0, 30.0, 45.0]
+        assert {s["reason"] for s in stalls} == {"step_not_finishing"} and stalls[0]["stage"] == "commit_wait"
+        assert not progress.rebuild_requested
+        clock.t += 1
+        dog.check()
+        assert progress.rebuild_requested
+    finally:
+        module.log = real
+
+
+def test_client_lines_are_throttled_per_kind_with_a_count_of_what_was_left_out():
+    clock = Clock()
+    client_log = ClientLog("engine", interval_s=30, clock=clock)
+    seen = [client_log.due("log:FAIL") for _ in range(100)]
+    assert seen[0] == 0 and seen[1:] == [None] * 99
+    assert client_log.due("error:-187") == 0  # another kind shows at once
+    clock.t += 30
+    assert client_log.due("log:FAIL") == 99
