@@ -18,7 +18,7 @@ import orjson
 
 from streamproc.cli.params import json_value
 from streamproc.client.client import Client
-from streamproc.client.errors import FailureError, WorkflowFailureError
+from streamproc.client.errors import FailureError, RequestNotSentError, WorkflowFailureError
 from streamproc.semantics.workflow_ids import (
     WorkflowIdConflictPolicy,
     WorkflowIdReusePolicy,
@@ -196,7 +196,7 @@ def _guarded(call):
     """Run a client call; an error the user can act on becomes a message, not a traceback."""
     try:
         return call()
-    except (FailureError, TimeoutError, ValueError) as exc:
+    except (FailureError, TimeoutError, ValueError, RequestNotSentError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

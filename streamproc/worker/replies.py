@@ -82,7 +82,7 @@ class ReplyListener:
                     if self._consumer is not None:
                         close_in_background(self._consumer)
                         self._consumer = None
-                    raise TimeoutError(f"replies partition not readable within {timeout} s: {exc}") from None
+                    raise TimeoutError(f"replies partition not readable within {timeout:.1f} s: {exc}") from None
                 time.sleep(0.2)
         self._next_offset = end
         self._consumer.assign([TopicPartition(topic, self.partition, end)])
