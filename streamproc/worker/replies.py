@@ -5,6 +5,10 @@ records such as HEARTBEAT_RECORDED) written there with its `request_id`. A proce
 picks one partition at random, so many workers and clients spread over the topic, and
 reads it from its end: older replies were for someone else. Records are dispatched by
 request id to whoever registered for it; everything else is skipped.
+
+A broker restart is an ordinary event: `start` waits for the broker within its timeout,
+the consumer reconnects by itself and reads on from its position, and a consumer that
+fails anyway is replaced at the next offset. Nothing here waits without a bound.
 """
 
 from __future__ import annotations
