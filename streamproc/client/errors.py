@@ -136,8 +136,9 @@ class WorkflowNotStartedError(RequestNotSentError):
         self.workflow_id = workflow_id
 
 
-class CommandsNotDeliveredError(RuntimeError):
-    """`Client.flush` found commands that are not known to be on the log.
+class CommandsNotDeliveredError(RuntimeError, builtins.TimeoutError):
+    """`Client.flush` found commands that are not known to be on the log (a RuntimeError
+    and a TimeoutError, what flush raised before for failed and for unfinished deliveries).
 
     ``unknown``: request ids (or ``key:<job key>`` for commands about an existing job) of
     commands that may be on the log or may still get there (a timed-out or unfinished
