@@ -27,6 +27,7 @@ SCENARIOS = {
     "workflows_10_sequential": "bench.workflow_throughput:run_sequential",
     "workflow_latency_single": "bench.workflow_latency:run",
     "timer_accuracy": "bench.workflow_timers:run",
+    "broker_restart_recovery": "bench.broker_restart_recovery",
 }
 #: Scenarios that take --workers and --profile (worker processes; py-spy files prefix).
 WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflow_latency_single",

@@ -97,7 +97,6 @@ class Engine:
         self.partitions: dict[int, _Partition] = {}
         self.ready = threading.Event()
         self._stop = threading.Event()
-        self._admin = TopicAdmin(settings.bootstrap, self.topics)
         self._state_root = settings.state_dir / settings.engine_id
         self.partition_count: int | None = None
         self._consumer: Consumer | None = None
@@ -110,6 +109,7 @@ class Engine:
         #: The consumer lost every broker: new producers before the next transaction.
         self._brokers_lost = False
         self._client_log = ClientLog("engine", faults.stall_log_interval_s * 2)
+        self._admin = TopicAdmin(settings.bootstrap, self.topics, {**_RECONNECT, **self._client_log.config()})
         self._producers = TransactionalProducers(
             f"{settings.namespace}.engine.{settings.engine_id}", self._producer_config)
         self._txn = Committer(self.topics, self._admin, self._producers,

@@ -23,9 +23,10 @@ EVENTS_CONFIG = {"retention.ms": str(7 * 24 * 3600 * 1000)}
 
 
 class TopicAdmin:
-    def __init__(self, bootstrap: str, topics: Topics) -> None:
+    def __init__(self, bootstrap: str, topics: Topics, client_config: dict | None = None) -> None:
+        """`client_config`: more AdminClient settings (the engine's reconnect backoff and log throttle)."""
         self.topics = topics
-        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+        self._admin = AdminClient({"bootstrap.servers": bootstrap, **(client_config or {})})
         self._known: set[str] = set()
 
     def ensure_engine_topics(self, partitions: int) -> int:
