@@ -12,7 +12,6 @@ one still queued may go out later: both are unknown.
 from __future__ import annotations
 
 import enum
-import threading
 
 from confluent_kafka import KafkaError
 
@@ -48,27 +47,21 @@ def state_of_error(err: KafkaError | None) -> DeliveryState:
 
 
 class Delivery:
-    """One produced record's fate, filled in by the producer's delivery report."""
+    """One produced record's fate, filled in by the producer's delivery report (on the
+    thread that polls the producer). Small: a client makes one per command it sends."""
 
-    __slots__ = ("state", "error", "refused_locally", "_settled")
+    __slots__ = ("state", "error", "refused_locally")
 
     def __init__(self, state: DeliveryState = DeliveryState.PENDING, error: str = "") -> None:
         self.state = state
         self.error = error
         #: `produce()` refused it (a full queue, a dead producer): another try may work.
         self.refused_locally = state is DeliveryState.NOT_WRITTEN
-        self._settled = threading.Event()
-        if state.settled:
-            self._settled.set()
 
     def report(self, err: KafkaError | None, _msg: object = None) -> None:
         """The producer's `on_delivery` callback."""
         self.state = state_of_error(err)
         self.error = "" if err is None else err.str()
-        self._settled.set()
-
-    def wait(self, timeout: float) -> bool:
-        return self._settled.wait(max(timeout, 0))
 
     def __repr__(self) -> str:
         return f"Delivery({self.state.value}{', ' + self.error if self.error else ''})"
