@@ -176,7 +176,8 @@ class RequestChannel:
                 self._producer = Producer(producer_config(
                     self.client.bootstrap, **{"message.timeout.ms": timeout_ms, "request.timeout.ms": timeout_ms,
                                               **self._client_log.config(), **self.client._producer_overrides}))
-                if self._poller is None:
+                if self._poller is None or not self._poller.is_alive():  # first use, or used again after close
+                    self._closed.clear()
                     self._poller = threading.Thread(target=self._poll, name="client-requests", daemon=True)
                     self._poller.start()
             return self._producer
