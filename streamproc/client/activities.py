@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from streamproc.activity import errors
 from streamproc.activity.definition import ActivityDefinition
@@ -33,7 +33,8 @@ from streamproc.client.errors import rejection_error
 from streamproc.client.requests import RequestChannel
 from streamproc.protocol.wire_values import ceil_ms as _ms
 from streamproc.protocol.wire_values import retry_policy_record as _policy_record
-from streamproc.kafka.batching import consume_available
+from streamproc.kafka.batching import close_in_background, consume_available
+from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for, partition_of_key
@@ -145,14 +146,13 @@ class ActivityClient:
         """The event that closed activity `key`, read from its events partition."""
         topic = self.client.topics.events
         consumer = Consumer(consumer_config(
-            self.client.bootstrap, f"{self.client.topics.namespace}.activity-result.{uuid.uuid4().hex}"))
+            self.client.bootstrap, f"{self.client.topics.namespace}.activity-result.{uuid.uuid4().hex}",
+            **ClientLog("activity-result", interval_s=10).config()))
         try:
             start = TopicPartition(topic, partition_of_key(key), OFFSET_BEGINNING)
             if since_ms is not None:
-                (found,) = consumer.offsets_for_times(
-                    [TopicPartition(topic, start.partition, max(0, since_ms - _LOOKBACK_MS))], 30)
-                if found.offset >= 0:
-                    start = found
+                start = _offset_at(consumer, TopicPartition(
+                    topic, start.partition, max(0, since_ms - _LOOKBACK_MS))) or start
             consumer.assign([start])
             deadline = None if timeout is None else time.monotonic() + timeout
             while deadline is None or time.monotonic() < deadline:
@@ -165,7 +165,7 @@ class ActivityClient:
                         return record
             raise TimeoutError(f"activity with key {key} did not close within {timeout} s")
         finally:
-            consumer.close()
+            close_in_background(consumer).join(10)  # bounded: the broker may be away
 
     def close(self) -> None:
         self._channel.close()
@@ -234,6 +234,21 @@ def outcome(event: Record, converter: DataConverter | None = None) -> Any:
         scheduled_event_id=v["scheduled_event_id"], started_event_id=v["started_event_id"],
         identity=v["identity"], retry_state=retry_state)
     raise error from cause
+
+
+def _offset_at(consumer: Consumer, at: TopicPartition, timeout: float = 30) -> TopicPartition | None:
+    """The first offset at or after `at`'s time, asking for up to `timeout` seconds (the
+    broker may be restarting); None if there is none or no broker answered (then the
+    whole partition is read: slower, complete)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            (found,) = consumer.offsets_for_times([at], max(deadline - time.monotonic(), 0.1))
+            return found if found.offset >= 0 else None
+        except KafkaException:
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.5)
 
 
 def _rejection(record: Record, activity_id: str) -> Exception:
