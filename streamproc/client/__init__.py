@@ -3,14 +3,21 @@
 from streamproc.client.activities import ActivityClient, ActivityHandle
 from streamproc.client.client import Client
 from streamproc.client.errors import (
+    CommandsNotDeliveredError,
+    RequestNotSentError,
+    RequestOutcomeUnknownError,
     WorkflowAlreadyStartedError,
     WorkflowContinuedAsNewError,
     WorkflowFailureError,
     WorkflowNotFoundError,
+    WorkflowNotStartedError,
+    WorkflowStartOutcomeUnknownError,
 )
 from streamproc.client.events import EventReader
 from streamproc.client.workflow_handle import WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
 
 __all__ = ["Client", "EventReader", "ActivityClient", "ActivityHandle", "WorkflowHandle",
            "WorkflowHistory", "WorkflowExecutionDescription", "WorkflowAlreadyStartedError",
-           "WorkflowFailureError", "WorkflowContinuedAsNewError", "WorkflowNotFoundError"]
+           "WorkflowFailureError", "WorkflowContinuedAsNewError", "WorkflowNotFoundError",
+           "WorkflowStartOutcomeUnknownError", "WorkflowNotStartedError", "RequestOutcomeUnknownError",
+           "RequestNotSentError", "CommandsNotDeliveredError"]
