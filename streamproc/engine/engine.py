@@ -27,6 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from streamproc.clock import Clock, SystemClock
 from streamproc.due.checker import DueDateChecker, partition_checker
 from streamproc.engine.changelog import StaleLocalState, restore
+from streamproc.engine.clients import RECONNECT, engine_consumer_config, engine_producer_config
 from streamproc.engine.commit import Committer
 from streamproc.engine.context import Limits
 from streamproc.engine.partition import PartitionProcessor
@@ -36,7 +37,6 @@ from streamproc.engine.watchdog import Progress, Watchdog
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import close_in_background, consume_available
 from streamproc.kafka.client_log import ClientLog
-from streamproc.kafka.config import client_id, consumer_config, producer_config
 from streamproc.kafka.errors import ClientFailure, IdentityConflict, Origin
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
@@ -49,9 +49,6 @@ log = structlog.get_logger("streamproc.engine")
 #: Bounds of the consumer calls of a rewind, and of a restore's first answer from the broker.
 COMMITTED_TIMEOUT_S = 10.0
 RESTORE_CONNECT_TIMEOUT_S = 10.0
-#: librdkafka waits up to 10 s between reconnection attempts by default: after a broker
-#: restart, up to 10 s more before the engine notices it is back.
-_RECONNECT = {"reconnect.backoff.ms": 100, "reconnect.backoff.max.ms": 1000}
 
 
 @dataclass
@@ -109,7 +106,7 @@ class Engine:
         #: The consumer lost every broker: new producers before the next transaction.
         self._brokers_lost = False
         self._client_log = ClientLog("engine", faults.stall_log_interval_s * 2)
-        self._admin = TopicAdmin(settings.bootstrap, self.topics, {**_RECONNECT, **self._client_log.config()})
+        self._admin = TopicAdmin(settings.bootstrap, self.topics, {**RECONNECT, **self._client_log.config()})
         self._producers = TransactionalProducers(
             f"{settings.namespace}.engine.{settings.engine_id}", self._producer_config)
         self._txn = Committer(self.topics, self._admin, self._producers,
@@ -157,30 +154,12 @@ class Engine:
         self._stop.set()
 
     def _producer_config(self, transactional_id: str) -> dict:
-        return producer_config(self.settings.bootstrap, **_RECONNECT, **self._client_log.config(), **{
-            "client.id": client_id("engine", self.settings.engine_id),
-            "transactional.id": transactional_id,
-            "transaction.timeout.ms": self.transaction_timeout_ms,
-            "linger.ms": 5,
-            "batch.num.messages": 10_000,
-            # A transaction begun right after a commit often meets CONCURRENT_TRANSACTIONS
-            # while the previous markers are written; librdkafka's default 100 ms retry
-            # backoff would then put 100 ms on the next batch (Java uses 20 ms, KAFKA-5477).
-            "retry.backoff.ms": 2,
-            "retry.backoff.max.ms": 50,
-        })
+        return engine_producer_config(self.settings, transactional_id, self.transaction_timeout_ms,
+                                      self._client_log.config())
 
     def _open_consumer(self) -> None:
-        s = self.settings
-        self._consumer = Consumer(consumer_config(s.bootstrap, self.topics.engine_group, **_RECONNECT, **{
-            **self._client_log.config(on_fatal=self._on_consumer_fatal, on_all_brokers_down=self._on_brokers_down),
-            "client.id": client_id("engine", s.engine_id),
-            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
-            "max.poll.interval.ms": 600_000,
-            # Static membership: a restarted engine gets its partitions back at once,
-            # without waiting for the session timeout or moving other partitions.
-            "group.instance.id": s.engine_id,
-        }))
+        logging = self._client_log.config(on_fatal=self._on_consumer_fatal, on_all_brokers_down=self._on_brokers_down)
+        self._consumer = Consumer(engine_consumer_config(self.settings, self.topics, logging))
         self._consumer.subscribe([self.topics.commands], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_revoke)
 
@@ -219,18 +198,13 @@ class Engine:
             partition_count = self._admin.ensure_engine_topics(self.settings.partitions)
             self._txn.connect(partition_count)
             self.partition_count = partition_count
-        rebuild_all, p.rebuild_requested = p.rebuild_requested, False
+        if p.rebuild_requested:  # the watchdog's: every client new
+            p.rebuild_requested = False
+            self._rebuild_producers = self._consumer_dead = True
         rebuild_producer, self._rebuild_producer = self._rebuild_producer, False
-        rebuild_producers, self._rebuild_producers = self._rebuild_producers or rebuild_all, False
-        try:
-            self._producers.abort(rebuild_producer or rebuild_producers)
-            if rebuild_producers:
-                self._producers.discard(0)
-                self._producers.discard(1)
-            self._producers.ensure_open()
-        except KafkaException as exc:
-            raise ClientFailure(Origin.PRODUCER, exc) from exc
-        if self._consumer is None or self._consumer_dead or self._consumer_fatal is not None or rebuild_all:
+        rebuild_producers, self._rebuild_producers = self._rebuild_producers, False
+        self._producers.recover(rebuild_producer, rebuild_producers)
+        if self._consumer is None or self._consumer_dead or self._consumer_fatal is not None:
             self._replace_consumer()
         self._txn.writer.reset()
         # What the group assigned us, not only what we opened: an assignment whose opening
@@ -405,12 +379,7 @@ class Engine:
         self.progress.stage = "commit_begin"
         if self._brokers_lost:
             self._brokers_lost = False
-            self._producers.discard(0)
-            self._producers.discard(1)
-            try:
-                self._producers.ensure_open()
-            except KafkaException as exc:
-                raise ClientFailure(Origin.PRODUCER, exc) from exc
+            self._producers.recover(False, rebuild_all=True)
         self._txn.begin(offsets, [self.partitions[pid] for pid in touched_ids], due, len(messages),
                         self._consumer.consumer_group_metadata)
 

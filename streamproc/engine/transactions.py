@@ -25,7 +25,7 @@ from concurrent.futures import Future
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from streamproc.kafka.errors import describe
+from streamproc.kafka.errors import ClientFailure, Origin, describe
 from streamproc.settings import ENGINE_ID_SEPARATOR
 
 log = structlog.get_logger("streamproc.engine")
@@ -120,6 +120,18 @@ class TransactionalProducers:
         for producer in self._producers:
             if producer is not None:
                 producer.poll(0)  # an aborted batch's purge reports must not fail the next one
+
+    def recover(self, rebuild_last: bool, rebuild_all: bool = False) -> None:
+        """After a failure: abort what began last (or replace it: `rebuild_last`), replace both
+        (`rebuild_all`), and have two initialised producers again. Raises ClientFailure."""
+        try:
+            self.abort(rebuild_last or rebuild_all)
+            if rebuild_all:
+                self.discard(0)
+                self.discard(1)
+            self.ensure_open()
+        except KafkaException as exc:
+            raise ClientFailure(Origin.PRODUCER, exc) from exc
 
     def close(self) -> None:
         self._producers = [None, None]

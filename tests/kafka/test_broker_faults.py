@@ -233,3 +233,46 @@ def test_a_static_consumer_fenced_by_its_own_instance_id_rejoins(broker, tmp_pat
     finally:
         events.close()
         worker.stop()
+
+
+@pytest.mark.parametrize("broker", [29100], indirect=True)
+def test_a_second_live_engine_with_the_same_id_makes_one_of_them_stop(broker, tmp_path):
+    """Fenced by our own past is survived; fenced again and again is another live process
+    with our identity: one of the two engines stops with IdentityConflict (one clear line),
+    the other goes on."""
+    from streamproc.engine.engine import Engine
+    from streamproc.kafka.errors import IdentityConflict
+
+    engines = [Engine(_settings(broker, tmp_path / name)) for name in ("a", "b")]
+    outcomes: dict[int, BaseException | None] = {}
+
+    def run(i: int) -> None:
+        try:
+            engines[i].run()
+            outcomes[i] = None
+        except IdentityConflict as exc:
+            outcomes[i] = exc
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in (0, 1)]
+    jobs = None
+    try:
+        threads[0].start()
+        assert engines[0].ready.wait(60)
+        jobs = PacedJobs(_settings(broker, tmp_path)).start()  # transactions keep the producers busy
+        threads[1].start()
+        deadline = time.monotonic() + 120
+        while not outcomes:
+            assert time.monotonic() < deadline, f"no engine stopped: {[e.progress for e in engines]}"
+            time.sleep(0.2)
+        (loser,) = outcomes
+        assert isinstance(outcomes[loser], IdentityConflict) and "STREAMPROC_ENGINE_ID" in str(outcomes[loser])
+        time.sleep(10)
+        winner = 1 - loser
+        assert threads[winner].is_alive() and engines[winner].failure is None
+        print(f"\nengine {'ab'[loser]} stopped: {outcomes[loser]}")
+    finally:
+        if jobs is not None:
+            jobs.stop()
+        for e in engines:
+            e.stop()
+        for t in threads:
+            t.join(60)
