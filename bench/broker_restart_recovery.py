@@ -28,6 +28,7 @@ from confluent_kafka import Consumer
 from bench.common import Bench, loadavg, percentiles, say, wait_log
 from streamproc.client import Client
 from streamproc.devenv.broker import LocalBroker
+from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.config import consumer_config
 
 QUEUE = "bench-restarts"
@@ -53,8 +54,8 @@ def run(bench: Bench, quick: bool) -> dict:
                     bench.env(STREAMPROC_BOOTSTRAP=bootstrap), "worker-restarts.log")
         creator = threading.Thread(target=_create_jobs, args=(bootstrap, bench.namespace, stop), daemon=True)
         creator.start()
-        tap = Consumer(consumer_config(bootstrap, f"{bench.namespace}.bench-tap", **{
-            "reconnect.backoff.max.ms": 1000, "auto.offset.reset": "latest"}))
+        tap = Consumer(consumer_config(bootstrap, f"{bench.namespace}.bench-tap", **ClientLog("bench-tap").config(),
+                                       **{"reconnect.backoff.max.ms": 1000, "auto.offset.reset": "latest"}))
         tap.subscribe([bench.topics.events])
         _first_event(tap, 60)  # flowing
         results = []
