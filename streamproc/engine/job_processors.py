@@ -64,12 +64,22 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
     job = _current(cmd, ctx, "start")
     if job is None:
         return
+    if _is_repeated_start(cmd, job):
+        # A worker that got no answer sends its START again with the same request id
+        # (a broker outage, an engine takeover): it is told again that the start is its.
+        ctx.out.reply(JOB, JobIntent.STARTED, cmd.key, job)
+        return
     problem = _attempt_problem(cmd, job, "start", JobState.ACTIVATABLE)
     if problem:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE, problem)
         return
-    ctx.jobs.start(cmd.key, job, cmd.value["worker"], ctx.now_ms + job["timeout_ms"])
+    ctx.jobs.start(cmd.key, job, cmd.value["worker"], ctx.now_ms + job["timeout_ms"], cmd.request_id)
     ctx.out.event(JOB, JobIntent.STARTED, cmd.key, job)
+
+
+def _is_repeated_start(cmd: Record, job: dict) -> bool:
+    return (cmd.request_id is not None and job["state"] == JobState.STARTED
+            and job["attempt"] == cmd.value["attempt"] and job.get("start_request_id") == cmd.request_id)
 
 
 def complete(cmd: Record, ctx: ProcessingContext) -> None:

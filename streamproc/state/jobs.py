@@ -40,15 +40,17 @@ class Jobs:
         self._clear_due_dates(key, job)
         self._w.delete(Family.JOBS, u64(key))
 
-    def start(self, key: int, job: Job, worker: str, deadline_ms: int) -> None:
-        job.update(state=JobState.STARTED, worker=worker, deadline_ms=deadline_ms)
+    def start(self, key: int, job: Job, worker: str, deadline_ms: int, request_id: str | None = None) -> None:
+        """Started by `worker` until `deadline_ms`; `request_id` of the START, so that the same
+        command sent again is recognised."""
+        job.update(state=JobState.STARTED, worker=worker, deadline_ms=deadline_ms, start_request_id=request_id)
         self._w.put(Family.JOB_DEADLINES, time_key(deadline_ms, key), b"")
         self.put(key, job)
 
     def make_activatable(self, key: int, job: Job, *, next_attempt: bool) -> None:
         """Back to startable (after creation, a timeout, a retry or a backoff)."""
         self._clear_due_dates(key, job)
-        job.update(state=JobState.ACTIVATABLE, deadline_ms=-1, recur_at_ms=-1, worker="")
+        job.update(state=JobState.ACTIVATABLE, deadline_ms=-1, recur_at_ms=-1, worker="", start_request_id=None)
         if next_attempt:
             job["attempt"] += 1
         self.put(key, job)

@@ -1,12 +1,24 @@
 """A job worker: receives startable jobs from `tasks.<queue>`, STARTs, runs the handler, answers.
 
-Kafka delivers each task record to one member of the queue's consumer group. The
-worker sends START for the attempt it received and then COMPLETE or FAIL for that
-attempt; all three go to the job's partition through one idempotent producer, so the
-engine sees them in order. Redelivery is the engine's business (timeouts, retries):
-offsets are committed automatically and a task is never consumed twice on purpose.
-If the engine refused the START (another worker has that attempt), it refuses the
-answer too, so a job is completed at most once whatever the workers do.
+Kafka delivers each task record to one member of the queue's consumer group. For each,
+the worker sends START for the attempt it received and waits for the engine's answer on
+its replies partition: only an accepted START runs the handler, so a task redelivered
+after a rebalance (its first START already accepted for another worker) is refused and
+runs nowhere twice. Then COMPLETE or FAIL for that attempt; every command about one job
+goes to the job's partition through one idempotent producer, so the engine sees them in
+order.
+
+Nothing is stranded (`task_leases`): offsets are committed only past tasks whose START
+was answered (`TaskOffsets`), so a worker killed mid-batch leaves the unstarted rest to
+the partition's next owner; and a worker with a handler running past the job's timeout
+(the engine has timed that attempt out and republished it on a partition this worker
+owns) leaves the group until the handler returns, so the retry reaches a healthy worker.
+Handlers run on a bounded pool of `max_concurrent` threads; the partitions are paused
+while it is full.
+
+`start_unconfirmed=True` is the old, faster path: the handler runs as soon as START is
+sent. It **may run twice after a rebalance** (a redelivered task whose first START was
+accepted runs again; the engine refuses the second answer, not the side effect).
 """
 
 from __future__ import annotations
@@ -15,20 +27,28 @@ import dataclasses
 import os
 import socket
 import threading
+import time
+import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import orjson
 import structlog
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streamproc.client.client import Client
 from streamproc.kafka.admin import TopicAdmin
-from streamproc.kafka.batching import consume_available
+from streamproc.kafka.batching import consume_available, resume_now
 from streamproc.kafka.config import client_id, consumer_config
 from streamproc.protocol import codec
-from streamproc.protocol.topics import Topics, check_task_queue
+from streamproc.protocol.partitioning import partition_of_key
+from streamproc.protocol.records import JobIntent, Record, RecordType, ValueType
+from streamproc.protocol.topics import check_task_queue
+from streamproc.worker.replies import ReplyListener
+from streamproc.worker.task_leases import OverdueAttempts, TaskQueueMembership, confirm_start
+from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
 
@@ -59,54 +79,176 @@ Handler = Callable[[ActivatedJob], Any]
 class JobWorker:
     def __init__(self, task_queue: str, handler: Handler, *, bootstrap: str | None = None,
                  namespace: str | None = None, worker_id: str | None = None,
-                 retry_backoff: timedelta = timedelta(0), partitions: int | None = None) -> None:
+                 retry_backoff: timedelta = timedelta(0), partitions: int | None = None,
+                 max_concurrent: int = 16, start_unconfirmed: bool = False) -> None:
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
+        if max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.client = Client(bootstrap, namespace, **{"client.id": client_id("worker", self.worker_id)})
         self.task_queue = task_queue
         self.handler = handler
         self.retry_backoff = retry_backoff
+        self.max_concurrent = max_concurrent
+        #: Run the handler without waiting for the engine to accept START (may run twice).
+        self.start_unconfirmed = start_unconfirmed
+        #: Handlers that returned or raised.
         self.handled = 0
+        #: STARTs the engine refused (the attempt was over, or another worker had it).
+        self.refused = 0
+        self.offsets = TaskOffsets()
+        self.overdue = OverdueAttempts()
+        self.replies: ReplyListener | None = None
+        #: Set once the queue's consumer group gave this worker its partitions.
+        self.ready = threading.Event()
         self._partitions = partitions
         self._stop = threading.Event()
+        self._lock = threading.Condition()
+        self._in_flight = 0
+        self._membership: TaskQueueMembership | None = None
 
     def stop(self) -> None:
         self._stop.set()
 
     def run(self, max_jobs: int | None = None) -> None:
-        topics: Topics = self.client.topics
-        admin = TopicAdmin(self.client.bootstrap, topics)
-        topic = admin.ensure_task_queue(self.task_queue, self._partitions or self.client.partitions)
+        """Take and run jobs until `stop()` (or `max_jobs` handled)."""
+        topics = self.client.topics
+        topic = TopicAdmin(self.client.bootstrap, topics).ensure_task_queue(
+            self.task_queue, self._partitions or self.client.partitions)
+        if not self.start_unconfirmed:
+            self.replies = ReplyListener(self.client.bootstrap, topics).start()
         consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
             "client.id": client_id("worker", self.worker_id),
-            "enable.auto.commit": True, "auto.commit.interval.ms": 1000,
+            "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
         }))
-        consumer.subscribe([topic], on_assign=self._on_assign)
+        self._membership = TaskQueueMembership(
+            consumer, topic, self.overdue,
+            lambda: consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                       on_lost=self._on_revoke),
+            self.task_queue, self.worker_id)
+        self._membership.join()
+        pool = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="job")
         log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id)
         try:
-            while not self._stop.is_set() and (max_jobs is None or self.handled < max_jobs):
-                for msg in consume_available(consumer, 100, 0.1):
-                    if msg.error() is not None:
-                        log.warning("task_consume_error", error=str(msg.error()))
-                        continue
-                    self._handle(codec.decode(msg.value(), msg.headers()))
+            self._poll(consumer, pool, topic, max_jobs)
         finally:
-            consumer.close()
+            consumer.close()  # leave the group at once: the queue's partitions move on
+            pool.shutdown(wait=False, cancel_futures=True)
+            if self.replies is not None:
+                self.replies.close()
             self.client.flush()
 
     def _on_assign(self, consumer, partitions) -> None:
         log.info("tasks_assigned", task_queue=self.task_queue, worker=self.worker_id,
                  partitions=sorted(tp.partition for tp in partitions))
+        self.ready.set()
 
-    def _handle(self, record) -> None:
-        v = record.value
-        job = ActivatedJob(key=record.key, attempt=v["attempt"], type=v["type"],
+    def _on_revoke(self, consumer, partitions) -> None:
+        self._store_offsets(consumer, self.client.topics.tasks(self.task_queue))
+        self.offsets.forget({tp.partition for tp in partitions})
+
+    def _store_offsets(self, consumer: Consumer, topic: str) -> None:
+        """Let auto-commit commit past the tasks whose START was answered, no further."""
+        settled = [TopicPartition(topic, p, o) for p, o in self.offsets.committable().items()]
+        if settled:
+            try:
+                consumer.store_offsets(offsets=settled)
+            except KafkaException as exc:  # taken away meanwhile: its next owner redelivers
+                log.info("task_offsets_not_stored", error=str(exc))
+
+    def _poll(self, consumer: Consumer, pool: ThreadPoolExecutor, topic: str, max_jobs: int | None) -> None:
+        paused = False
+        while not self._stop.is_set() and (max_jobs is None or self.handled < max_jobs):
+            if not self._membership.may_take_tasks():
+                paused = False  # a rejoin starts unpaused
+                consumer.poll(0.1)  # serves the rebalance of leaving
+                continue
+            with self._lock:
+                free = self.max_concurrent - self._in_flight
+            if (free <= 0) != paused:  # paused, not unpolled: membership is kept while busy
+                paused = free <= 0
+                if paused:
+                    consumer.pause(consumer.assignment())
+                else:
+                    resume_now(consumer, consumer.assignment())
+            for msg in consume_available(consumer, max(free, 1), 0.1):
+                if msg.error() is not None:
+                    log.warning("task_consume_error", error=str(msg.error()))
+                    continue
+                try:
+                    task = codec.decode(msg.value(), msg.headers())
+                except codec.DecodeError as exc:
+                    log.warning("task_undecodable", offset=msg.offset(), error=str(exc))
+                    self.offsets.skipped(msg.partition(), msg.offset())
+                    continue
+                if task.value_type != ValueType.JOB:
+                    log.warning("task_not_a_job", value_type=task.value_type, intent=task.intent)
+                    self.offsets.skipped(msg.partition(), msg.offset())
+                    continue
+                with self._lock:
+                    self._in_flight += 1
+                self.offsets.taken(msg.partition(), msg.offset())
+                pool.submit(self._run_attempt, task, msg.partition(), msg.offset())
+            self._store_offsets(consumer, topic)
+
+    def _run_attempt(self, task: Record, partition: int, offset: int) -> None:
+        try:
+            self._attempt(task, partition, offset)
+        except Exception:  # a bug here must not leak a slot or kill the pool thread
+            log.exception("job_attempt_crashed", job_key=task.key)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._lock.notify_all()
+
+    def _attempt(self, task: Record, partition: int, offset: int) -> None:
+        v = task.value
+        job = ActivatedJob(key=task.key, attempt=v["attempt"], type=v["type"],
                            payload=orjson.loads(v["payload"]), retries=v["retries"],
                            timeout_ms=v["timeout_ms"])
-        self.client.start_job(job.key, job.attempt, self.worker_id)
+        if self.overdue.overdue():
+            return  # about to leave the group: not started, not settled, redelivered elsewhere
+        sent_at = time.monotonic()
+        accepted = self._start(job)
+        if accepted is None:
+            return  # stopping before the engine answered: not settled, redelivered to the next owner
+        self.offsets.settled(partition, offset)
+        if not accepted:
+            return
+        lease = object()
+        self.overdue.begin(lease, job.timeout_ms / 1000, f"job {job.key} attempt {job.attempt}", sent_at)
+        try:
+            self._handle(job)
+        finally:
+            self.overdue.end(lease)
+
+    def _start(self, job: ActivatedJob) -> bool | None:
+        """START the attempt: True if the handler may run (the engine accepted it), False if
+        refused, None if the worker stops before an answer came."""
+        value = {"attempt": job.attempt, "worker": self.worker_id}
+        if self.start_unconfirmed:
+            self.client.send(Record.command(ValueType.JOB, JobIntent.START, value, key=job.key),
+                             partition_of_key(job.key))
+            return True
+        request_id = uuid.uuid4().hex
+        command = Record.command(ValueType.JOB, JobIntent.START, value, key=job.key, request_id=request_id,
+                                 reply_partition=self.replies.partition)
+        reply = confirm_start(self.replies, request_id, lambda: self.client.send(command, partition_of_key(job.key)),
+                              self._stop)
+        if reply is None:
+            return None
+        if reply.record.record_type is RecordType.COMMAND_REJECTION:
+            log.info("job_start_refused", job_key=job.key, attempt=job.attempt,
+                     rejection_type=reply.record.rejection_type, reason=reply.record.rejection_reason)
+            with self._lock:
+                self.refused += 1
+            return False
+        return True
+
+    def _handle(self, job: ActivatedJob) -> None:
         try:
             result = self.handler(job)
         except JobFailure as failure:
@@ -119,4 +261,5 @@ class JobWorker:
                                  f"{type(exc).__name__}: {exc}", self.retry_backoff)
         else:
             self.client.complete_job(job.key, job.attempt, result)
-        self.handled += 1
+        with self._lock:
+            self.handled += 1

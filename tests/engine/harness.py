@@ -22,6 +22,8 @@ class Harness:
         self.events: list[Record] = []
         self.tasks: list[tuple[str, Record]] = []
         self.commands: list[Record] = []
+        #: (reply partition, record) answers to commands that named a reply partition
+        self.replies: list[tuple[int, Record]] = []
 
     def send(self, record: Record | bytes, headers=None) -> list[Record]:
         """Process one command and commit; returns the events and rejections it produced."""
@@ -37,6 +39,7 @@ class Harness:
         self.events += events
         self.tasks += out.tasks
         self.commands += out.commands
+        self.replies += out.replies
         self.db.apply(self.proc.writes.batch, {"changelog_offset": self.position})
         self.proc.reset_batch()
         self.checker.refresh()

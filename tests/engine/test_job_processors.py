@@ -83,10 +83,30 @@ def test_start_rejections(h):
     assert ev.rejection_reason == "Expected to start job with key '12345', but no such job was found"
     key = create(h).key
     started(h, key)
-    ev = rejection(h.send(job_cmd("START", key, attempt=1, worker="w2")))
+    other_worker = Record.command("JOB", "START", {"attempt": 1, "worker": "w2"}, key=key, request_id="req-2")
+    ev = rejection(h.send(other_worker))
     assert ev.rejection_type == "INVALID_STATE" and "it is STARTED, not ACTIVATABLE" in ev.rejection_reason
     ev = rejection(h.send(job_cmd("START", key, attempt=7, worker="w2")))
     assert "at attempt 7, but that attempt is over" in ev.rejection_reason
+
+
+def test_a_start_sent_again_with_its_request_id_is_answered_again_without_an_event(h):
+    """A worker that got no answer (broker outage, engine takeover) resends its START; the
+    copy is told the start is its own, while another request for that attempt is refused."""
+    key = create(h).key
+    first = Record.command("JOB", "START", {"attempt": 1, "worker": "w1"}, key=key, request_id="s-1",
+                           reply_partition=2)
+    started_event, = h.send(first)
+    assert started_event.intent == "STARTED"
+    deadline = h.job(key)["deadline_ms"]
+    h.clock.advance(100)
+    assert h.send(first) == []  # no second STARTED event, no rejection
+    (partition, answer), = h.replies[-1:]
+    assert partition == 2 and answer.intent == "STARTED" and answer.key == key
+    assert [r.intent for _, r in h.replies] == ["STARTED", "STARTED"]
+    assert h.job(key)["deadline_ms"] == deadline and h.job(key)["state"] == "STARTED"
+    other = Record.command("JOB", "START", {"attempt": 1, "worker": "w1"}, key=key, request_id="s-2")
+    assert rejection(h.send(other)).rejection_type == "INVALID_STATE"
 
 
 def test_complete_removes_the_job_and_its_deadline(h):
