@@ -149,14 +149,33 @@ def _open(cmd: Record, ctx: ProcessingContext, verb: str, *, started: bool) -> t
 
 
 def start(cmd: Record, ctx: ProcessingContext) -> None:
+    repeated = _repeated_start(cmd, ctx)
+    if repeated is not None:
+        # A worker that got no answer sends its START again with the same request id
+        # (a broker outage, an engine takeover): it is told again that the start is its.
+        ctx.out.reply(ACT, A.ATTEMPT_STARTED, cmd.key, event_value(*repeated))
+        return
     found = _open(cmd, ctx, "start", started=False)
     if found is None:
         return
     meta, state = found
     state = start_attempt(state, to_datetime(ctx.now_ms))
     meta["identity"] = cmd.value["identity"]
+    meta["start_request_id"] = cmd.request_id
     _save(cmd.key, meta, state, ctx)
     ctx.out.reply(ACT, A.ATTEMPT_STARTED, cmd.key, event_value(meta, state))
+
+
+def _repeated_start(cmd: Record, ctx: ProcessingContext) -> tuple[dict, Any] | None:
+    """The activity, if the command is a copy of the START that started its current attempt."""
+    found = ctx.activities.get(cmd.key) if cmd.key >= 0 and cmd.request_id is not None else None
+    if found is None:
+        return None
+    meta, state = found
+    if (state.started_time is not None and state.attempt == cmd.value["attempt"]
+            and meta.get("start_request_id") == cmd.request_id):
+        return found
+    return None
 
 
 def heartbeat(cmd: Record, ctx: ProcessingContext) -> None:

@@ -11,9 +11,9 @@ is already over for the engine.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from streamproc.protocol.records import (
     RejectionType,
 )
 from streamproc.worker.replies import Reply
+from streamproc.worker.task_leases import confirm_start
 
 if TYPE_CHECKING:
     from streamproc.worker.activity_worker import ActivityWorker
@@ -45,9 +46,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("streamproc.worker")
 
 A = ActivityIntent
-#: How long an attempt waits for the engine to accept its START before giving it up (the
-#: engine then times it out and retries it, as if this worker had crashed).
-START_REPLY_TIMEOUT_S = 30.0
 #: Rejections that mean "this attempt is over": it timed out, or the activity closed.
 _ATTEMPT_OVER = (RejectionType.NOT_FOUND, RejectionType.INVALID_STATE)
 _SENT = {A.COMPLETE: "completed", A.FAIL: "failed", A.REPORT_CANCELED: "canceled"}
@@ -70,6 +68,8 @@ class ActivityAttempt:
         self.log = log.bind(activity_id=self.activity_id, activity_key=self.key, attempt=self.number,
                             activity_type=task.value["activity_type"])
         self.ctx: ActivityContext | None = None
+        #: When START was sent (monotonic): the engine's deadlines are never earlier than ours.
+        self.sent_at = time.monotonic()
         self._heartbeats = HeartbeatSender(throttle_interval(
             timedelta(milliseconds=task.value["heartbeat_timeout_ms"]) or None), self._send_heartbeat)
 
@@ -84,6 +84,10 @@ class ActivityAttempt:
                                    is_async=definition is not None and definition.is_async)
         with w._lock:
             w._running.add(self)
+        deadline = self._deadline(self.sent_at)
+        if deadline is not None:
+            w.overdue.begin(self, deadline - self.sent_at, f"activity {self.activity_id} attempt {self.number}",
+                            self.sent_at)
         w.count("started")
         if definition is None:
             error = errors.ApplicationError(
@@ -107,25 +111,37 @@ class ActivityAttempt:
             self._finish(A.COMPLETE, {"result": result})
 
     def _start(self) -> int | None:
-        """Send START and wait for the engine: the attempt's start time, or None if refused."""
+        """Send START until the engine answers (`confirm_start`): the attempt's start time, or
+        None if refused or the worker stops first (then the task stays unsettled)."""
         w = self.worker
+        if w.hands_over():
+            return None  # the worker is about to leave the group: this task goes to another
         request_id = uuid.uuid4().hex
-        answer = w.replies.first_reply(request_id, START_REPLY_TIMEOUT_S)
-        w.send(self.key, A.START, {"attempt": self.number, "identity": w.identity}, request_id)
-        try:
-            reply = answer.result(START_REPLY_TIMEOUT_S)
-        except FutureTimeout:
-            w.replies.forget(request_id)
-            self.log.warning("activity_start_unanswered", waited_s=START_REPLY_TIMEOUT_S)
+        self.sent_at = time.monotonic()
+        reply = confirm_start(w.replies, request_id,
+                              lambda: w.send(self.key, A.START, {"attempt": self.number, "identity": w.identity},
+                                             request_id),
+                              w._stop)
+        if reply is None:
             return None
-        finally:
-            self.settle()
+        self.settle()
         record = reply.record
         if record.record_type is RecordType.COMMAND_REJECTION:
             self.log.info("activity_start_rejected", rejection_type=record.rejection_type,
                           reason=record.rejection_reason)
             return None
         return record.value["started_time_ms"]
+
+    # deadlines ----------------------------------------------------------------------------
+    def _deadline(self, last_heartbeat: float) -> float | None:
+        """When the engine gives this attempt up (monotonic): start-to-close from the START
+        sent, or the heartbeat timeout from the last heartbeat, whichever is first."""
+        deadlines = []
+        if self.task["start_to_close_timeout_ms"] > 0:
+            deadlines.append(self.sent_at + self.task["start_to_close_timeout_ms"] / 1000)
+        if self.task["heartbeat_timeout_ms"] > 0:
+            deadlines.append(last_heartbeat + self.task["heartbeat_timeout_ms"] / 1000)
+        return min(deadlines) if deadlines else None
 
     def _call(self, definition: ActivityDefinition, args: tuple[Any, ...]) -> Any:
         if definition.is_async:
@@ -143,6 +159,9 @@ class ActivityAttempt:
         """From activity code: sent now, or when the throttle allows."""
         encode_details = self.worker.data_converter.encode_details
         self._heartbeats.record(encode_details(list(details)))  # a TypeError belongs to the caller
+        deadline = self._deadline(time.monotonic())
+        if deadline is not None:
+            self.worker.overdue.extend(self, deadline)
 
     def _send_heartbeat(self, details: str) -> None:
         self.worker.send(self.key, A.HEARTBEAT, {"attempt": self.number, "details": details},

@@ -14,7 +14,10 @@ automatically, but only past tasks whose START was answered (`TaskOffsets`), so 
 killed or stopped before its START reached the engine leaves the task to the next owner
 of the partition, whose START the engine refuses if the first one got there after all.
 The worker takes no more tasks than it has free slots (it pauses its partitions when
-full, and resumes them at once: `resume_now`). The engine refuses answers for an
+full, and resumes them at once: `resume_now`), and none at all while an attempt of it
+runs past the time the engine gave it: it leaves the queue's group until that attempt
+returns, so the retry the engine republished reaches a healthy worker (`task_leases`).
+The engine refuses answers for an
 attempt that is over, so a slow worker cannot complete an activity twice or complete an
 attempt that timed out; the refusal is logged. One attempt's life: `ActivityAttempt`.
 """
@@ -48,6 +51,7 @@ from streamproc.protocol.records import ActivityIntent, Record, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.activity_attempt import ActivityAttempt
 from streamproc.worker.replies import Reply, ReplyListener
+from streamproc.worker.task_leases import OverdueAttempts, TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
@@ -103,6 +107,9 @@ class ActivityWorker:
         self.ready = threading.Event()
         self.replies: ReplyListener | None = None
         self.offsets = TaskOffsets()
+        #: Attempts running here, with the time the engine gives each up (see task_leases).
+        self.overdue = OverdueAttempts()
+        self._membership: TaskQueueMembership | None = None
         self._partitions = partitions
         self._stop = threading.Event()
         self._lock = threading.Condition()
@@ -128,11 +135,12 @@ class ActivityWorker:
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
         }))
-        consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        membership = self._membership = join_task_queue(consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap,
+                                  self.overdue, self._on_assign, self._on_revoke, self.task_queue, self.identity)
         log.info("activity_worker_started", task_queue=self.task_queue, identity=self.identity,
                  activities=sorted(self.definitions))
         try:
-            self._poll(consumer, executor)
+            self._poll(consumer, membership)
         finally:
             consumer.close()  # leave the group at once: the queue's partitions move on
             self._shut_down(executor, loop_thread)
@@ -175,9 +183,14 @@ class ActivityWorker:
             except KafkaException as exc:  # a partition that was just taken away: its next owner redelivers
                 log.info("task_offsets_not_stored", error=str(exc))
 
-    def _poll(self, consumer: Consumer, executor: ThreadPoolExecutor) -> None:
+    def _poll(self, consumer: Consumer, membership: TaskQueueMembership) -> None:
+        executor = self._executor
         paused = False
         while not self._stop.is_set():
+            if not membership.may_take_tasks():
+                paused = False  # a rejoin starts unpaused
+                consumer.poll(0.1)  # serves the rebalance of leaving
+                continue
             with self._lock:
                 free = self.max_concurrent - self._in_flight
             # Paused rather than not polled: a worker busy for longer than the poll
@@ -207,6 +220,10 @@ class ActivityWorker:
                 self.offsets.taken(msg.partition(), msg.offset())
                 executor.submit(self._run_attempt, task, msg.partition(), msg.offset())
             self._store_offsets(consumer)
+
+    def hands_over(self) -> bool:
+        """Whether a task taken now is left unstarted for another worker (see task_leases)."""
+        return self._membership is not None and self._membership.hands_over()
 
     # eager execution --------------------------------------------------------------------
     def reserve_slot(self) -> bool:
@@ -245,6 +262,7 @@ class ActivityWorker:
             attempt.log.exception("activity_attempt_crashed")
         finally:
             attempt.settle()  # in case a bug skipped it
+            self.overdue.end(attempt)
             with self._lock:
                 self._in_flight -= 1
                 self._running.discard(attempt)

@@ -47,7 +47,7 @@ from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import JobIntent, Record, RecordType, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.replies import ReplyListener
-from streamproc.worker.task_leases import OverdueAttempts, TaskQueueMembership, confirm_start
+from streamproc.worker.task_leases import OverdueAttempts, TaskQueueMembership, join_task_queue, confirm_start
 from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
@@ -124,12 +124,8 @@ class JobWorker:
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
         }))
-        self._membership = TaskQueueMembership(
-            consumer, topic, self.overdue,
-            lambda: consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                       on_lost=self._on_revoke),
-            self.task_queue, self.worker_id)
-        self._membership.join()
+        self._membership = join_task_queue(consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap,
+                                  self.overdue, self._on_assign, self._on_revoke, self.task_queue, self.worker_id)
         pool = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="job")
         log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id)
         try:
@@ -209,7 +205,7 @@ class JobWorker:
         job = ActivatedJob(key=task.key, attempt=v["attempt"], type=v["type"],
                            payload=orjson.loads(v["payload"]), retries=v["retries"],
                            timeout_ms=v["timeout_ms"])
-        if self.overdue.overdue():
+        if self._membership.hands_over():
             return  # about to leave the group: not started, not settled, redelivered elsewhere
         sent_at = time.monotonic()
         accepted = self._start(job)

@@ -14,8 +14,8 @@ job and the activity worker:
    first answer decides (a copy that arrives after an accepted one is refused by the
    engine, and that refusal is ignored).
 
-2. **A worker with an overdue attempt leaves the group** (`OverdueAttempts` and
-   `TaskQueueMembership`). An attempt still running past its deadline (the job's
+2. **A worker with an overdue attempt leaves the group** if another member can take its
+   partitions (`OverdueAttempts` and `TaskQueueMembership`). An attempt still running past its deadline (the job's
    timeout, an activity's start-to-close or heartbeat timeout, counted from when the
    START was sent, so never later than the engine's) has been timed out by the engine,
    which republished the next attempt on a partition this worker owns. A worker that
@@ -40,6 +40,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 import structlog
 from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient
 
 from streamproc.worker.replies import Reply, ReplyListener
 
@@ -109,35 +110,99 @@ class OverdueAttempts:
 
 
 class TaskQueueMembership:
-    """Keeps the worker in the queue's consumer group only while none of its attempts is overdue."""
+    """Keeps the worker in the queue's consumer group unless one of its attempts is overdue
+    and another member can take the partitions over.
 
-    def __init__(self, consumer: Consumer, topic: str, overdue: OverdueAttempts, subscribe: Callable[[], None],
-                 task_queue: str, identity: str, log_interval_s: float = 30.0) -> None:
+    A lone worker stays: leaving would hand its partitions to nobody, and a retry it runs in
+    another slot is better than none (as Temporal's worker would). Two workers that both
+    have overdue attempts may take turns leaving; each checks again every `check_interval_s`.
+    """
+
+    def __init__(self, consumer: Consumer, overdue: OverdueAttempts, subscribe: Callable[[], None],
+                 others_in_group: Callable[[], int | None], task_queue: str, identity: str,
+                 check_interval_s: float = 5.0, log_interval_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._consumer = consumer
-        self._topic = topic
         self._overdue = overdue
         self._subscribe = subscribe
+        #: Members of the group other than this worker (None: unknown, e.g. the broker is away).
+        self._others_in_group = others_in_group
         self._log = log.bind(task_queue=task_queue, worker=identity)
+        self._check_interval_s = check_interval_s
         self._log_interval_s = log_interval_s
-        self._logged_at = 0.0
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._checked_at = float("-inf")
+        self._others_seen: int | None = None
+        self._logged_at = float("-inf")
         self.member = False
 
     def join(self) -> None:
         self._subscribe()
         self.member = True
 
+    def hands_over(self) -> bool:
+        """Whether a task taken now is to be left unstarted for another member: an attempt
+        is overdue and another member can have it (the worker is about to leave)."""
+        return bool(self._overdue.overdue()) and bool(self._others())
+
     def may_take_tasks(self) -> bool:
-        """Leave or rejoin the group as the attempts' deadlines say; whether to take tasks now."""
+        """Leave or rejoin the group as the attempts' deadlines say; whether to take tasks now.
+        Called by the polling thread only (it alone subscribes and unsubscribes)."""
         stuck = self._overdue.overdue()
-        if stuck and self.member:
-            self._log.warning("worker_leaving_group_attempts_overdue", attempts=stuck[:10], overdue=len(stuck))
+        if not stuck:
+            if not self.member:
+                self._log.info("worker_rejoining_group")
+                self.join()
+            return True
+        others = self._others()
+        now = self._clock()
+        if self.member and others:
+            self._log.warning("worker_leaving_group_attempts_overdue", attempts=stuck[:10], overdue=len(stuck),
+                              other_members=others)
             self._consumer.unsubscribe()  # revokes: settled offsets are committed, the rest redelivered
             self.member = False
-            self._logged_at = time.monotonic()
-        elif stuck and time.monotonic() - self._logged_at >= self._log_interval_s:
-            self._log.warning("worker_out_of_group_attempts_overdue", attempts=stuck[:10], overdue=len(stuck))
-            self._logged_at = time.monotonic()
-        elif not stuck and not self.member:
-            self._log.info("worker_rejoining_group")
+            self._logged_at = now
+        elif not self.member and others == 0:
+            self._log.warning("worker_rejoining_group_alone", attempts=stuck[:10], overdue=len(stuck))
             self.join()
+        elif now - self._logged_at >= self._log_interval_s:
+            self._log.warning("worker_attempts_overdue", attempts=stuck[:10], overdue=len(stuck),
+                              in_group=self.member, other_members=others)
+            self._logged_at = now
         return self.member
+
+    def _others(self) -> int | None:
+        """Other members of the group, asked at most once per check interval."""
+        with self._lock:
+            now = self._clock()
+            if now - self._checked_at >= self._check_interval_s:
+                self._checked_at = now
+                self._others_seen = self._others_in_group()
+            return self._others_seen
+
+
+def join_task_queue(consumer: Consumer, topic: str, group: str, bootstrap: str, overdue: OverdueAttempts,
+                    on_assign: Callable, on_revoke: Callable, task_queue: str, identity: str) -> TaskQueueMembership:
+    """Subscribe `consumer` to the queue's topic, as a member that leaves while stuck."""
+    membership = TaskQueueMembership(
+        consumer, overdue,
+        lambda: consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke),
+        group_peers(AdminClient({"bootstrap.servers": bootstrap}), group, consumer), task_queue, identity)
+    membership.join()
+    return membership
+
+
+def group_peers(admin: AdminClient, group: str, consumer: Consumer, timeout_s: float = 5.0) -> Callable[[], int | None]:
+    """A function counting the members of `group` other than `consumer` (None if unknown)."""
+
+    def others() -> int | None:
+        try:
+            description = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result(timeout_s)
+            mine = consumer.memberid() or ""
+        except Exception as exc:  # noqa: BLE001 - the broker away: unknown, stay as we are
+            log.info("worker_group_not_described", group=group, error=str(exc))
+            return None
+        return sum(1 for m in description.members if m.member_id != mine)
+
+    return others

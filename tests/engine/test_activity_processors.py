@@ -320,6 +320,23 @@ def test_start_is_refused_for_a_wrong_attempt_or_twice(h):
     assert "already started" in rej.rejection_reason
 
 
+def test_a_start_sent_again_with_its_request_id_is_answered_again(h):
+    """A worker that got no answer resends its START: the copy is told the start is its
+    own (ATTEMPT_STARTED again, same start time); another START is still refused."""
+    key = schedule(h, start_to_close_timeout_ms=S).key
+    first = Record.command("ACTIVITY_TASK", "START", {"attempt": 1, "identity": "w"}, key=key,
+                           request_id="s-1", reply_partition=1)
+    assert h.send(first) == []
+    h.clock.advance(500)
+    assert h.send(first) == []
+    answers = [r for _, r in h.replies]
+    assert [r.intent for r in answers] == ["ATTEMPT_STARTED", "ATTEMPT_STARTED"]
+    assert answers[0].value["started_time_ms"] == answers[1].value["started_time_ms"]
+    other = Record.command("ACTIVITY_TASK", "START", {"attempt": 1, "identity": "w"}, key=key, request_id="s-2")
+    (rej,) = h.send(other)
+    assert "already started" in rej.rejection_reason
+
+
 def test_a_timeout_before_the_timer_is_due_is_rejected_and_at_its_time_accepted(h):
     """Activities follow Temporal: a timer fires at its time (jobs keep Zeebe's strict rule, Z1)."""
     key = schedule(h, start_to_close_timeout_ms=10 * S, retry_policy={"maximum_attempts": 1}).key

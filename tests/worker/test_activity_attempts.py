@@ -18,6 +18,7 @@ from streamproc.protocol.records import Record, RecordType
 from streamproc.worker.activity_attempt import ActivityAttempt as _Attempt
 from streamproc.worker.activity_worker import WorkerStats
 from streamproc.worker.replies import Reply
+from streamproc.worker.task_leases import OverdueAttempts
 
 KEY = 42
 
@@ -40,6 +41,14 @@ class FakeEngine:
         self._start_rejected = start_rejected
         self._heartbeat_answer = heartbeat_answer  # value -> (record_type, rejection_type, cancel_requested)
         self._futures: dict[str, Future] = {}
+        self.overdue = OverdueAttempts()
+        self._stop = threading.Event()
+
+    def hands_over(self):
+        return False
+
+    def forget(self, request_id):
+        self._futures.pop(request_id, None)
 
     def first_reply(self, request_id, ttl_s):
         self._futures[request_id] = Future()
