@@ -276,3 +276,43 @@ def test_a_second_live_engine_with_the_same_id_makes_one_of_them_stop(broker, tm
             e.stop()
         for t in threads:
             t.join(60)
+
+
+@pytest.mark.parametrize("broker", [29114], indirect=True)
+def test_errors_that_are_not_kafka_errors_rewind_instead_of_ending_the_engine(broker, tmp_path, monkeypatch):
+    """A restore that times out inside the rebalance callback (a TimeoutError, as the broker
+    would give during an outage), then a RuntimeError in the middle of a step: each is
+    rewound, the engine stays up and every job completes once."""
+    from streamproc.engine.engine import Engine
+
+    settings = _settings(broker, tmp_path)
+    real_restore, real_step = Engine._restore, Engine._step
+    raised: list[str] = []
+
+    def restore_times_out_once(self, db, pid):
+        if "restore" not in raised:
+            raised.append("restore")
+            raise TimeoutError("changelog restore did not reach the end")
+        return real_restore(self, db, pid)
+
+    def step_fails_once(self):
+        if "step" not in raised and self.stats.batches >= 3:
+            raised.append("step")
+            raise RuntimeError("something unexpected")
+        return real_step(self)
+    monkeypatch.setattr(Engine, "_restore", restore_times_out_once)
+    monkeypatch.setattr(Engine, "_step", step_fails_once)
+    worker = worker_process(broker.bootstrap, settings.namespace, "flow", "w1", tmp_path)
+    events = EventLog(broker.bootstrap, settings.namespace)
+    try:
+        with EngineThread(settings) as engine:
+            worker.start()
+            _create_jobs(settings, 0, 200)
+            events.read_until(lambda e: e.count("COMPLETED") >= 200, timeout=90)
+            time.sleep(1)
+            events.read_available()
+            _check_exactly_once(events, 200)
+            assert raised == ["restore", "step"] and engine.failure is None
+    finally:
+        events.close()
+        worker.stop()
