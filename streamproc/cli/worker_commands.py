@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 import importlib
+import os
 import signal
+import sys
+import threading
+import time
 from datetime import timedelta
 
 import click
 import orjson
+import structlog
 
 from streamproc.settings import Settings
 
@@ -45,15 +50,23 @@ def worker() -> None:
 @click.option("--worker-id", default=None)
 @click.option("--retry-backoff", "backoff_s", type=click.FloatRange(0), default=0.0, show_default=True,
               help="Seconds before a failed job is retried.")
-def worker_run(task_queue: str, handler: str, worker_id: str | None, backoff_s: float) -> None:
+@click.option("--max-concurrent", type=click.IntRange(1), default=16, show_default=True,
+              help="Handlers running at once.")
+@click.option("--start-unconfirmed", is_flag=True,
+              help="Run a handler as soon as its START is sent, without waiting for the engine to accept it: "
+                   "faster, but a handler may run twice after a rebalance.")
+def worker_run(task_queue: str, handler: str, worker_id: str | None, backoff_s: float, max_concurrent: int,
+               start_unconfirmed: bool) -> None:
     """Join TASK_QUEUE's consumer group and run HANDLER for its jobs until SIGINT/SIGTERM."""
     from streamproc.worker.job_worker import JobWorker
 
     w = JobWorker(task_queue, _load_handler(handler), worker_id=worker_id,
-                  retry_backoff=timedelta(seconds=backoff_s))
+                  retry_backoff=timedelta(seconds=backoff_s), max_concurrent=max_concurrent,
+                  start_unconfirmed=start_unconfirmed)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: w.stop())
     w.run()
+    _exit_past_stuck_handlers()
 
 
 @worker.command("start")
@@ -89,6 +102,28 @@ def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[
         except ValueError as exc:  # two workflows or activities of the same name
             raise click.UsageError(str(exc)) from None
         w.run()  # in the main thread: SIGINT / SIGTERM stop it
+    _exit_past_stuck_handlers()
+
+
+def _exit_past_stuck_handlers(grace_s: float = 1.0) -> None:
+    """Exit even if a handler never returns: Python would wait for its thread forever. The
+    worker has left its groups and sent what it had; the engine times the attempt out."""
+    from concurrent.futures import thread as futures_thread
+
+    # Pool threads are joined at exit even when daemonic (concurrent.futures' own registry).
+    pools = set(getattr(futures_thread, "_threads_queues", {}))
+    deadline = time.monotonic() + grace_s
+    stuck = []
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and (not thread.daemon or thread in pools):
+            thread.join(max(deadline - time.monotonic(), 0))
+            if thread.is_alive():
+                stuck.append(thread.name)
+    if stuck:
+        structlog.get_logger("streamproc.worker").warning("worker_exiting_past_stuck_handlers", threads=stuck)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 @click.group()

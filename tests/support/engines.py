@@ -93,10 +93,11 @@ def engine_process(bootstrap: str, namespace: str, engine_id: str, state_dir: Pa
 
 
 def worker_process(bootstrap: str, namespace: str, queue: str, worker_id: str, log_dir: Path,
-                   handler: str = "tests.support.handlers:double") -> Process:
-    env = _env(bootstrap, namespace)
-    return Process(["worker", "run", queue, "--handler", handler, "--worker-id", worker_id],
-                   env, log_dir / f"worker-{worker_id}.log")
+                   handler: str = "tests.support.handlers:double", options: tuple[str, ...] = (),
+                   **env: str) -> Process:
+    """`streamproc worker run` (a job worker) with more `options` and environment variables."""
+    return Process(["worker", "run", queue, "--handler", handler, "--worker-id", worker_id, *options],
+                   _env(bootstrap, namespace, **env), log_dir / f"worker-{worker_id}.log")
 
 
 def combined_worker_process(bootstrap: str, namespace: str, queue: str, worker_id: str, log_dir: Path, *,
