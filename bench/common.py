@@ -46,6 +46,8 @@ class Bench:
         self.dir = Path(tempfile.mkdtemp(prefix="streamproc-bench-"))
         self.procs: list[subprocess.Popen] = []
         self.namespaces: list[str] = []
+        #: Extra `streamproc worker run` options of the job workers this bench starts.
+        self.job_worker_options: tuple[str, ...] = ()
         say(f"broker {self.bootstrap}{' (started here)' if self.broker else ''}, logs in {self.dir}")
         self.fresh_namespace()
 
@@ -80,8 +82,9 @@ class Bench:
         return self.spawn(["engine", "run"], env, f"engine-{engine_id}.log")
 
     def worker(self, queue: str, worker_id: str, handler: str = "bench.handlers:noop") -> subprocess.Popen:
-        return self.spawn(["worker", "run", queue, "--handler", handler, "--worker-id", worker_id],
-                          self.env(), f"worker-{worker_id}.log")
+        """A job worker process, with `job_worker_options` (e.g. --start-unconfirmed)."""
+        return self.spawn(["worker", "run", queue, "--handler", handler, "--worker-id", worker_id,
+                           *self.job_worker_options], self.env(), f"worker-{worker_id}.log")
 
     def close(self, keep_topics: bool = False) -> None:
         for proc in self.procs:

@@ -50,6 +50,9 @@ def main() -> int:
     parser.add_argument("--profile-idle", action="store_true",
                         help="with --profile: sample idle time too (wall clock: waits on Kafka show up)")
     parser.add_argument("--keep-topics", action="store_true")
+    parser.add_argument("--job-start-unconfirmed", action="store_true",
+                        help="job workers run a handler as soon as START is sent, without the engine's answer "
+                             "(the opt-in fast path that may run a handler twice; jobs_* scenarios)")
     parser.add_argument("--no-eager-activities", action="store_true",
                         help="workflow workers send every activity through the task queue (workflow scenarios)")
     args = parser.parse_args()
@@ -68,6 +71,8 @@ def main() -> int:
     started = time.monotonic()
     machine_before, ours_before = _machine_busy_s(), _own_cpu_s()
     bench = Bench(args.scenario)
+    if args.job_start_unconfirmed:
+        bench.job_worker_options = ("--start-unconfirmed",)
     broker_pid = bench.broker_pid
     broker_before = pid_cpu_seconds(broker_pid)
     try:
@@ -92,6 +97,8 @@ def main() -> int:
     if bench.broker is not None:  # a broker started here is a child: its CPU is in ours too
         ours = max(0.0, ours - broker)
     extra = {"eager_activities": not args.no_eager_activities} if args.scenario in WORKFLOW_SCENARIOS else {}
+    if args.scenario.startswith("jobs_"):
+        extra["job_start"] = "unconfirmed" if args.job_start_unconfirmed else "confirmed"
     line = {"scenario": args.scenario, "quick": args.quick, **extra, **result,
             "wall_seconds": round(time.monotonic() - started, 1),
             # CPU the machine spent during the run: ours (bench, engines, workers), the
