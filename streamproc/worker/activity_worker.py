@@ -36,21 +36,20 @@ from datetime import timedelta
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer
 
 from streamproc.activity.context import CancelReason
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.client.client import Client
 from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
-from streamproc.kafka.batching import consume_available, resume_now
 from streamproc.kafka.config import client_id, consumer_config
-from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import ActivityIntent, Record, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.activity_attempt import ActivityAttempt
 from streamproc.worker.replies import Reply, ReplyListener
+from streamproc.worker.task_intake import TaskIntake
 from streamproc.worker.task_leases import OverdueAttempts, TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
 
@@ -135,12 +134,16 @@ class ActivityWorker:
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
         }))
-        membership = self._membership = join_task_queue(consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap,
-                                  self.overdue, self._on_assign, self._on_revoke, self.task_queue, self.identity)
+        intake = TaskIntake(consumer, topic, self.offsets,
+                            lambda task: task.value_type == ValueType.ACTIVITY_TASK and task.intent == A.ACTIVITY_TASK,
+                            "activity")
+        self._membership = intake.membership = join_task_queue(
+            consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
+            self._on_assign, intake.on_revoke, self.task_queue, self.identity)
         log.info("activity_worker_started", task_queue=self.task_queue, identity=self.identity,
                  activities=sorted(self.definitions))
         try:
-            self._poll(consumer, membership)
+            self._poll(intake)
         finally:
             consumer.close()  # leave the group at once: the queue's partitions move on
             self._shut_down(executor, loop_thread)
@@ -169,57 +172,16 @@ class ActivityWorker:
                  partitions=sorted(tp.partition for tp in partitions))
         self.ready.set()
 
-    def _on_revoke(self, consumer, partitions) -> None:
-        self._store_offsets(consumer)  # what is settled so far goes with the commit of the revocation
-        self.offsets.forget({tp.partition for tp in partitions})
-
-    def _store_offsets(self, consumer: Consumer) -> None:
-        """Let auto-commit commit past the tasks whose START was answered, no further."""
-        topic = self.client.topics.tasks(self.task_queue)
-        settled = [TopicPartition(topic, partition, offset) for partition, offset in self.offsets.committable().items()]
-        if settled:
-            try:
-                consumer.store_offsets(offsets=settled)
-            except KafkaException as exc:  # a partition that was just taken away: its next owner redelivers
-                log.info("task_offsets_not_stored", error=str(exc))
-
-    def _poll(self, consumer: Consumer, membership: TaskQueueMembership) -> None:
-        executor = self._executor
-        paused = False
+    def _poll(self, intake: TaskIntake) -> None:
         while not self._stop.is_set():
-            if not membership.may_take_tasks():
-                paused = False  # a rejoin starts unpaused
-                consumer.poll(0.1)  # serves the rebalance of leaving
-                continue
             with self._lock:
                 free = self.max_concurrent - self._in_flight
-            # Paused rather than not polled: a worker busy for longer than the poll
-            # interval must keep its group membership, and its tasks must go to others.
-            if (free <= 0) != paused:
-                paused = free <= 0
-                if paused:
-                    consumer.pause(consumer.assignment())
-                else:
-                    resume_now(consumer, consumer.assignment())
-            for msg in consume_available(consumer, max(free, 1), 0.1):
-                if msg.error() is not None:
-                    log.warning("task_consume_error", error=str(msg.error()))
-                    continue
-                try:
-                    task = codec.decode(msg.value(), msg.headers())
-                except codec.DecodeError as exc:
-                    log.warning("task_undecodable", offset=msg.offset(), error=str(exc))
-                    self.offsets.skipped(msg.partition(), msg.offset())
-                    continue
-                if task.value_type != ValueType.ACTIVITY_TASK or task.intent != A.ACTIVITY_TASK:
-                    log.warning("task_not_an_activity", value_type=task.value_type, intent=task.intent)
-                    self.offsets.skipped(msg.partition(), msg.offset())
-                    continue
-                with self._lock:
-                    self._in_flight += 1
-                self.offsets.taken(msg.partition(), msg.offset())
-                executor.submit(self._run_attempt, task, msg.partition(), msg.offset())
-            self._store_offsets(consumer)
+            intake.poll(free, self._take)
+
+    def _take(self, task: Record, partition: int, offset: int) -> None:
+        with self._lock:
+            self._in_flight += 1
+        self._executor.submit(self._run_attempt, task, partition, offset)
 
     def hands_over(self) -> bool:
         """Whether a task taken now is left unstarted for another worker (see task_leases)."""

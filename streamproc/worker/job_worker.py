@@ -13,8 +13,9 @@ was answered (`TaskOffsets`), so a worker killed mid-batch leaves the unstarted 
 the partition's next owner; and a worker with a handler running past the job's timeout
 (the engine has timed that attempt out and republished it on a partition this worker
 owns) leaves the group until the handler returns, so the retry reaches a healthy worker.
-Handlers run on a bounded pool of `max_concurrent` threads; the partitions are paused
-while it is full.
+Handlers run on a bounded pool of `max_concurrent` threads. STARTs do not hold a thread
+while they wait for their answer (`PendingStarts`): up to `max_jobs_active` jobs are taken
+at once, and the partitions are paused while that many are.
 
 `start_unconfirmed=True` is the old, faster path: the handler runs as soon as START is
 sent. It **may run twice after a rebalance** (a redelivered task whose first START was
@@ -36,18 +37,17 @@ from typing import Any
 
 import orjson
 import structlog
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer
 
 from streamproc.client.client import Client
 from streamproc.kafka.admin import TopicAdmin
-from streamproc.kafka.batching import consume_available, resume_now
 from streamproc.kafka.config import client_id, consumer_config
-from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import JobIntent, Record, RecordType, ValueType
 from streamproc.protocol.topics import check_task_queue
-from streamproc.worker.replies import ReplyListener
-from streamproc.worker.task_leases import OverdueAttempts, TaskQueueMembership, join_task_queue, confirm_start
+from streamproc.worker.replies import Reply, ReplyListener
+from streamproc.worker.task_intake import TaskIntake
+from streamproc.worker.task_leases import OverdueAttempts, PendingStarts, TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
@@ -80,18 +80,24 @@ class JobWorker:
     def __init__(self, task_queue: str, handler: Handler, *, bootstrap: str | None = None,
                  namespace: str | None = None, worker_id: str | None = None,
                  retry_backoff: timedelta = timedelta(0), partitions: int | None = None,
-                 max_concurrent: int = 16, start_unconfirmed: bool = False) -> None:
+                 max_concurrent: int = 16, max_jobs_active: int = 256, start_unconfirmed: bool = False) -> None:
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
+        if max_jobs_active < max_concurrent:
+            raise ValueError(f"max_jobs_active must be >= max_concurrent ({max_concurrent}), got {max_jobs_active}")
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.client = Client(bootstrap, namespace, **{"client.id": client_id("worker", self.worker_id)})
         self.task_queue = task_queue
         self.handler = handler
         self.retry_backoff = retry_backoff
+        #: Handlers running at once (threads).
         self.max_concurrent = max_concurrent
+        #: Jobs taken and not finished: STARTs awaiting their answer, accepted jobs waiting
+        #: for a thread, handlers running (Zeebe's maxJobsActive).
+        self.max_jobs_active = max_jobs_active
         #: Run the handler without waiting for the engine to accept START (may run twice).
         self.start_unconfirmed = start_unconfirmed
         #: Handlers that returned or raised.
@@ -108,6 +114,8 @@ class JobWorker:
         self._lock = threading.Condition()
         self._in_flight = 0
         self._membership: TaskQueueMembership | None = None
+        self._starts: PendingStarts | None = None
+        self._pool: ThreadPoolExecutor | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -119,20 +127,23 @@ class JobWorker:
             self.task_queue, self._partitions or self.client.partitions)
         if not self.start_unconfirmed:
             self.replies = ReplyListener(self.client.bootstrap, topics).start()
+            self._starts = PendingStarts(self.replies, lambda cmd: self.client.send(cmd, partition_of_key(cmd.key)))
         consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
             "client.id": client_id("worker", self.worker_id),
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
         }))
-        self._membership = join_task_queue(consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap,
-                                  self.overdue, self._on_assign, self._on_revoke, self.task_queue, self.worker_id)
-        pool = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="job")
+        intake = TaskIntake(consumer, topic, self.offsets, lambda task: task.value_type == ValueType.JOB, "job")
+        self._membership = intake.membership = join_task_queue(
+            consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
+            self._on_assign, intake.on_revoke, self.task_queue, self.worker_id)
+        self._pool = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="job")
         log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id)
         try:
-            self._poll(consumer, pool, topic, max_jobs)
+            self._poll(intake, max_jobs)
         finally:
             consumer.close()  # leave the group at once: the queue's partitions move on
-            pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=False, cancel_futures=True)
             if self.replies is not None:
                 self.replies.close()
             self.client.flush()
@@ -142,107 +153,69 @@ class JobWorker:
                  partitions=sorted(tp.partition for tp in partitions))
         self.ready.set()
 
-    def _on_revoke(self, consumer, partitions) -> None:
-        self._store_offsets(consumer, self.client.topics.tasks(self.task_queue))
-        self.offsets.forget({tp.partition for tp in partitions})
-
-    def _store_offsets(self, consumer: Consumer, topic: str) -> None:
-        """Let auto-commit commit past the tasks whose START was answered, no further."""
-        settled = [TopicPartition(topic, p, o) for p, o in self.offsets.committable().items()]
-        if settled:
-            try:
-                consumer.store_offsets(offsets=settled)
-            except KafkaException as exc:  # taken away meanwhile: its next owner redelivers
-                log.info("task_offsets_not_stored", error=str(exc))
-
-    def _poll(self, consumer: Consumer, pool: ThreadPoolExecutor, topic: str, max_jobs: int | None) -> None:
-        paused = False
+    def _poll(self, intake: TaskIntake, max_jobs: int | None) -> None:
         while not self._stop.is_set() and (max_jobs is None or self.handled < max_jobs):
-            if not self._membership.may_take_tasks():
-                paused = False  # a rejoin starts unpaused
-                consumer.poll(0.1)  # serves the rebalance of leaving
-                continue
             with self._lock:
-                free = self.max_concurrent - self._in_flight
-            if (free <= 0) != paused:  # paused, not unpolled: membership is kept while busy
-                paused = free <= 0
-                if paused:
-                    consumer.pause(consumer.assignment())
-                else:
-                    resume_now(consumer, consumer.assignment())
-            for msg in consume_available(consumer, max(free, 1), 0.1):
-                if msg.error() is not None:
-                    log.warning("task_consume_error", error=str(msg.error()))
-                    continue
-                try:
-                    task = codec.decode(msg.value(), msg.headers())
-                except codec.DecodeError as exc:
-                    log.warning("task_undecodable", offset=msg.offset(), error=str(exc))
-                    self.offsets.skipped(msg.partition(), msg.offset())
-                    continue
-                if task.value_type != ValueType.JOB:
-                    log.warning("task_not_a_job", value_type=task.value_type, intent=task.intent)
-                    self.offsets.skipped(msg.partition(), msg.offset())
-                    continue
-                with self._lock:
-                    self._in_flight += 1
-                self.offsets.taken(msg.partition(), msg.offset())
-                pool.submit(self._run_attempt, task, msg.partition(), msg.offset())
-            self._store_offsets(consumer, topic)
+                free = self.max_jobs_active - self._in_flight
+            intake.poll(free, self._take)
+            if self._starts is not None:
+                self._starts.resend_due()
 
-    def _run_attempt(self, task: Record, partition: int, offset: int) -> None:
-        try:
-            self._attempt(task, partition, offset)
-        except Exception:  # a bug here must not leak a slot or kill the pool thread
-            log.exception("job_attempt_crashed", job_key=task.key)
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-                self._lock.notify_all()
-
-    def _attempt(self, task: Record, partition: int, offset: int) -> None:
+    def _take(self, task: Record, partition: int, offset: int) -> None:
+        """A task from the queue: START it; its handler runs once the engine accepted that."""
         v = task.value
-        job = ActivatedJob(key=task.key, attempt=v["attempt"], type=v["type"],
-                           payload=orjson.loads(v["payload"]), retries=v["retries"],
-                           timeout_ms=v["timeout_ms"])
+        job = ActivatedJob(key=task.key, attempt=v["attempt"], type=v["type"], payload=orjson.loads(v["payload"]),
+                           retries=v["retries"], timeout_ms=v["timeout_ms"])
         if self._membership.hands_over():
             return  # about to leave the group: not started, not settled, redelivered elsewhere
+        with self._lock:
+            self._in_flight += 1
         sent_at = time.monotonic()
-        accepted = self._start(job)
-        if accepted is None:
-            return  # stopping before the engine answered: not settled, redelivered to the next owner
-        self.offsets.settled(partition, offset)
-        if not accepted:
-            return
-        lease = object()
-        self.overdue.begin(lease, job.timeout_ms / 1000, f"job {job.key} attempt {job.attempt}", sent_at)
-        try:
-            self._handle(job)
-        finally:
-            self.overdue.end(lease)
-
-    def _start(self, job: ActivatedJob) -> bool | None:
-        """START the attempt: True if the handler may run (the engine accepted it), False if
-        refused, None if the worker stops before an answer came."""
         value = {"attempt": job.attempt, "worker": self.worker_id}
         if self.start_unconfirmed:
             self.client.send(Record.command(ValueType.JOB, JobIntent.START, value, key=job.key),
                              partition_of_key(job.key))
-            return True
-        request_id = uuid.uuid4().hex
-        command = Record.command(ValueType.JOB, JobIntent.START, value, key=job.key, request_id=request_id,
+            self._started(job, partition, offset, sent_at, None)
+            return
+        command = Record.command(ValueType.JOB, JobIntent.START, value, key=job.key, request_id=uuid.uuid4().hex,
                                  reply_partition=self.replies.partition)
-        reply = confirm_start(self.replies, request_id, lambda: self.client.send(command, partition_of_key(job.key)),
-                              self._stop)
-        if reply is None:
-            return None
-        if reply.record.record_type is RecordType.COMMAND_REJECTION:
+        self._starts.start(command, lambda reply: self._started(job, partition, offset, sent_at, reply))
+
+    def _started(self, job: ActivatedJob, partition: int, offset: int, sent_at: float, reply: Reply | None) -> None:
+        """The engine answered the START (None: not asked): run the handler if it accepted."""
+        self.offsets.settled(partition, offset)
+        if reply is not None and reply.record.record_type is RecordType.COMMAND_REJECTION:
             log.info("job_start_refused", job_key=job.key, attempt=job.attempt,
                      rejection_type=reply.record.rejection_type, reason=reply.record.rejection_reason)
             with self._lock:
                 self.refused += 1
-            return False
-        return True
+            self._finished()
+            return
+        try:
+            self._pool.submit(self._run_handler, job, sent_at)
+        except RuntimeError:  # the pool is shut down: the engine times the attempt out
+            self._finished()
+
+    def _run_handler(self, job: ActivatedJob, sent_at: float) -> None:
+        timeout_s = job.timeout_ms / 1000
+        lease = object()
+        try:
+            if time.monotonic() >= sent_at + timeout_s:
+                # Waited for a thread past the job's timeout: the engine has timed it out.
+                log.warning("job_expired_before_its_handler_ran", job_key=job.key, attempt=job.attempt)
+                return
+            self.overdue.begin(lease, timeout_s, f"job {job.key} attempt {job.attempt}", sent_at)
+            self._handle(job)
+        except Exception:  # a bug here must not leak a slot or kill the pool thread
+            log.exception("job_attempt_crashed", job_key=job.key)
+        finally:
+            self.overdue.end(lease)
+            self._finished()
+
+    def _finished(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            self._lock.notify_all()
 
     def _handle(self, job: ActivatedJob) -> None:
         try:

@@ -42,6 +42,7 @@ import structlog
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
+from streamproc.protocol.records import Record
 from streamproc.worker.replies import Reply, ReplyListener
 
 log = structlog.get_logger("streamproc.worker")
@@ -72,6 +73,58 @@ def confirm_start(replies: ReplyListener, request_id: str, send: Callable[[], No
     finally:
         if not answer.done():
             replies.forget(request_id)
+
+
+class PendingStarts:
+    """STARTs sent and not answered yet, without a thread waiting on each (a job worker has
+    many in flight: one engine round trip each would otherwise bound its throughput).
+
+    An answer arrives on the replies listener's thread and goes to the `on_answer` given
+    with the START; `resend_due()`, called by the polling thread, sends again, with the
+    same request id, every START unanswered for `resend_s`, and says so in one line.
+    """
+
+    def __init__(self, replies: ReplyListener, send: Callable[[Record], None], resend_s: float = START_RESEND_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._replies = replies
+        self._send = send
+        self._resend_s = resend_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        #: request id -> (the START, when its last copy was sent, copies sent)
+        self._pending: dict[str, tuple[Record, float, int]] = {}
+
+    def start(self, command: Record, on_answer: Callable[[Reply], None]) -> None:
+        """Send `command` (a START naming a request id and our replies partition)."""
+        request_id = command.request_id
+
+        def answered(reply: Reply) -> bool:
+            with self._lock:
+                if self._pending.pop(request_id, None) is None:
+                    return True  # a later copy's answer: the first one decided
+            on_answer(reply)
+            return True
+
+        with self._lock:
+            self._pending[request_id] = (command, self._clock(), 1)
+        self._replies.expect(request_id, answered, ttl_s=24 * 3600)
+        self._send(command)
+
+    def resend_due(self) -> None:
+        now = self._clock()
+        with self._lock:
+            due = [(rid, cmd, copies) for rid, (cmd, sent, copies) in self._pending.items()
+                   if now - sent >= self._resend_s]
+            for rid, cmd, copies in due:
+                self._pending[rid] = (cmd, now, copies + 1)
+        if due:
+            log.warning("task_starts_unanswered_resending", starts=len(due), most_copies=max(c for _, _, c in due) + 1)
+        for _, cmd, _ in due:
+            self._send(cmd)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pending)
 
 
 class OverdueAttempts:

@@ -131,3 +131,40 @@ def test_a_lone_worker_stays_and_one_left_alone_rejoins():
     others[0] = None  # the broker is away: stay as we are
     now[0] = 20.0
     assert member.may_take_tasks() and consumer.unsubscriptions == 1
+
+
+class Listener:
+    """The replies listener's registration side; `answer` plays the engine's reply."""
+
+    def __init__(self) -> None:
+        self.callbacks = {}
+
+    def expect(self, request_id, callback, ttl_s):
+        self.callbacks[request_id] = callback
+
+    def answer(self, request_id, intent="STARTED"):
+        self.callbacks[request_id](Reply(Record(RecordType.EVENT, "JOB", intent, {}, key=1), 0))
+
+
+def test_pending_starts_resend_unanswered_ones_and_take_only_the_first_answer():
+    from streamproc.worker.task_leases import PendingStarts
+
+    now, sent, answers = [0.0], [], []
+    listener = Listener()
+    starts = PendingStarts(listener, sent.append, resend_s=5, clock=lambda: now[0])
+    a = Record.command("JOB", "START", {"attempt": 1}, key=1, request_id="a", reply_partition=0)
+    b = Record.command("JOB", "START", {"attempt": 1}, key=2, request_id="b", reply_partition=0)
+    starts.start(a, answers.append)
+    now[0] = 3.0
+    starts.start(b, answers.append)
+    assert [c.request_id for c in sent] == ["a", "b"] and len(starts) == 2
+    now[0] = 5.0
+    starts.resend_due()  # a is 5 s old, b 2 s: only a again, same request id
+    assert [c.request_id for c in sent] == ["a", "b", "a"]
+    listener.answer("b")
+    listener.answer("a")
+    listener.answer("a", intent="REJECTED")  # the copy's answer: ignored
+    assert len(answers) == 2 and len(starts) == 0
+    now[0] = 100.0
+    starts.resend_due()
+    assert len(sent) == 3

@@ -1,0 +1,85 @@
+"""The polling side of a task queue worker, shared by job and activity workers.
+
+Takes task records from the queue's partitions no faster than the worker has free slots
+(paused rather than not polled while full: a worker busy for longer than the poll interval
+must keep its group membership), hands each task to the worker, and lets auto-commit
+commit only past tasks whose START was answered (`TaskOffsets`). While the worker is out
+of the group (`TaskQueueMembership`: an attempt overdue) it only serves the rebalance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from streamproc.kafka.batching import consume_available, resume_now
+from streamproc.protocol import codec
+from streamproc.protocol.records import Record
+from streamproc.worker.task_leases import TaskQueueMembership
+from streamproc.worker.task_offsets import TaskOffsets
+
+log = structlog.get_logger("streamproc.worker")
+
+
+class TaskIntake:
+    def __init__(self, consumer: Consumer, topic: str, offsets: TaskOffsets, accepts: Callable[[Record], bool],
+                 kind: str) -> None:
+        """`accepts(record)`: whether a decoded record is a task of this worker's `kind`."""
+        self._consumer = consumer
+        self._topic = topic
+        self._offsets = offsets
+        self._accepts = accepts
+        self._kind = kind
+        self._paused = False
+        #: Set once the worker joined the group (it needs `on_revoke` to subscribe).
+        self.membership: TaskQueueMembership | None = None
+
+    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions taken away: what is settled goes with the revocation's commit, the rest
+        is the next owner's to redeliver."""
+        self.store_offsets()
+        self._offsets.forget({tp.partition for tp in partitions})
+
+    def poll(self, free_slots: int, take: Callable[[Record, int, int], None]) -> None:
+        """One round: take up to `free_slots` tasks (waiting up to 0.1 s for the first) and
+        hand each to `take(task, partition, offset)`."""
+        consumer = self._consumer
+        if not self.membership.may_take_tasks():
+            self._paused = False  # a rejoin starts unpaused
+            consumer.poll(0.1)  # serves the rebalance of leaving
+            return
+        if (free_slots <= 0) != self._paused:
+            self._paused = free_slots <= 0
+            if self._paused:
+                consumer.pause(consumer.assignment())
+            else:
+                resume_now(consumer, consumer.assignment())
+        for msg in consume_available(consumer, max(free_slots, 1), 0.1):
+            if msg.error() is not None:
+                log.warning("task_consume_error", error=str(msg.error()))
+                continue
+            try:
+                task = codec.decode(msg.value(), msg.headers())
+            except codec.DecodeError as exc:
+                log.warning("task_undecodable", offset=msg.offset(), error=str(exc))
+                self._offsets.skipped(msg.partition(), msg.offset())
+                continue
+            if not self._accepts(task):
+                log.warning("task_of_another_kind", expected=self._kind, value_type=task.value_type,
+                            intent=task.intent)
+                self._offsets.skipped(msg.partition(), msg.offset())
+                continue
+            self._offsets.taken(msg.partition(), msg.offset())
+            take(task, msg.partition(), msg.offset())
+        self.store_offsets()
+
+    def store_offsets(self) -> None:
+        """Let auto-commit commit past the tasks whose START was answered, no further."""
+        settled = [TopicPartition(self._topic, p, o) for p, o in self._offsets.committable().items()]
+        if settled:
+            try:
+                self._consumer.store_offsets(offsets=settled)
+            except KafkaException as exc:  # taken away meanwhile: its next owner redelivers
+                log.info("task_offsets_not_stored", error=str(exc))
