@@ -32,6 +32,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from streamproc.client.client import Client
+from streamproc.client.errors import CommandsNotDeliveredError
 from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available
@@ -184,14 +185,27 @@ class WorkflowWorker:
         if not messages:
             return
         ends: dict[tuple[str, int], int] = {}
+        firsts: dict[tuple[str, int], int] = {}
         for msg in messages:
             if msg.error() is not None:
                 log.warning("workflow_task_consume_error", error=str(msg.error()))
                 continue
             ends[(msg.topic(), msg.partition())] = msg.offset() + 1
+            firsts.setdefault((msg.topic(), msg.partition()), msg.offset())
             self._answer(msg)
         # 1. every answer of the batch is on the log ...
-        self.client.flush()
+        try:
+            self.client.flush()
+        except CommandsNotDeliveredError as exc:
+            # The broker is away (or was): answer the batch again once it is back. Answers
+            # that landed after all make the engine refuse the second copy, harmlessly.
+            log.warning("workflow_task_answers_not_delivered_retrying", error=str(exc), tasks=len(messages))
+            for (topic, partition), first in firsts.items():
+                try:
+                    consumer.seek(TopicPartition(topic, partition, first))
+                except KafkaException:  # taken away meanwhile: its next owner answers
+                    pass
+            return
         # 2. ... then its tasks are done, except pages of tasks that are not whole yet.
         offsets = [TopicPartition(topic, partition, min([end, *self._pages.pending_offsets(partition)]))
                    for (topic, partition), end in ends.items()]

@@ -51,7 +51,10 @@ class Rig:
         self.effects = effects
         self.engine = engine_process(self.bootstrap, NAMESPACE, "restarts", tmp_path / "state", tmp_path,
                                      partitions=2).start()
-        self.job_worker = worker_process(self.bootstrap, NAMESPACE, "flow", "jobs", tmp_path)
+        self.job_runs = tmp_path / "job-runs.txt"  # `key attempt worker` per handler run
+        self.job_worker = worker_process(self.bootstrap, NAMESPACE, "flow", "jobs", tmp_path,
+                                         handler="tests.support.handlers:recorded_double",
+                                         STREAMPROC_TEST_RUNS=str(self.job_runs), STREAMPROC_TEST_WORKER="jobs")
         self.flow_worker = combined_worker_process(self.bootstrap, NAMESPACE, QUEUE, "flows", tmp_path,
                                                    workflows=[WORKFLOW], activities=[ACTIVITY],
                                                    **{EFFECTS_DIR_VARIABLE: str(effects)})
@@ -121,6 +124,9 @@ class Rig:
         keys = {e.key for e in self.events.events(intent="CREATED")}
         completed = collections.Counter(e.key for e in self.events.events(intent="COMPLETED"))
         assert set(completed) == keys and set(completed.values()) == {1}, "a job not completed, or twice"
+        handler_runs = collections.Counter(tuple(line.split()[:2]) for line in self.job_runs.read_text().splitlines())
+        twice = [run for run, n in handler_runs.items() if n > 1]
+        assert not twice, f"job handlers ran twice for one attempt: {twice[:5]}"
         runs = runs_from_events(self.events)
         assert_nothing_written_twice(self.events, runs)
         check_completed_once(runs, self.workflow_ids)
