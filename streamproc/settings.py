@@ -19,6 +19,9 @@ ENVIRONMENT = {
     "STREAMPROC_TASK_QUEUES": "task queues the engine accepts commands for, comma-separated glob patterns "
                               "such as orders,payments-* (default *, any)",
     "STREAMPROC_MAX_TASK_QUEUES": "distinct task queues (so topics) one partition may admit (default 1000)",
+    "STREAMPROC_REPLICATION_FACTOR": "replicas of every topic streamproc creates (default -1: the broker's "
+                                     "default.replication.factor)",
+    "STREAMPROC_MIN_INSYNC_REPLICAS": "min.insync.replicas of every topic streamproc creates (default: the broker's)",
     "STREAMPROC_CLIENT_RESEND_MS": "how long a client call waits for the engine's answer before sending its "
                                    "command again with the same request id (default 5000)",
 }
@@ -59,6 +62,9 @@ class Settings:
     max_task_queues: int = DEFAULT_MAX_TASK_QUEUES
     #: Between two copies of a client request that got no answer.
     client_resend_ms: int = DEFAULT_CLIENT_RESEND_MS
+    #: Replicas of the topics we create (-1: the broker's default), and their min.insync.replicas (0: the broker's).
+    replication_factor: int = -1
+    min_insync_replicas: int = 0
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -74,9 +80,19 @@ class Settings:
             task_queues=_env("STREAMPROC_TASK_QUEUES", "*"),
             max_task_queues=_positive("STREAMPROC_MAX_TASK_QUEUES", DEFAULT_MAX_TASK_QUEUES),
             client_resend_ms=_positive("STREAMPROC_CLIENT_RESEND_MS", DEFAULT_CLIENT_RESEND_MS),
+            replication_factor=_replication_factor(),
+            min_insync_replicas=_positive("STREAMPROC_MIN_INSYNC_REPLICAS", 0) if _env(
+                "STREAMPROC_MIN_INSYNC_REPLICAS", "") else 0,
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         if ENGINE_ID_SEPARATOR in values["engine_id"]:
             raise ValueError(f"STREAMPROC_ENGINE_ID must not contain {ENGINE_ID_SEPARATOR!r}, "
                              f"got {values['engine_id']!r}")
         return cls(**values)
+
+
+def _replication_factor() -> int:
+    raw = _env("STREAMPROC_REPLICATION_FACTOR", "-1")
+    if raw != "-1" and not (raw.isdigit() and 1 <= int(raw) <= 32):
+        raise ValueError(f"STREAMPROC_REPLICATION_FACTOR must be -1 (the broker's default) or in [1, 32], got {raw!r}")
+    return int(raw)

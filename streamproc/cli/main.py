@@ -57,22 +57,35 @@ def dev(partitions: int | None, example: bool) -> None:
 
 @main.group()
 def broker() -> None:
-    """The local single-node Kafka broker (KRaft, from Maven Central jars, no Docker)."""
+    """The local Kafka broker, or a local cluster (KRaft, from Maven Central jars, no Docker)."""
 
 
-def _local_broker():
+def _local_broker(nodes: int = 1):
+    """The single broker, or with `nodes` > 1 a cluster on ports from STREAMPROC_BROKER_PORT up
+    (two per node), its state beside the single broker's."""
     from streamproc.devenv.broker import LocalBroker
-    return LocalBroker()
+    if nodes <= 1:
+        return LocalBroker()
+    from streamproc.devenv.broker_settings import DEFAULT_PORT, ENV_PORT, default_state_dir, port_from_env
+    from streamproc.devenv.kraft_cluster import LocalCluster
+    return LocalCluster(nodes, port_from_env(ENV_PORT) or DEFAULT_PORT, default_state_dir().with_name("kafka-cluster"))
+
+
+_NODES = click.option("--nodes", type=click.IntRange(1, 9), default=1, show_default=True,
+                      help="1: a single broker; 3: a three-node KRaft cluster (replication 3, min.insync.replicas 2).")
 
 
 @broker.command("start")
-def broker_start() -> None:
-    click.echo(_local_broker().start())
+@_NODES
+def broker_start(nodes: int) -> None:
+    """Start the local broker (or cluster); prints its bootstrap servers."""
+    click.echo(_local_broker(nodes).start())
 
 
 @broker.command("stop")
-def broker_stop() -> None:
-    _local_broker().stop()
+@_NODES
+def broker_stop(nodes: int) -> None:
+    _local_broker(nodes).stop()
 
 
 @broker.command("kill")
@@ -88,10 +101,12 @@ def broker_reset() -> None:
 
 
 @broker.command("status")
-def broker_status() -> None:
-    status = _local_broker().status()
+@_NODES
+def broker_status(nodes: int) -> None:
+    status = _local_broker(nodes).status()
     click.echo(orjson.dumps(status, default=str).decode())
-    if not status.get("running"):
+    running = status.get("running") if nodes <= 1 else all(s.get("running") for s in status.values())
+    if not running:
         raise SystemExit(1)
 
 

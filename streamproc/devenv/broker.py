@@ -89,6 +89,7 @@ class LocalBroker:
         lib_dir: str | os.PathLike[str] | None = None,
         heap: str | None = None,
         extra_properties: Mapping[str, Any] | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         self.port = int(port if port is not None else port_from_env(ENV_PORT) or DEFAULT_PORT)
         if controller_port is None:
@@ -101,6 +102,8 @@ class LocalBroker:
         self.lib_dir = Path(lib_dir).expanduser() if lib_dir is not None else default_lib_dir(self.kafka_version)
         self.heap = heap or os.environ.get(ENV_HEAP) or DEFAULT_HEAP
         self.extra_properties = dict(extra_properties or {})
+        #: The id its storage is formatted with: one shared by the nodes of a cluster (else random).
+        self.cluster_id = cluster_id
         #: True once start() of this object launched the JVM (False if it found one running).
         self.launched = False
         #: seconds from launching the JVM to the first metadata answer, set by start()
@@ -243,7 +246,7 @@ class LocalBroker:
         """Format ``data_dir`` as a new cluster, unless it holds one already."""
         if (self.data_dir / "meta.properties").is_file():
             return
-        cluster_id = random_cluster_id()
+        cluster_id = self.cluster_id or random_cluster_id()
         log.info("formatting %s (cluster id %s)", self.data_dir, cluster_id)
         # the tool logs to stdout (kafka.out), warnings only: kafka.log stays the broker's
         tool_log = self.state_dir / "tools-log4j.properties"

@@ -8,6 +8,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamproc.protocol.topics import Topics
+from streamproc.settings import Settings
 
 #: The changelog is compacted soon after writes, so a takeover reads live state, not history.
 CHANGELOG_CONFIG = {
@@ -23,9 +24,16 @@ EVENTS_CONFIG = {"retention.ms": str(7 * 24 * 3600 * 1000)}
 
 
 class TopicAdmin:
-    def __init__(self, bootstrap: str, topics: Topics, client_config: dict | None = None) -> None:
-        """`client_config`: more AdminClient settings (the engine's reconnect backoff and log throttle)."""
+    def __init__(self, bootstrap: str, topics: Topics, client_config: dict | None = None,
+                 settings: Settings | None = None) -> None:
+        """`client_config`: more AdminClient settings (the engine's reconnect backoff and log throttle).
+        Topics are created with the replication of `settings` (default: the environment's)."""
         self.topics = topics
+        settings = settings or Settings.from_env(bootstrap=bootstrap)
+        #: -1: the broker's default.replication.factor (a single dev broker: 1; a cluster: 3).
+        self.replication_factor = settings.replication_factor
+        self._replication_config = ({"min.insync.replicas": str(settings.min_insync_replicas)}
+                                    if settings.min_insync_replicas > 0 else {})
         self._admin = AdminClient({"bootstrap.servers": bootstrap, **(client_config or {})})
         self._known: set[str] = set()
 
@@ -48,7 +56,8 @@ class TopicAdmin:
         if not missing:
             return
         existing = self._admin.list_topics(timeout=timeout).topics
-        new = [NewTopic(n, wanted[n][0], 1, config=wanted[n][1]) for n in missing if n not in existing]
+        new = [NewTopic(n, wanted[n][0], self.replication_factor, config={**self._replication_config, **wanted[n][1]})
+               for n in missing if n not in existing]
         if new:
             for name, future in self._admin.create_topics(new, operation_timeout=timeout).items():
                 try:

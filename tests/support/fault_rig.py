@@ -1,0 +1,130 @@
+"""A broker (or a cluster of them), an engine, a job worker and a workflow worker under a
+steady load, and the checks that every job and workflow completed exactly once: shared by
+the broker-restart and the cluster-failover tests."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+from streamproc.client import Client
+from streamproc.client.workflow_events import workflow_event
+from tests.support.crash_workflow_checks import (COMPLETED, Starter, assert_nothing_written_twice,
+                                                 check_completed_once, runs_from_events)
+from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE, read_effects
+from tests.support.engines import combined_worker_process, engine_process, worker_process
+from tests.support.history import EventLog
+
+NAMESPACE = "restarts"
+QUEUE = "restart-flows"
+WORKFLOW = "tests.support.crash_workflows:ThreeStepsAndATimer"
+ACTIVITY = "tests.support.crash_workflows:crash_step"
+#: Seconds within which the engine and the workers must be back after each restart.
+RECOVERY_S = 30
+
+
+class Rig:
+    """The broker, an engine, a job worker, a workflow worker, paced job creates and the events."""
+
+    def __init__(self, tmp_path, broker) -> None:
+        """`broker`: a LocalBroker or LocalCluster, not started yet (started here, killed by close)."""
+        self.broker = broker
+        self.bootstrap = self.broker.start()
+        effects = tmp_path / "effects"
+        effects.mkdir()
+        self.effects = effects
+        self.engine = engine_process(self.bootstrap, NAMESPACE, "restarts", tmp_path / "state", tmp_path,
+                                     partitions=2).start()
+        self.job_runs = tmp_path / "job-runs.txt"  # `key attempt worker` per handler run
+        self.job_worker = worker_process(self.bootstrap, NAMESPACE, "flow", "jobs", tmp_path,
+                                         handler="tests.support.handlers:recorded_double",
+                                         STREAMPROC_TEST_RUNS=str(self.job_runs), STREAMPROC_TEST_WORKER="jobs")
+        self.flow_worker = combined_worker_process(self.bootstrap, NAMESPACE, QUEUE, "flows", tmp_path,
+                                                   workflows=[WORKFLOW], activities=[ACTIVITY],
+                                                   **{EFFECTS_DIR_VARIABLE: str(effects)})
+        self.events = EventLog(self.bootstrap, NAMESPACE)
+        self.client = Client(self.bootstrap, NAMESPACE)
+        self.starter: Starter | None = None
+        self.jobs = 0
+        self.workflow_ids: list[str] = []
+        self._stop = threading.Event()
+        self._creator = threading.Thread(target=self._create_jobs, daemon=True)
+
+    def start(self) -> None:
+        self.engine.wait_for_log("partitions_assigned", timeout=90)
+        for w in (self.job_worker, self.flow_worker):
+            w.start()
+        self.flow_worker.wait_for_log("workflow_tasks_assigned", timeout=90)
+        self.starter = Starter(self.bootstrap, NAMESPACE, QUEUE)
+        self._creator.start()
+
+    def _create_jobs(self) -> None:
+        while not self._stop.wait(0.05):  # 20 jobs a second
+            self.client.create_job("flow", {"n": self.jobs}, request_id=f"job-{self.jobs}")
+            self.jobs += 1
+
+    def start_workflows(self, prefix: str, count: int) -> None:
+        ids = [f"{prefix}-{n:03d}" for n in range(count)]
+        self.workflow_ids += ids
+        self.starter.start(ids)
+
+    def probe(self, name: str, timeout: float) -> float:
+        """Seconds until a new job and a new workflow both completed (their events read back)."""
+        began = time.monotonic()
+        self.client.create_job("flow", {"n": -1}, request_id=f"probe-{name}")
+        self.start_workflows(f"probe-{name}", 1)
+        workflow_id = self.workflow_ids[-1]
+
+        def done(events: EventLog) -> bool:
+            keys = {e.key for e in events.events(intent="CREATED") if e.request_id == f"probe-{name}"}
+            job_done = any(e.key in keys for e in events.events(intent="COMPLETED"))
+            flow_done = any(workflow_event(e).workflow_id == workflow_id
+                            for e in events.events("WORKFLOW", COMPLETED))
+            return job_done and flow_done
+        self.events.read_until(done, timeout=timeout)
+        return time.monotonic() - began
+
+    def stop_creating(self) -> int:
+        self._stop.set()
+        self._creator.join(60)
+        self.client.flush(120)
+        return self.jobs
+
+    def assert_alive(self) -> None:
+        for p in (self.engine, self.job_worker, self.flow_worker):
+            assert p.alive(), f"{p.log_path.name} died:\n{p.log_text()[-3000:]}"
+
+    def check_everything_once(self) -> None:
+        jobs = self.stop_creating()
+        self.starter.close()
+        expected = jobs + sum(1 for e in self.events.events(intent="CREATED") if e.request_id.startswith("probe-"))
+        self.events.read_until(lambda e: e.count("COMPLETED") >= expected
+                               and e.count_value("WORKFLOW", COMPLETED) >= len(self.workflow_ids), timeout=240)
+        self.engine.stop()
+        self.events.read_to_end(timeout=60)
+        created = collections.Counter(e.request_id for e in self.events.events(intent="CREATED"))
+        assert set(created.values()) == {1}, "a job was created twice"
+        assert sum(1 for r in created if r.startswith("job-")) == jobs, "a job was lost"
+        keys = {e.key for e in self.events.events(intent="CREATED")}
+        completed = collections.Counter(e.key for e in self.events.events(intent="COMPLETED"))
+        assert set(completed) == keys and set(completed.values()) == {1}, "a job not completed, or twice"
+        handler_runs = collections.Counter(tuple(line.split()[:2]) for line in self.job_runs.read_text().splitlines())
+        twice = [run for run, n in handler_runs.items() if n > 1]
+        assert not twice, f"job handlers ran twice for one attempt: {twice[:5]}"
+        runs = runs_from_events(self.events)
+        assert_nothing_written_twice(self.events, runs)
+        check_completed_once(runs, self.workflow_ids)
+        # Activity side effects: at most once per attempt (a worker's slice, reported, not asserted).
+        ran = collections.Counter((e["workflow_id"], e["step"], e["attempt"]) for e in read_effects(self.effects))
+        self.attempts_run_twice = sum(1 for n in ran.values() if n > 1)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.starter is not None:
+            self.starter.abandon()
+        self.events.close()
+        for p in (self.flow_worker, self.job_worker, self.engine):
+            p.stop()
+        self.client.close()
+        self.broker.kill()
