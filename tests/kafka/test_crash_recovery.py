@@ -44,9 +44,14 @@ def _check_exactly_once(events: EventLog, count: int) -> None:
     assert set(completed) == keys, f"{len(keys - set(completed))} jobs never completed"
     assert set(completed.values()) == {1}, "a job completed twice"
     assert events.duplicates() == [], f"duplicated events: {events.duplicates()[:5]}"
-    # START/COMPLETE sent by a worker for an attempt that timed out would be refused, but
-    # jobs here have a 5-minute timeout: no command should have been refused at all.
-    assert events.rejections() == [], [r.rejection_reason for r in events.rejections()[:5]]
+    # Jobs here have a 5-minute timeout: no answer (COMPLETE, FAIL) may have been refused.
+    # A START may: a task whose START was in flight when a rebalance moved its partition
+    # is redelivered to the new owner, whose START the engine refuses (the job is started,
+    # or done already), so its handler runs once.
+    redelivered = ("it is STARTED, not ACTIVATABLE", "no such job was found")
+    refused = [r for r in events.rejections()
+               if not (r.intent == "START" and any(reason in r.rejection_reason for reason in redelivered))]
+    assert refused == [], [r.rejection_reason for r in refused[:5]]
 
 
 def _assert_no_open_state(state_dir) -> None:
