@@ -8,7 +8,6 @@ find the broker killed right before it asks the coordinator to commit.
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 
@@ -23,7 +22,7 @@ from streamproc.kafka.errors import classify
 from streamproc.protocol.topics import Topics
 from streamproc.settings import Settings
 from tests.support.engines import EngineThread, worker_process
-from tests.support.history import EventLog
+from tests.support.history import EventLog, assert_jobs_completed_once
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -82,16 +81,6 @@ class PacedJobs:
         return self.created
 
 
-def _check_exactly_once(events: EventLog, count: int) -> None:
-    created = collections.Counter(e.request_id for e in events.events(intent="CREATED"))
-    assert len(created) == count and set(created.values()) == {1}, "a job was created twice or lost"
-    keys = {e.key for e in events.events(intent="CREATED")}
-    completed = collections.Counter(e.key for e in events.events(intent="COMPLETED"))
-    assert set(completed) == keys, f"{len(keys - set(completed))} jobs never completed"
-    assert set(completed.values()) == {1}, "a job completed twice"
-    assert events.duplicates() == [], f"duplicated events: {events.duplicates()[:5]}"
-
-
 class CommitHook:
     """Wraps the engine's commit call: `action()` runs once, on the commit thread, right
     before the `nth` commit asks the broker for anything."""
@@ -148,7 +137,7 @@ def test_a_commit_that_hangs_in_the_client_is_abandoned_and_the_batch_rewound(br
             events.read_until(lambda e: e.count("COMPLETED") >= 400, timeout=60)
             time.sleep(1)
             events.read_available()
-            _check_exactly_once(events, 400)
+            assert_jobs_completed_once(events, 400)
             print(f"\nall 300 jobs done {took:.1f} s after the first create, across a commit hung for good")
     finally:
         release.set()
@@ -187,7 +176,7 @@ def test_a_broker_killed_inside_a_commit_and_restarted_10_s_later(broker, tmp_pa
             events.read_until(lambda e: e.count("COMPLETED") >= count, timeout=120)
             time.sleep(1)
             events.read_available()
-            _check_exactly_once(events, count)
+            assert_jobs_completed_once(events, count)
             assert hook.returned.is_set()
             print(f"\nfirst commit {recovered_s:.1f} s after the broker restart")
     finally:
@@ -228,7 +217,7 @@ def test_a_static_consumer_fenced_by_its_own_instance_id_rejoins(broker, tmp_pat
             events.read_until(lambda e: e.count("COMPLETED") >= 100, timeout=60)
             time.sleep(1)
             events.read_available()
-            _check_exactly_once(events, 100)
+            assert_jobs_completed_once(events, 100)
             assert engine.failure is None
     finally:
         events.close()
@@ -311,7 +300,7 @@ def test_errors_that_are_not_kafka_errors_rewind_instead_of_ending_the_engine(br
             events.read_until(lambda e: e.count("COMPLETED") >= 200, timeout=90)
             time.sleep(1)
             events.read_available()
-            _check_exactly_once(events, 200)
+            assert_jobs_completed_once(events, 200)
             assert raised == ["restore", "step"] and engine.failure is None
     finally:
         events.close()

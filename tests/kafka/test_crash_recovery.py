@@ -21,7 +21,7 @@ from streamproc.client import Client
 from streamproc.state.db import PartitionDb
 from streamproc.state.families import Family
 from tests.support.engines import engine_process, worker_process
-from tests.support.history import EventLog
+from tests.support.history import EventLog, assert_jobs_completed_once
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -37,13 +37,7 @@ def _produce_jobs(bootstrap, namespace, count, per_second, done: threading.Event
 
 
 def _check_exactly_once(events: EventLog, count: int) -> None:
-    created = collections.Counter(e.request_id for e in events.events(intent="CREATED"))
-    assert len(created) == count and set(created.values()) == {1}, "a job was created twice or lost"
-    keys = {e.key for e in events.events(intent="CREATED")}
-    completed = collections.Counter(e.key for e in events.events(intent="COMPLETED"))
-    assert set(completed) == keys, f"{len(keys - set(completed))} jobs never completed"
-    assert set(completed.values()) == {1}, "a job completed twice"
-    assert events.duplicates() == [], f"duplicated events: {events.duplicates()[:5]}"
+    assert_jobs_completed_once(events, count)
     # Jobs here have a 5-minute timeout: no answer (COMPLETE, FAIL) may have been refused.
     # A START may: a task whose START was in flight when a rebalance moved its partition
     # is redelivered to the new owner, whose START the engine refuses (the job is started,

@@ -51,7 +51,10 @@ def cli(bootstrap, namespace, tmp_path, monkeypatch):
     def run(*args: str, code: int = 0) -> str:
         result = runner.invoke(main, ["workflow", *args], catch_exceptions=False)
         assert result.exit_code == code, result.output
-        return result.output
+        # On success stdout only: log lines of the engine and worker threads of this process
+        # go to the stderr the command's logging was configured with, which the runner
+        # captures too (a JSON document followed by a log line is not JSON).
+        return result.stdout if code == 0 else result.output
 
     with EngineThread(settings, idle_poll_ms=10), Client(bootstrap, namespace) as client, \
             Worker(client, task_queue=QUEUE, workflows=[Greeter, Waiter], activities=[greet]):

@@ -77,3 +77,14 @@ class EventLog:
 
     def close(self) -> None:
         self.reader.close()
+
+
+def assert_jobs_completed_once(events: EventLog, count: int) -> None:
+    """`count` jobs created once each, every one completed exactly once, no event written twice."""
+    created = collections.Counter(e.request_id for e in events.events(intent="CREATED"))
+    assert len(created) == count and set(created.values()) == {1}, "a job was created twice or lost"
+    keys = {e.key for e in events.events(intent="CREATED")}
+    completed = collections.Counter(e.key for e in events.events(intent="COMPLETED"))
+    assert set(completed) == keys, f"{len(keys - set(completed))} jobs never completed"
+    assert set(completed.values()) == {1}, "a job completed twice"
+    assert events.duplicates() == [], f"duplicated events: {events.duplicates()[:5]}"
