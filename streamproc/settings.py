@@ -29,7 +29,7 @@ ENVIRONMENT = {
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 #: Joins an engine id to the suffix of its second transactional producer ("<id>#2",
-#: streamproc/engine/transactions.py), so engine ids may not contain it.
+#: streamproc/kafka/transactions.py), so engine ids may not contain it.
 ENGINE_ID_SEPARATOR = "#"
 DEFAULT_NAMESPACE = "streamproc"
 DEFAULT_PARTITIONS = 4

@@ -37,8 +37,8 @@ def dev(partitions: int | None, example: bool) -> None:
     """Run everything locally: a broker (unless STREAMPROC_BOOTSTRAP names one), topics, an engine."""
     from streamproc.devenv.broker import ensure_broker
     from streamproc.devenv.example import start_example
-    from streamproc.engine.context import Limits
-    from streamproc.engine.engine import Engine
+    from streamproc.engine.processing import Limits
+    from streamproc.kafka.engine import Engine
 
     bootstrap, broker = ensure_broker()
     settings = Settings.from_env(bootstrap=bootstrap, partitions=partitions)
@@ -120,8 +120,8 @@ def engine() -> None:
 @click.option("--max-batch", type=click.IntRange(1, 100_000), default=2000, show_default=True)
 def engine_run(engine_id: str | None, max_batch: int) -> None:
     """Own the partitions the engine group gives this process, until SIGINT/SIGTERM."""
-    from streamproc.engine.context import Limits
-    from streamproc.engine.engine import Engine
+    from streamproc.engine.processing import Limits
+    from streamproc.kafka.engine import Engine
     from streamproc.kafka.errors import IdentityConflict
 
     settings = Settings.from_env(engine_id=engine_id)

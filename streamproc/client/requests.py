@@ -204,7 +204,7 @@ class RequestChannel:
         with self._lock:
             if self._replies is None:
                 # Imported here: the worker package imports the client.
-                from streamproc.worker.replies import ReplyListener
+                from streamproc.kafka.replies import ReplyListener
 
                 self._replies = ReplyListener(self.client.bootstrap, self.client.topics).start(timeout)
             return self._replies

@@ -39,7 +39,7 @@ from streamproc.semantics import TimeoutType
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
 
 if TYPE_CHECKING:
-    from streamproc.worker.replies import Reply
+    from streamproc.kafka.replies import Reply
 
 __all__ = ["WorkflowHandle", "WorkflowRequests", "WorkflowHistory", "WorkflowExecutionDescription",
            "outcome_of_close"]

@@ -10,12 +10,12 @@ from __future__ import annotations
 import structlog
 
 from streamproc.clock import Clock
-from streamproc.engine.activity_processors import ACTIVITY_PROCESSORS
-from streamproc.engine.context import Limits, ProcessingContext
-from streamproc.engine.job_processors import JOB_PROCESSORS, Processor
+from streamproc.engine.activities.processors import ACTIVITY_PROCESSORS
+from streamproc.engine.processing import Limits, ProcessingContext, Processor
+from streamproc.engine.jobs.processors import JOB_PROCESSORS
 from streamproc.engine.output import Output, RecordWriter
-from streamproc.engine.workflow_processors import WORKFLOW_PROCESSORS
-from streamproc.engine.workflow_runs import HistoryLimitExceeded, terminate_at_history_limit
+from streamproc.engine.workflows.processors import WORKFLOW_PROCESSORS
+from streamproc.engine.workflows.runs import HistoryLimitExceeded, terminate_at_history_limit
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType
 from streamproc.state.activities import Activities

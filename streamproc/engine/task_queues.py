@@ -18,13 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from typing import TYPE_CHECKING
 
 from streamproc.settings import DEFAULT_MAX_TASK_QUEUES
 from streamproc.state.task_queues import TaskQueues
-
-if TYPE_CHECKING:
-    from streamproc.engine.context import ProcessingContext
 
 #: Every name: dev mode and the default.
 ANY_QUEUE = "*"
@@ -45,16 +41,14 @@ class TaskQueuePolicy:
         return any(fnmatch.fnmatchcase(queue, pattern) for pattern in self.allowed)
 
 
-def admit_task_queue(ctx: ProcessingContext, queue: str) -> str | None:
-    """Why a command may not use task queue `queue`, or None after admitting it.
+def admit(policy: TaskQueuePolicy, queues: TaskQueues, queue: str) -> str | None:
+    """Why a command may not use task queue `queue`, or None after admitting it to `queues`.
 
     Admission is part of the command's writes: a command refused later for another
     reason may have admitted its queue, which only counts it against the cap early."""
-    policy = ctx.limits.task_queues
     if not policy.allows(queue):
         return (f"task queue {queue!r} is not allowed on this engine "
                 f"(STREAMPROC_TASK_QUEUES allows {', '.join(policy.allowed)})")
-    queues = TaskQueues(ctx.writes)
     if queues.known(queue):
         return None
     if queues.count() >= policy.max_per_partition:

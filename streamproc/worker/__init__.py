@@ -2,7 +2,7 @@
 
 from streamproc.worker.activity_worker import ActivityWorker, WorkerStats
 from streamproc.worker.job_worker import ActivatedJob, JobFailure, JobWorker
-from streamproc.worker.replies import Reply, ReplyListener
+from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.worker.worker import Worker
 from streamproc.worker.workflow_worker import WorkflowWorker, WorkflowWorkerStats
 

@@ -37,7 +37,7 @@ from streamproc.protocol.records import (
     RecordType,
     RejectionType,
 )
-from streamproc.worker.replies import Reply
+from streamproc.kafka.replies import Reply
 from streamproc.worker.task_leases import confirm_start
 
 if TYPE_CHECKING:

@@ -48,7 +48,7 @@ from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import ActivityIntent, Record, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.activity_attempt import ActivityAttempt
-from streamproc.worker.replies import Reply, ReplyListener
+from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.worker.task_intake import TaskIntake
 from streamproc.worker.task_leases import OverdueAttempts, TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets

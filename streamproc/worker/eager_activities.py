@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from streamproc.protocol.records import ActivityIntent, RecordType, ValueType
-from streamproc.worker.replies import Reply
+from streamproc.kafka.replies import Reply
 
 if TYPE_CHECKING:
     from streamproc.worker.activity_worker import ActivityWorker

@@ -45,7 +45,7 @@ from streamproc.kafka.config import client_id, consumer_config
 from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import JobIntent, Record, RecordType, ValueType
 from streamproc.protocol.topics import check_task_queue
-from streamproc.worker.replies import Reply, ReplyListener
+from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.worker.task_intake import TaskIntake
 from streamproc.worker.task_leases import OverdueAttempts, PendingStarts, TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets

@@ -43,7 +43,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from streamproc.protocol.records import Record
-from streamproc.worker.replies import Reply, ReplyListener
+from streamproc.kafka.replies import Reply, ReplyListener
 
 log = structlog.get_logger("streamproc.worker")
 

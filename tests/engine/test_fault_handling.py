@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from streamproc.engine.recovery import FaultPolicy, Recovery
-from streamproc.engine.watchdog import Progress, Watchdog
+from streamproc.kafka.recovery import FaultPolicy, Recovery
+from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.errors import ClientFailure, CommitTimedOut, Fault, IdentityConflict, Origin, classify
 
@@ -101,7 +101,7 @@ def test_the_watchdog_reports_once_per_interval_and_asks_for_new_clients_after_i
     progress = Progress(step_at=clock.t)
     dog = Watchdog(progress, lambda: [0, 1], stall_after_s=15, interval_s=15, rebuild_after_s=60, clock=clock)
     logged = []
-    import streamproc.engine.watchdog as module
+    import streamproc.kafka.watchdog as module
     real = module.log
     module.log = type("L", (), {"warning": lambda self, event, **kw: logged.append((event, kw))})()
     try:

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from streamproc.clock import ManualClock
-from streamproc.engine.context import Limits
+from streamproc.engine.processing import Limits
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.engine.task_queues import TaskQueuePolicy
 from streamproc.protocol.records import Record, RecordType

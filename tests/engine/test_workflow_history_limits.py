@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from streamproc.engine.context import Limits
+from streamproc.engine.processing import Limits
 from streamproc.protocol.records import Record
 from streamproc.semantics.workflow_history_limits import HistoryLimits
 from tests.engine.workflow_driver import S, WorkflowDriver, attrs, rejections

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from streamproc.engine.context import Limits
+from streamproc.engine.processing import Limits
 from tests.engine.workflow_driver import S, WorkflowDriver, attrs, rejections
 
 ACTIVITY = {"type": "SCHEDULE_ACTIVITY_TASK", "activity_id": "1", "activity_type": "reserve",

@@ -7,7 +7,7 @@ import uuid
 import orjson
 import pytest
 
-from streamproc.engine.context import Limits
+from streamproc.engine.processing import Limits
 from tests.engine.workflow_driver import S, WorkflowDriver, attrs, rejections
 
 

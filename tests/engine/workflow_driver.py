@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from streamproc.clock import ManualClock
-from streamproc.engine.context import Limits
+from streamproc.engine.processing import Limits
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record, RecordType

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer
 
 from streamproc.client import Client
 from streamproc.devenv.broker import LocalBroker
-from streamproc.engine.recovery import FaultPolicy
+from streamproc.kafka.recovery import FaultPolicy
 from streamproc.kafka.config import consumer_config
 from streamproc.kafka.errors import classify
 from streamproc.protocol.topics import Topics
@@ -229,7 +229,7 @@ def test_a_second_live_engine_with_the_same_id_makes_one_of_them_stop(broker, tm
     """Fenced by our own past is survived; fenced again and again is another live process
     with our identity: one of the two engines stops with IdentityConflict (one clear line),
     the other goes on."""
-    from streamproc.engine.engine import Engine
+    from streamproc.kafka.engine import Engine
     from streamproc.kafka.errors import IdentityConflict
 
     engines = [Engine(_settings(broker, tmp_path / name)) for name in ("a", "b")]
@@ -272,7 +272,7 @@ def test_errors_that_are_not_kafka_errors_rewind_instead_of_ending_the_engine(br
     """A restore that times out inside the rebalance callback (a TimeoutError, as the broker
     would give during an outage), then a RuntimeError in the middle of a step: each is
     rewound, the engine stays up and every job completes once."""
-    from streamproc.engine.engine import Engine
+    from streamproc.kafka.engine import Engine
 
     settings = _settings(broker, tmp_path)
     real_restore, real_step = Engine._restore, Engine._step

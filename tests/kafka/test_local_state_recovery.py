@@ -66,7 +66,7 @@ def test_an_assignment_whose_opening_failed_half_way_is_finished_by_the_recovery
     by the recovery, or they would never be processed."""
     from confluent_kafka import KafkaError, KafkaException
 
-    from streamproc.engine.engine import Engine
+    from streamproc.kafka.engine import Engine
 
     settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2,
                         state_dir=tmp_path, engine_id="half-open")

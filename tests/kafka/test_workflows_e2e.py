@@ -17,7 +17,7 @@ from streamproc.client import Client, WorkflowAlreadyStartedError, WorkflowConti
 from streamproc.client.errors import CancelledError, TerminatedError
 from streamproc.client.workflow_events import WorkflowEvent
 from streamproc.clock import ManualClock
-from streamproc.engine.context import Limits
+from streamproc.engine.processing import Limits
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history import check_well_formed
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus, WorkflowIdConflictPolicy

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from streamproc.engine.engine import Engine
+from streamproc.kafka.engine import Engine
 
 
 class EngineThread:

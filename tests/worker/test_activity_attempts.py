@@ -17,7 +17,7 @@ from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record, RecordType
 from streamproc.worker.activity_attempt import ActivityAttempt as _Attempt
 from streamproc.worker.activity_worker import WorkerStats
-from streamproc.worker.replies import Reply
+from streamproc.kafka.replies import Reply
 from streamproc.worker.task_leases import OverdueAttempts
 
 KEY = 42

@@ -10,7 +10,7 @@ import pytest
 from streamproc.protocol.records import Record, RecordType
 from streamproc.worker import eager_activities
 from streamproc.worker.eager_activities import EagerActivities
-from streamproc.worker.replies import Reply
+from streamproc.kafka.replies import Reply
 
 
 class Replies:

@@ -7,7 +7,7 @@ import threading
 from concurrent.futures import Future
 
 from streamproc.protocol.records import Record, RecordType
-from streamproc.worker.replies import Reply
+from streamproc.kafka.replies import Reply
 from streamproc.worker.task_leases import OverdueAttempts, confirm_start
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from streamproc.engine import workflow_request_processors as requests
-from streamproc.engine import workflow_task_processors as tasks
-from streamproc.engine import workflow_timeout_processors as timeouts
-from streamproc.engine.workflow_start import start
+from streamproc.engine.workflows import requests
+from streamproc.engine.workflows import tasks
+from streamproc.engine.workflows import timeouts
+from streamproc.engine.workflows.start import start
 from streamproc.protocol.records import WorkflowIntent as W
 
 WORKFLOW_PROCESSORS = {

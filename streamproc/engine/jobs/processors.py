@@ -7,9 +7,7 @@ never consumes a retry (Zeebe's rule for jobs); FAIL sets retries to the value s
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from streamproc.engine.context import ProcessingContext
-from streamproc.engine.task_queues import admit_task_queue
+from streamproc.engine.processing import ProcessingContext, Processor
 from streamproc.engine.validation import check_json
 from streamproc.protocol.records import IncidentIntent, JobIntent, Record, RejectionType, ValueType
 from streamproc.protocol.topics import check_task_queue
@@ -27,7 +25,7 @@ def create(cmd: Record, ctx: ProcessingContext) -> None:
         problem = f"retries must be in [0, {ctx.limits.max_retries}], got {v['retries']}"
     if problem is None and not 0 < v["timeout_ms"] <= ctx.limits.max_timeout_ms:
         problem = f"timeout_ms must be in [1, {ctx.limits.max_timeout_ms}], got {v['timeout_ms']}"
-    problem = problem or admit_task_queue(ctx, v["type"])
+    problem = problem or ctx.admit_task_queue(v["type"])
     if problem:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"Expected to create a job, but {problem}")
         return
@@ -200,8 +198,6 @@ def cancel(cmd: Record, ctx: ProcessingContext) -> None:
     job["state"] = JobIntent.CANCELED
     ctx.out.event(JOB, JobIntent.CANCELED, cmd.key, job)
 
-
-Processor = Callable[[Record, ProcessingContext], None]
 
 JOB_PROCESSORS: dict[str, Processor] = {
     JobIntent.CREATE: create,

@@ -14,13 +14,12 @@ from typing import Any
 
 import orjson
 
-from streamproc.engine.activity_values import closing_events, event_value, task_value
-from streamproc.engine.context import ProcessingContext
+from streamproc.engine.activities.values import closing_events, event_value, task_value
+from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.protocol.failures import check_failure_record, failure_from_record, failure_to_record
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record, RejectionType, ValueType
-from streamproc.engine.task_queues import admit_task_queue
 from streamproc.protocol.topics import check_task_queue
 from streamproc.semantics import (
     ActivityRetry,
@@ -58,7 +57,7 @@ def normalise_schedule(v: dict[str, Any], ctx: ProcessingContext) -> tuple[Activ
     timeouts = normalize_activity_timeouts(requested, activity_id=v["activity_id"],
                                            activity_type=v["activity_type"])
     policy = normalize_activity_retry_policy(policy_from_record(v["retry_policy"]))
-    problem = admit_task_queue(ctx, v["task_queue"])  # last: bad arguments take no place under the cap
+    problem = ctx.admit_task_queue(v["task_queue"])  # last: bad arguments take no place under the cap
     if problem:
         raise InvalidArgument(problem)
     return timeouts, policy

@@ -1,12 +1,17 @@
-"""What a processor sees: the partition's state, the writer for follow-ups, the time, the limits."""
+"""The processing contract: a `Processor` gets a command and a `ProcessingContext` (the
+partition's state, the writer for follow-ups, the time, the limits) and answers through
+them; it never sees Kafka. One processor per (value type, intent), as Zeebe's
+TypedRecordProcessor; `partition.py` routes each command to its processor."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from streamproc.engine.output import RecordWriter
-from streamproc.engine.task_queues import TaskQueuePolicy
+from streamproc.protocol.records import Record
+from streamproc.engine.task_queues import TaskQueuePolicy, admit
 from streamproc.semantics.workflow_history_limits import DEFAULT_HISTORY_LIMITS, HistoryLimits
 from streamproc.state.activities import Activities
 from streamproc.state.db import PendingWrites
@@ -14,6 +19,7 @@ from streamproc.state.history import History
 from streamproc.state.incidents import Incidents
 from streamproc.state.jobs import Jobs
 from streamproc.state.keygen import KeyGenerator
+from streamproc.state.task_queues import TaskQueues
 from streamproc.state.workflow_timers import WorkflowTimers
 from streamproc.state.workflows import Workflows
 
@@ -59,3 +65,13 @@ class ProcessingContext:
     @property
     def now_ms(self) -> int:
         return self.out.now_ms
+
+    def admit_task_queue(self, queue: str) -> str | None:
+        """Why this command may not use task queue `queue`, or None after admitting it
+        (see `task_queues.py`)."""
+        return admit(self.limits.task_queues, TaskQueues(self.writes), queue)
+
+
+#: One per (value type, intent): validates the command against the state, changes the
+#: state through intention-revealing methods, writes events, rejections and follow-ups.
+Processor = Callable[[Record, ProcessingContext], None]

@@ -11,12 +11,11 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from streamproc.engine import workflow_activities
-from streamproc.engine.context import ProcessingContext
-from streamproc.engine.task_queues import admit_task_queue
+from streamproc.engine.workflows import activities as workflow_activities
+from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
-from streamproc.engine.workflow_runs import E, append, close
-from streamproc.engine.workflow_start import start_run, timeouts_of
+from streamproc.engine.workflows.runs import E, append, close
+from streamproc.engine.workflows.start import start_run, timeouts_of
 from streamproc.protocol.failures import check_failure_record, failure_from_record
 from streamproc.protocol.topics import check_task_queue
 from streamproc.semantics import InvalidArgument
@@ -144,7 +143,7 @@ def _check_continue_as_new(ctx: ProcessingContext, run: Run, c: dict) -> dict[st
     queue = c.get("task_queue") or run["task_queue"]
     problem = check_task_queue(queue) or check_json(
         c.get("input") if c.get("input") is not None else "null", "input", ctx.limits.max_payload_bytes) \
-        or admit_task_queue(ctx, queue)
+        or ctx.admit_task_queue(queue)
     if problem:
         raise InvalidArgument(problem)
     requested = WorkflowTimeouts(run=timedelta(milliseconds=c.get("workflow_run_timeout_ms") or 0),

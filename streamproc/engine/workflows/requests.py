@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import orjson
 
-from streamproc.engine.context import ProcessingContext
-from streamproc.engine.workflow_runs import WF, E, deliver, history_pages, is_open, terminate
+from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.workflows.runs import WF, E, deliver, history_pages, is_open, terminate
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.state.workflows import Run
 

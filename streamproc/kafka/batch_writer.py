@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaException, Producer
 
-from streamproc.engine.changelog import changelog_key
+from streamproc.kafka.changelog import changelog_key
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.protocol import codec

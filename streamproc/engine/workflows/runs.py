@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 import structlog
 
-from streamproc.engine.context import ProcessingContext
+from streamproc.engine.processing import ProcessingContext
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history_limits import LimitAction, check_history_limits

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from streamproc.engine.activity_processors import create_activity, normalise_schedule
-from streamproc.engine.context import ProcessingContext
-from streamproc.engine.workflow_runs import Pending, append, deliver
+from streamproc.engine.activities.processors import create_activity, normalise_schedule
+from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.workflows.runs import Pending, append, deliver
 from streamproc.protocol.failures import failure_to_record
 from streamproc.protocol.records import ActivityIntent
 from streamproc.semantics import ActivityState, InvalidArgument

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from streamproc.engine.watchdog import Progress
+from streamproc.kafka.watchdog import Progress
 from streamproc.kafka.errors import (CONSUMER_FENCED_CODES, PRODUCER_FENCED_CODES, ClientFailure, CommitTimedOut, Fault,
                                      IdentityConflict, Origin, classify, describe, kafka_error)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import orjson
 
-from streamproc.engine.context import ProcessingContext
-from streamproc.engine.workflow_commands import BadCommand, apply, validate
-from streamproc.engine.workflow_runs import (
+from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.workflows.commands import BadCommand, apply, validate
+from streamproc.engine.workflows.runs import (
     TASK_TIME_OUT,
     E,
     append,

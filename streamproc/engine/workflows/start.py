@@ -8,10 +8,9 @@ import uuid
 from datetime import timedelta
 import orjson
 
-from streamproc.engine.context import ProcessingContext
-from streamproc.engine.task_queues import admit_task_queue
+from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
-from streamproc.engine.workflow_runs import (
+from streamproc.engine.workflows.runs import (
     EXECUTION_TIME_OUT,
     RUN_TIME_OUT,
     WF,
@@ -77,7 +76,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
             _enum(WorkflowIdReusePolicy, v["id_reuse_policy"], "id_reuse_policy"),
             _enum(WorkflowIdConflictPolicy, v["id_conflict_policy"], "id_conflict_policy"))
         # Last: a start with bad arguments does not take a place under the cap.
-        problem = admit_task_queue(ctx, v["task_queue"])
+        problem = ctx.admit_task_queue(v["task_queue"])
         if problem:
             raise InvalidArgument(problem)
     except InvalidArgument as exc:

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from streamproc.engine.context import ProcessingContext
+from streamproc.engine.processing import ProcessingContext
 from streamproc.protocol.failures import failure_to_record
 from streamproc.protocol.records import ActivityIntent, ValueType
 from streamproc.semantics import ActivityState
@@ -44,7 +44,7 @@ def closing_events(ctx: ProcessingContext, key: int, meta: dict, state: Activity
     for an activity owned by a workflow run, into the run's history instead."""
     if meta.get("workflow") is not None:
         # Imported here: the workflow side builds on the activity processors.
-        from streamproc.engine.workflow_activities import activity_closed
+        from streamproc.engine.workflows.activities import activity_closed
         activity_closed(ctx, meta, state, last_failure, close_intent, started, fields)
         return
     started_event_id = 0

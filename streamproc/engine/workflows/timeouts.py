@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import uuid
 
-from streamproc.engine.context import ProcessingContext
-from streamproc.engine.workflow_commands import next_run
-from streamproc.engine.workflow_runs import (
+from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.workflows.commands import next_run
+from streamproc.engine.workflows.runs import (
     BACKOFF_START,
     EXECUTION_TIME_OUT,
     RUN_TIME_OUT,

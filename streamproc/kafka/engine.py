@@ -10,8 +10,8 @@ committing one's writes; the next transaction begins once the previous one is do
 
 Nothing here waits on Kafka without a bound, and any failure (a broker restart is an
 ordinary one) is answered by rewinding to the last commit and trying again, with new
-clients where the old ones are dead: `streamproc.engine.recovery` decides, and
-`streamproc.engine.watchdog` reports a loop that stopped making progress.
+clients where the old ones are dead: `streamproc.kafka.recovery` decides, and
+`streamproc.kafka.watchdog` reports a loop that stopped making progress.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from streamproc.clock import Clock, SystemClock
 from streamproc.due.checker import DueDateChecker, partition_checker
-from streamproc.engine.changelog import StaleLocalState, restore
-from streamproc.engine.clients import RECONNECT, engine_consumer_config, engine_producer_config
-from streamproc.engine.commit import Committer
-from streamproc.engine.context import Limits
+from streamproc.kafka.changelog import StaleLocalState, restore
+from streamproc.kafka.engine_clients import RECONNECT, engine_consumer_config, engine_producer_config
+from streamproc.kafka.commit import Committer
+from streamproc.engine.processing import Limits
 from streamproc.engine.partition import PartitionProcessor
-from streamproc.engine.recovery import FaultPolicy, Recovery
-from streamproc.engine.transactions import TransactionalProducers
-from streamproc.engine.watchdog import Progress, Watchdog
+from streamproc.kafka.recovery import FaultPolicy, Recovery
+from streamproc.kafka.transactions import TransactionalProducers
+from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import close_in_background, consume_available
 from streamproc.kafka.client_log import ClientLog
@@ -370,7 +370,7 @@ class Engine:
     def _begin_commit(self, messages: list[Message], touched_ids: set[int],
                       due: list[tuple[int, Record]]) -> None:
         """Write the batch in a transaction and start committing it in the background; see
-        `streamproc.engine.commit` for the exactly-once contract. Local RocksDB is written only
+        `streamproc.kafka.commit` for the exactly-once contract. Local RocksDB is written only
         once it committed (`_finish_commit`), with the changelog offset it reflects."""
         offsets = dict(self._echo_offsets)
         self._echo_offsets.clear()  # read again after a failure, echoes are skipped anyway

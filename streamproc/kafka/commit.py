@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import structlog
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
-from streamproc.engine.batch_writer import BatchWriter
-from streamproc.engine.transactions import CommitThread, TransactionalProducers
+from streamproc.kafka.batch_writer import BatchWriter
+from streamproc.kafka.transactions import CommitThread, TransactionalProducers
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.errors import ClientFailure, CommitTimedOut, Origin
 from streamproc.protocol import codec
