@@ -1,10 +1,27 @@
 """A batch's transaction: written, then committed on a thread of its own, within a deadline.
 
-The exactly-once contract, in order (`Committer.begin`): follow-ups, the changelog of
-every staged write, the due commands and the consumed offsets (fenced by our group
-generation) go into one transaction, visible together or not at all. The engine writes
-local RocksDB only once `finish()` returned the committed batch, with the changelog
-offset it reflects.
+The exactly-once contract, step by step (the engine's loop, `kafka/engine.py`, drives it):
+
+1. **Process.** Each command of the batch goes to its processor (`engine/partition.py`);
+   state writes are staged per command (`state/db.py` PendingWrites), follow-up records
+   are collected (`engine/output.py`). Nothing has left the process.
+2. **Begin** (`Committer.begin`) on the idle one of two transactional producers.
+3. **Produce** the follow-ups (events, commands, task records, replies) and, for every
+   staged write, its changelog record (`kafka/batch_writer.py`); due commands the checker
+   made go to the commands topic marked as processed.
+4. **Seal** the batch's staged writes: the next batch is processed on top of them while
+   this one commits.
+5. **Add the consumed offsets** to the transaction, fenced by our group generation
+   (`send_offsets_to_transaction`), on the commit thread.
+6. **Commit** the transaction on the commit thread: outputs, changelog and offsets become
+   visible to read_committed readers together, or not at all.
+7. **Apply locally** (`Engine._finish_commit`, after `finish()` returned the batch): the
+   sealed writes go to RocksDB with the changelog offset they reflect. A crash before this
+   step is repaired by restore, which replays the changelog from that offset.
+
+Any failure before 7 aborts and rewinds: the owned partitions are reopened from RocksDB
+plus the changelog, and the consumer seeks back to the committed offsets
+(`kafka/recovery.py`).
 
 A commit has `timeout_s` (the transaction timeout plus a margin) to finish. One that has
 not is abandoned: its thread, its producer and its writer are left behind, a new
@@ -69,7 +86,7 @@ class Committer:
 
     def begin(self, offsets: dict[int, int], touched: list, due: list[tuple[int, Record]], messages: int,
               group_metadata: Callable[[], object]) -> None:
-        """Write the batch in a transaction and start committing it in the background."""
+        """Steps 2-4 of the contract here, then 5-6 on the commit thread."""
         writer = self.writer
         try:
             slot, producer = self.producers.begin()

@@ -2,8 +2,8 @@
 
 One engine process owns the partitions the `engine` consumer group gives it. Its loop
 consumes a batch of commands, runs each partition's processor, and commits everything
-in one Kafka transaction (see `_begin_commit`, whose steps are the exactly-once
-contract). Only then is local RocksDB written, with the changelog offset it reflects, so
+in one Kafka transaction: the exactly-once contract is the numbered list in
+`streamproc.kafka.commit`. Only then is local RocksDB written, with the changelog offset it reflects, so
 a crash at any point leaves either the old state and old offsets or the new ones. The
 commit runs on a background thread while the loop processes the next batch over the
 committing one's writes; the next transaction begins once the previous one is done.
