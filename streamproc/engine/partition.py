@@ -10,10 +10,12 @@ from __future__ import annotations
 import structlog
 
 from streamproc.clock import Clock
+from streamproc.engine.activities.owners import STANDALONE, WORKFLOW, StandaloneOwner
 from streamproc.engine.activities.processors import ACTIVITY_PROCESSORS
 from streamproc.engine.processing import Limits, ProcessingContext, Processor
 from streamproc.engine.jobs.processors import JOB_PROCESSORS
 from streamproc.engine.output import Output, RecordWriter
+from streamproc.engine.workflows.activities import WorkflowActivityOwner
 from streamproc.engine.workflows.processors import WORKFLOW_PROCESSORS
 from streamproc.engine.workflows.runs import HistoryLimitExceeded, terminate_at_history_limit
 from streamproc.protocol import codec
@@ -28,6 +30,9 @@ from streamproc.state.workflow_timers import WorkflowTimers
 from streamproc.state.workflows import Workflows
 
 log = structlog.get_logger("streamproc.engine")
+
+#: Who each kind of activity reports to: a client, or the workflow run that scheduled it.
+ACTIVITY_OWNERS = {STANDALONE: StandaloneOwner(), WORKFLOW: WorkflowActivityOwner()}
 
 PROCESSORS: dict[tuple[str, str], Processor] = {
     **{(ValueType.JOB, intent): proc for intent, proc in JOB_PROCESSORS.items()},
@@ -51,7 +56,8 @@ class PartitionProcessor:
                                       out=self._writer, limits=limits,
                                       activities=Activities(self.writes),
                                       workflows=Workflows(self.writes), history=History(self.writes),
-                                      workflow_timers=WorkflowTimers(self.writes), writes=self.writes)
+                                      workflow_timers=WorkflowTimers(self.writes), writes=self.writes,
+                                      activity_owners=ACTIVITY_OWNERS)
         #: Called with each processed command (accepted or rejected): the checker's hook.
         self.on_processed = None
 

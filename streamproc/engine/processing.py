@@ -6,9 +6,10 @@ TypedRecordProcessor; `partition.py` routes each command to its processor."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from streamproc.engine.activities.owners import owner_kind
 from streamproc.engine.output import RecordWriter
 from streamproc.protocol.records import Record
 from streamproc.engine.task_queues import TaskQueuePolicy, admit
@@ -24,6 +25,7 @@ from streamproc.state.workflow_timers import WorkflowTimers
 from streamproc.state.workflows import Workflows
 
 if TYPE_CHECKING:
+    from streamproc.engine.activities.owners import ActivityOwner
     from streamproc.settings import Settings
 
 
@@ -61,10 +63,15 @@ class ProcessingContext:
     workflow_timers: WorkflowTimers
     #: The command's staged writes: discarded when a workflow's history limit is crossed.
     writes: PendingWrites
+    #: Who each kind of activity reports to (`engine/activities/owners.py`), wired by the partition.
+    activity_owners: Mapping[str, ActivityOwner]
 
     @property
     def now_ms(self) -> int:
         return self.out.now_ms
+
+    def activity_owner(self, meta: dict) -> ActivityOwner:
+        return self.activity_owners[owner_kind(meta)]
 
     def admit_task_queue(self, queue: str) -> str | None:
         """Why this command may not use task queue `queue`, or None after admitting it

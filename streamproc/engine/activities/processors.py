@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from streamproc.engine.activities.values import closing_events, event_value, task_value
+from streamproc.engine.activities.values import event_value, task_value
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.protocol.failures import check_failure_record, failure_from_record, failure_to_record
@@ -300,10 +300,9 @@ def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
                        f"Expected to cancel activity with key '{cmd.key}', but no such activity is open")
         return
     meta, state = found
-    if meta.get("workflow") is not None:
-        ctx.out.reject(cmd, RejectionType.INVALID_STATE,
-                       f"Expected to cancel activity with key '{cmd.key}', but it belongs to a workflow "
-                       f"run: the workflow cancels it (REQUEST_CANCEL_ACTIVITY_TASK)")
+    refused = ctx.activity_owner(meta).cancel_refused(cmd.key)
+    if refused is not None:
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE, refused)
         return
     if state.cancel_requested:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
@@ -345,3 +344,9 @@ ACTIVITY_PROCESSORS = {
     A.REQUEST_CANCEL: request_cancel,
     A.REPORT_CANCELED: report_canceled,
 }
+
+
+def closing_events(ctx: ProcessingContext, key: int, meta: dict, state, last_failure, close_intent: str,
+                   started: bool = True, **fields: Any) -> None:
+    """The activity closed: its owner writes what it writes (see `owners.py`)."""
+    ctx.activity_owner(meta).activity_closed(ctx, key, meta, state, last_failure, close_intent, started, fields)

@@ -6,13 +6,10 @@ from typing import Any
 
 import orjson
 
-from streamproc.engine.processing import ProcessingContext
-from streamproc.protocol.failures import failure_to_record
-from streamproc.protocol.records import ActivityIntent, ValueType
 from streamproc.semantics import ActivityState
 from streamproc.state.activities import policy_to_record, timeouts_to_record, to_ms
 
-__all__ = ["closing_events", "event_value", "task_value"]
+__all__ = ["event_value", "task_value"]
 
 def event_value(meta: dict, state: ActivityState, **extra: Any) -> dict[str, Any]:
     """What every activity event carries: identity, timeouts and policy as recorded, attempt."""
@@ -36,24 +33,3 @@ def task_value(meta: dict, state: ActivityState) -> dict[str, Any]:
     """The record a worker receives for an attempt, with the details of the last heartbeat."""
     details = state.last_heartbeat_details
     return event_value(meta, state, heartbeat_details=None if details is None else orjson.dumps(details).decode())
-
-
-def closing_events(ctx: ProcessingContext, key: int, meta: dict, state: ActivityState,
-                   last_failure, close_intent: str, started: bool = True, **fields: Any) -> None:
-    """ActivityTaskStarted (if the attempt started: written only now) then the close event;
-    for an activity owned by a workflow run, into the run's history instead."""
-    if meta.get("workflow") is not None:
-        # Imported here: the workflow side builds on the activity processors.
-        from streamproc.engine.workflows.activities import activity_closed
-        activity_closed(ctx, meta, state, last_failure, close_intent, started, fields)
-        return
-    started_event_id = 0
-    if started:
-        started_event_id = meta["next_event_id"]
-        meta["next_event_id"] += 1
-        ctx.out.event(ValueType.ACTIVITY_TASK, ActivityIntent.STARTED, key, event_value(
-            meta, state, event_id=started_event_id, last_failure=failure_to_record(last_failure)))
-    close_id = meta["next_event_id"]
-    meta["next_event_id"] += 1
-    ctx.out.event(ValueType.ACTIVITY_TASK, close_intent, key, event_value(
-        meta, state, event_id=close_id, started_event_id=started_event_id, **fields))

@@ -100,30 +100,37 @@ def request_cancel(ctx: ProcessingContext, run_key: int, run: Run, scheduled_id:
     return False
 
 
-def activity_closed(ctx: ProcessingContext, meta: dict, state: ActivityState, last_failure,
-                    close_intent: str, started: bool, fields: dict[str, Any]) -> None:
-    """The activity machinery closed an owned activity: its events go to the run."""
-    owner = meta["workflow"]
-    run_key, scheduled_id = owner["run_key"], owner["scheduled_event_id"]
-    run = ctx.workflows.get(run_key)
-    if run is None or str(scheduled_id) not in run["activities"]:
-        return  # the run closed first; its activities were dropped with it
-    close_type = _CLOSE_EVENTS[close_intent]
-    values = {"identity": meta["identity"],
-              "latest_cancel_requested_event_id": meta["latest_cancel_requested_event_id"], **fields}
-    close_attributes = {"scheduled_event_id": scheduled_id,
-                        **{name: values.get(name) for name in _CLOSE_ATTRIBUTES[close_type]}}
-    events: list[Pending] = []
-    if started:
-        events.append((E.ACTIVITY_TASK_STARTED.name, {
-            "scheduled_event_id": scheduled_id, "identity": meta["identity"], "attempt": state.attempt,
-            "last_failure": failure_to_record(last_failure)}, False))
-        events.append((close_type.name, close_attributes, True))
-    else:
-        events.append((close_type.name, {**close_attributes, "started_event_id": 0}, False))
-    if run["task"] is not None:
-        run["activities"][str(scheduled_id)]["closed"] = True  # forgotten when the buffer flushes
-    else:
-        del run["activities"][str(scheduled_id)]
-    deliver(ctx, run_key, run, events)
-    ctx.workflows.put(run_key, run)
+class WorkflowActivityOwner:
+    """The run that scheduled the activity: it cancels it, and its close goes to the history."""
+
+    def cancel_refused(self, key: int) -> str | None:
+        return (f"Expected to cancel activity with key '{key}', but it belongs to a workflow "
+                f"run: the workflow cancels it (REQUEST_CANCEL_ACTIVITY_TASK)")
+
+    def activity_closed(self, ctx: ProcessingContext, key: int, meta: dict, state: ActivityState,
+                        last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any]) -> None:
+        """The activity machinery closed an owned activity: its events go to the run."""
+        owner = meta["workflow"]
+        run_key, scheduled_id = owner["run_key"], owner["scheduled_event_id"]
+        run = ctx.workflows.get(run_key)
+        if run is None or str(scheduled_id) not in run["activities"]:
+            return  # the run closed first; its activities were dropped with it
+        close_type = _CLOSE_EVENTS[close_intent]
+        values = {"identity": meta["identity"],
+                  "latest_cancel_requested_event_id": meta["latest_cancel_requested_event_id"], **fields}
+        close_attributes = {"scheduled_event_id": scheduled_id,
+                            **{name: values.get(name) for name in _CLOSE_ATTRIBUTES[close_type]}}
+        events: list[Pending] = []
+        if started:
+            events.append((E.ACTIVITY_TASK_STARTED.name, {
+                "scheduled_event_id": scheduled_id, "identity": meta["identity"], "attempt": state.attempt,
+                "last_failure": failure_to_record(last_failure)}, False))
+            events.append((close_type.name, close_attributes, True))
+        else:
+            events.append((close_type.name, {**close_attributes, "started_event_id": 0}, False))
+        if run["task"] is not None:
+            run["activities"][str(scheduled_id)]["closed"] = True  # forgotten when the buffer flushes
+        else:
+            del run["activities"][str(scheduled_id)]
+        deliver(ctx, run_key, run, events)
+        ctx.workflows.put(run_key, run)
