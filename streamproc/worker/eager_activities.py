@@ -28,6 +28,7 @@ import structlog
 
 from streamproc.protocol.records import ActivityIntent, RecordType, ValueType
 from streamproc.kafka.replies import Reply
+from streamproc.protocol.workflow_commands import WorkflowCommandType
 
 if TYPE_CHECKING:
     from streamproc.worker.activity_worker import ActivityWorker
@@ -94,7 +95,7 @@ class EagerActivities:
         held = 0
         marked = []
         for command in commands:
-            if (held < MAX_EAGER_PER_TASK and command.get("type") == "SCHEDULE_ACTIVITY_TASK"
+            if (held < MAX_EAGER_PER_TASK and command.get("type") == WorkflowCommandType.SCHEDULE_ACTIVITY_TASK
                     and command.get("task_queue") in (None, "", self.activities.task_queue)
                     and command.get("activity_type") in self.activities.definitions
                     and self.activities.reserve_slot()):

@@ -26,19 +26,17 @@ from streamproc.activity.failures import failure_from_exception
 from streamproc.protocol.records import Record, ValueType, WorkflowIntent
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_task_pages import WorkflowTask
+from streamproc.protocol.workflow_commands import CLOSE_COMMANDS
 
 if TYPE_CHECKING:
     from streamproc.worker.eager_activities import EagerActivities
 
-__all__ = ["WorkflowTaskHandler", "HistoryUnavailable", "UNHANDLED_FAILURE", "CLOSE_COMMANDS"]
+__all__ = ["WorkflowTaskHandler", "HistoryUnavailable", "UNHANDLED_FAILURE"]
 
 log = structlog.get_logger("streamproc.worker")
 
 #: WorkflowTaskFailedCause of a task the worker could not run (Temporal's name).
 UNHANDLED_FAILURE = "WORKFLOW_WORKER_UNHANDLED_FAILURE"
-#: Commands after which the run is closed: its instance is not worth keeping.
-CLOSE_COMMANDS = frozenset({"COMPLETE_WORKFLOW_EXECUTION", "FAIL_WORKFLOW_EXECUTION",
-                            "CANCEL_WORKFLOW_EXECUTION", "CONTINUE_AS_NEW_WORKFLOW_EXECUTION"})
 
 
 class Instance(Protocol):

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from streamproc.activity.payloads import decode
+from streamproc.protocol.workflow_commands import WorkflowCommandType, command_of_event
 from streamproc.semantics.workflow_events import EventType
 
 __all__ = [
     "Command",
-    "EVENT_OF_COMMAND",
     "PATCH_MARKER",
     "describe",
     "describe_event",
@@ -30,37 +30,18 @@ Command = dict[str, Any]
 #: Marker name of workflow.patched / workflow.deprecate_patch, as Temporal's SDKs.
 PATCH_MARKER = "patch"
 
-_E = EventType
-
-#: The history event the engine appends for each command type.
-EVENT_OF_COMMAND: dict[str, EventType] = {
-    "SCHEDULE_ACTIVITY_TASK": _E.ACTIVITY_TASK_SCHEDULED,
-    "REQUEST_CANCEL_ACTIVITY_TASK": _E.ACTIVITY_TASK_CANCEL_REQUESTED,
-    "START_TIMER": _E.TIMER_STARTED,
-    "CANCEL_TIMER": _E.TIMER_CANCELED,
-    "RECORD_MARKER": _E.MARKER_RECORDED,
-    "COMPLETE_WORKFLOW_EXECUTION": _E.WORKFLOW_EXECUTION_COMPLETED,
-    "FAIL_WORKFLOW_EXECUTION": _E.WORKFLOW_EXECUTION_FAILED,
-    "CANCEL_WORKFLOW_EXECUTION": _E.WORKFLOW_EXECUTION_CANCELED,
-    "CONTINUE_AS_NEW_WORKFLOW_EXECUTION": _E.WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
-}
-
-#: The attributes that identify a command's event: (command field, event attribute).
-_IDENTITY: dict[str, tuple[tuple[str, str], ...]] = {
-    "SCHEDULE_ACTIVITY_TASK": (("activity_type", "activity_type"), ("activity_id", "activity_id")),
-    "REQUEST_CANCEL_ACTIVITY_TASK": (("scheduled_event_id", "scheduled_event_id"),),
-    "START_TIMER": (("timer_id", "timer_id"),),
-    "CANCEL_TIMER": (("timer_id", "timer_id"),),
-    "RECORD_MARKER": (("marker_name", "marker_name"),),
-}
+def _identity(command_type: str) -> tuple[tuple[str, str], ...]:
+    """(command field, event attribute) pairs that identify a command's event."""
+    kind = WorkflowCommandType.parse(command_type)
+    return kind.spec.identity if kind is not None else ()
 
 
 def describe(command: Command) -> str:
     """A command as an error message names it: ``ScheduleActivityTask(activity_type='charge', ...)``."""
     kind = command["type"]
     name = "".join(word.capitalize() for word in kind.split("_"))
-    fields = [(f, command.get(f)) for f, _ in _IDENTITY.get(kind, ())]
-    if kind == "RECORD_MARKER" and command.get("marker_name") == PATCH_MARKER:
+    fields = [(f, command.get(f)) for f, _ in _identity(kind)]
+    if kind == WorkflowCommandType.RECORD_MARKER and command.get("marker_name") == PATCH_MARKER:
         fields.append(("patch_id", command["details"].get("patch_id")))
     return name + "(" + ", ".join(f"{f}={v!r}" for f, v in fields) + ")"
 
@@ -69,9 +50,9 @@ def describe_event(event: dict[str, Any]) -> str:
     """An event as an error message names it: ``ActivityTaskScheduled(event_id=5, activity_type='charge', ...)``."""
     kind = EventType[event["event_type"]]
     attributes = event.get("attributes") or {}
-    command_type = next((c for c, e in EVENT_OF_COMMAND.items() if e is kind), "")
+    command_type = command_of_event(kind)
     fields = [("event_id", event.get("event_id"))]
-    fields += [(a, attributes.get(a)) for _, a in _IDENTITY.get(command_type, ())]
+    fields += [(a, attributes.get(a)) for _, a in (command_type.spec.identity if command_type else ())]
     if is_patch_marker(event):
         fields.append(("patch_id", _patch_id(attributes)))
     return kind.event_name + "(" + ", ".join(f"{f}={v!r}" for f, v in fields) + ")"
@@ -79,17 +60,17 @@ def describe_event(event: dict[str, Any]) -> str:
 
 def mismatch(command: Command, event: dict[str, Any]) -> str | None:
     """Why `event` is not the one `command` produced when it was first issued, or None."""
-    expected = EVENT_OF_COMMAND[command["type"]]
+    expected = WorkflowCommandType(command["type"]).spec.event
     if event["event_type"] != expected.name:
         return (f"history has {describe_event(event)} where the workflow code now issues "
                 f"{describe(command)}")
     attributes = event.get("attributes") or {}
-    for field, attribute in _IDENTITY.get(command["type"], ()):
+    for field, attribute in _identity(command["type"]):
         if attributes.get(attribute) != command.get(field):
             return (f"{field.replace('_', ' ')} of {describe_event(event)} does not match "
                     f"{field.replace('_', ' ')} of the command the workflow code now issues, "
                     f"{describe(command)}")
-    if command["type"] == "RECORD_MARKER" and command.get("marker_name") == PATCH_MARKER \
+    if command["type"] == WorkflowCommandType.RECORD_MARKER and command.get("marker_name") == PATCH_MARKER \
             and _patch_id(attributes) != command["details"].get("patch_id"):
         return f"history has {describe_event(event)} where the workflow code now issues {describe(command)}"
     return None

@@ -31,6 +31,7 @@ from streamproc.workflow.errors import (
     NonDeterminismError,
 )
 from streamproc.workflow.runtime import WorkflowRuntime
+from streamproc.protocol.workflow_commands import WorkflowCommandType
 
 __all__ = ["TaskOutcome", "WorkflowInstance"]
 
@@ -228,4 +229,4 @@ class WorkflowInstance:
 
 
 def _is_deprecated_patch(command: Command) -> bool:
-    return command["type"] == "RECORD_MARKER" and bool((command.get("details") or {}).get("deprecated"))
+    return command["type"] == WorkflowCommandType.RECORD_MARKER and bool((command.get("details") or {}).get("deprecated"))

@@ -21,6 +21,7 @@ from typing import Any
 from streamproc.activity import errors
 from streamproc.activity.failures import failure_from_exception
 from streamproc.converter import DataConverter, PayloadEncodingError
+from streamproc.protocol.workflow_commands import WorkflowCommandType as CommandType
 from streamproc.semantics.workflow_events import EventType
 from streamproc.workflow.activity_outcomes import ACTIVITY_CLOSE_EVENTS, activity_error, activity_result
 from streamproc.workflow.commands import PATCH_MARKER, Command
@@ -115,12 +116,12 @@ class WorkflowRuntime:
 
     def command_recorded(self, command: Command, event: dict[str, Any]) -> None:
         """The engine recorded `command` as `event`: remember the event id close events use."""
-        if command["type"] == "SCHEDULE_ACTIVITY_TASK":
+        if command["type"] == CommandType.SCHEDULE_ACTIVITY_TASK:
             activity = self._activities.get(command["activity_id"])
             if activity is not None:
                 activity.scheduled_event_id = event["event_id"]
                 self._activities_by_event[event["event_id"]] = activity
-        elif command["type"] == "START_TIMER":
+        elif command["type"] == CommandType.START_TIMER:
             timer = self._timers.get(command["timer_id"])
             if timer is not None:
                 timer.recorded = True
@@ -132,7 +133,7 @@ class WorkflowRuntime:
     # -- called by workflow code ----------------------------------------------------------
     def schedule_activity(self, command: Command, activity_id: str | None) -> OpenActivity:
         activity_id = activity_id or self._next_id()
-        command = {"type": "SCHEDULE_ACTIVITY_TASK", "activity_id": activity_id, **command}
+        command = {"type": CommandType.SCHEDULE_ACTIVITY_TASK, "activity_id": activity_id, **command}
         activity = OpenActivity(activity_id, command["activity_type"], self.loop.create_future(), command)
         self._activities[activity_id] = activity
         self._add(command)
@@ -151,13 +152,13 @@ class WorkflowRuntime:
             return False
         if not activity.cancel_requested:
             activity.cancel_requested = True
-            self._add({"type": "REQUEST_CANCEL_ACTIVITY_TASK",
+            self._add({"type": CommandType.REQUEST_CANCEL_ACTIVITY_TASK,
                        "scheduled_event_id": activity.scheduled_event_id})
         return True
 
     def start_timer(self, duration_ms: int) -> OpenTimer:
         timer_id = self._next_id()
-        command = {"type": "START_TIMER", "timer_id": timer_id, "start_to_fire_timeout_ms": duration_ms}
+        command = {"type": CommandType.START_TIMER, "timer_id": timer_id, "start_to_fire_timeout_ms": duration_ms}
         timer = OpenTimer(timer_id, self.loop.create_future(), command)
         self._timers[timer_id] = timer
         self._add(command)
@@ -171,7 +172,7 @@ class WorkflowRuntime:
         if timer.command in self._commands and not timer.recorded:
             self._commands.remove(timer.command)  # never sent
         else:
-            self._add({"type": "CANCEL_TIMER", "timer_id": timer.timer_id})
+            self._add({"type": CommandType.CANCEL_TIMER, "timer_id": timer.timer_id})
 
     def add_condition(self, predicate: Callable[[], bool]) -> asyncio.Future[None]:
         future: asyncio.Future[None] = self.loop.create_future()
@@ -192,7 +193,7 @@ class WorkflowRuntime:
             details: dict[str, Any] = {"patch_id": patch_id}
             if deprecated:
                 details["deprecated"] = True
-            self._add({"type": "RECORD_MARKER", "marker_name": PATCH_MARKER, "details": details})
+            self._add({"type": CommandType.RECORD_MARKER, "marker_name": PATCH_MARKER, "details": details})
         return use
 
     def uuid4(self) -> uuid.UUID:
@@ -221,21 +222,21 @@ class WorkflowRuntime:
         error = asyncio.CancelledError() if main.cancelled() else main.exception()
         if error is None:
             try:
-                self._close = {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": self.converter.encode(main.result())}
+                self._close = {"type": CommandType.COMPLETE_WORKFLOW_EXECUTION, "result": self.converter.encode(main.result())}
             except TypeError as exc:
                 self.task_failure = exc
         elif isinstance(error, ContinueAsNewError):
             self._close = {
-                "type": "CONTINUE_AS_NEW_WORKFLOW_EXECUTION",
+                "type": CommandType.CONTINUE_AS_NEW_WORKFLOW_EXECUTION,
                 "workflow_type": error.workflow_type or self.info.workflow_type,
                 "task_queue": error.task_queue or self.info.task_queue,
                 "input": self.converter.encode_args(error.input_args),
                 "workflow_run_timeout_ms": error.run_timeout_ms,
                 "workflow_task_timeout_ms": error.task_timeout_ms}
         elif self.cancel_requested and _is_cancellation(error):
-            self._close = {"type": "CANCEL_WORKFLOW_EXECUTION", "details": None}
+            self._close = {"type": CommandType.CANCEL_WORKFLOW_EXECUTION, "details": None}
         elif isinstance(error, errors.FailureError):
-            self._close = {"type": "FAIL_WORKFLOW_EXECUTION", "failure": failure_from_exception(error, converter=self.converter)}
+            self._close = {"type": CommandType.FAIL_WORKFLOW_EXECUTION, "failure": failure_from_exception(error, converter=self.converter)}
         else:
             self.task_failure = error
 

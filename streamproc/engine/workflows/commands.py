@@ -8,6 +8,7 @@ with UNHANDLED_COMMAND: the workflow has not seen them yet, so the next task sho
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +19,7 @@ from streamproc.engine.workflows.runs import E, append, close
 from streamproc.engine.workflows.start import start_run, timeouts_of
 from streamproc.protocol.failures import check_failure_record, failure_from_record
 from streamproc.protocol.topics import check_task_queue
+from streamproc.protocol.workflow_commands import WorkflowCommandType
 from streamproc.semantics import InvalidArgument
 from streamproc.semantics.enums import RetryState
 from streamproc.semantics.workflow_events import ContinueAsNewInitiator
@@ -27,20 +29,7 @@ from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, continue_as
 from streamproc.state.activities import policy_from_record, to_datetime, to_ms
 from streamproc.state.workflows import Run
 
-CLOSE_COMMANDS = ("COMPLETE_WORKFLOW_EXECUTION", "FAIL_WORKFLOW_EXECUTION",
-                  "CANCEL_WORKFLOW_EXECUTION", "CONTINUE_AS_NEW_WORKFLOW_EXECUTION")
-
-_BAD_CAUSE = {
-    "SCHEDULE_ACTIVITY_TASK": "BAD_SCHEDULE_ACTIVITY_ATTRIBUTES",
-    "REQUEST_CANCEL_ACTIVITY_TASK": "BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES",
-    "START_TIMER": "BAD_START_TIMER_ATTRIBUTES",
-    "CANCEL_TIMER": "BAD_CANCEL_TIMER_ATTRIBUTES",
-    "RECORD_MARKER": "BAD_RECORD_MARKER_ATTRIBUTES",
-    "COMPLETE_WORKFLOW_EXECUTION": "BAD_COMPLETE_WORKFLOW_EXECUTION_ATTRIBUTES",
-    "FAIL_WORKFLOW_EXECUTION": "BAD_FAIL_WORKFLOW_EXECUTION_ATTRIBUTES",
-    "CANCEL_WORKFLOW_EXECUTION": "BAD_CANCEL_WORKFLOW_EXECUTION_ATTRIBUTES",
-    "CONTINUE_AS_NEW_WORKFLOW_EXECUTION": "BAD_CONTINUE_AS_NEW_ATTRIBUTES",
-}
+T = WorkflowCommandType
 
 
 class BadCommand(Exception):
@@ -52,31 +41,41 @@ class BadCommand(Exception):
         self.message = message
 
 
-Validated = tuple[str, dict[str, Any]]
+@dataclass
+class _Open:
+    """What the run and the task's earlier commands leave open, for the later ones to check against."""
+
+    activity_ids: set[str]
+    timers: set[str]
+    #: scheduled event ids of activities whose cancellation was not requested yet
+    cancelable: set[int]
+
+
+Validated = tuple[WorkflowCommandType, dict[str, Any]]
 
 
 def validate(ctx: ProcessingContext, run: Run, commands: Any) -> list[Validated]:
     """Check every command against the run as the earlier commands leave it; raises BadCommand."""
     if not isinstance(commands, list) or not all(isinstance(c, dict) for c in commands):
         raise BadCommand("UNHANDLED_COMMAND", "commands must be a JSON list of objects")
-    open_activity_ids = {e["activity_id"] for e in run["activities"].values() if not e["closed"]}
-    open_timers = set(run["timers"])
-    cancelable = {int(s) for s, e in run["activities"].items() if not e["cancel_requested"]}
-    closed_by = None
+    still_open = _Open(activity_ids={e["activity_id"] for e in run["activities"].values() if not e["closed"]},
+                       timers=set(run["timers"]),
+                       cancelable={int(s) for s, e in run["activities"].items() if not e["cancel_requested"]})
+    closed_by: WorkflowCommandType | None = None
     out: list[Validated] = []
     for command in commands:
-        kind = command.get("type")
-        cause = _BAD_CAUSE.get(kind)
-        if cause is None:
-            raise BadCommand("UNHANDLED_COMMAND", f"unknown command type {kind!r}")
+        kind = T.parse(command.get("type"))
+        if kind is None:
+            raise BadCommand("UNHANDLED_COMMAND", f"unknown command type {command.get('type')!r}")
         if closed_by is not None:
-            raise BadCommand(_BAD_CAUSE[closed_by], f"invalid command sequence: {kind} after {closed_by}, "
-                                                    f"which must be the last command")
+            raise BadCommand(closed_by.spec.bad_attributes_cause, f"invalid command sequence: {kind} after "
+                                                                  f"{closed_by}, which must be the last command")
+        check, _ = _HANDLERS[kind]
         try:
-            attributes = _check(ctx, run, kind, command, open_activity_ids, open_timers, cancelable)
+            attributes = check(ctx, run, command, still_open)
         except InvalidArgument as exc:
-            raise BadCommand(cause, str(exc)) from None
-        if kind in CLOSE_COMMANDS:
+            raise BadCommand(kind.spec.bad_attributes_cause, str(exc)) from None
+        if kind.closes_run:
             if run["buffered"]:
                 raise BadCommand("UNHANDLED_COMMAND", f"{kind} while {len(run['buffered'])} new events "
                                                       f"are waiting for the workflow")
@@ -85,61 +84,84 @@ def validate(ctx: ProcessingContext, run: Run, commands: Any) -> list[Validated]
     return out
 
 
-def _check(ctx: ProcessingContext, run: Run, kind: str, c: dict, open_activity_ids: set,
-           open_timers: set, cancelable: set) -> dict[str, Any]:
-    limit = ctx.limits.max_payload_bytes
-    if kind == "SCHEDULE_ACTIVITY_TASK":
-        attributes = workflow_activities.validate_schedule(ctx, run, c)
-        if attributes["activity_id"] in open_activity_ids:
-            raise BadCommand("SCHEDULE_ACTIVITY_DUPLICATE_ID",
-                             f"Activity with ActivityId {attributes['activity_id']} is already open")
-        open_activity_ids.add(attributes["activity_id"])
-        return {**attributes, "request_eager_execution": c.get("request_eager_execution") is True}
-    if kind == "REQUEST_CANCEL_ACTIVITY_TASK":
-        scheduled_id = c.get("scheduled_event_id")
-        if scheduled_id not in cancelable:
-            raise InvalidArgument(f"no open activity with scheduled_event_id {scheduled_id!r} "
-                                  f"whose cancellation was not requested yet")
-        cancelable.discard(scheduled_id)
-        return {"scheduled_event_id": scheduled_id}
-    if kind == "START_TIMER":
-        timer_id, timeout_ms = c.get("timer_id"), c.get("start_to_fire_timeout_ms")
-        if not timer_id or not isinstance(timer_id, str):
-            raise InvalidArgument("TimerId is not set on command.")
-        if not isinstance(timeout_ms, int) or timeout_ms <= 0:
-            raise InvalidArgument(f"A valid StartToFireTimeout is not set on command, got {timeout_ms!r}.")
-        if timer_id in open_timers:
-            raise BadCommand("START_TIMER_DUPLICATE_ID", f"Timer with TimerId {timer_id} is already open")
-        open_timers.add(timer_id)
-        return {"timer_id": timer_id, "start_to_fire_timeout_ms": timeout_ms}
-    if kind == "CANCEL_TIMER":
-        if c.get("timer_id") not in open_timers:
-            raise InvalidArgument(f"no open timer with TimerId {c.get('timer_id')!r}")
-        open_timers.discard(c["timer_id"])
-        return {"timer_id": c["timer_id"]}
-    if kind == "RECORD_MARKER":
-        if not c.get("marker_name") or not isinstance(c["marker_name"], str):
-            raise InvalidArgument("MarkerName is not set on command.")
-        return {"marker_name": c["marker_name"], "details": c.get("details")}
-    if kind == "COMPLETE_WORKFLOW_EXECUTION":
-        result = c.get("result")
-        problem = check_json(result if result is not None else "null", "result", limit)
-        if problem:
-            raise InvalidArgument(problem)
-        return {"result": result}
-    if kind == "FAIL_WORKFLOW_EXECUTION":
-        problem = check_failure_record(c.get("failure"))
-        if problem:
-            raise InvalidArgument(problem)
-        return {"failure": c["failure"]}
-    if kind == "CANCEL_WORKFLOW_EXECUTION":
-        if not run["cancel_requested"]:
-            raise InvalidArgument("the workflow may cancel itself only after a cancellation request")
-        return {"details": c.get("details")}
-    return _check_continue_as_new(ctx, run, c)
+def apply(ctx: ProcessingContext, run_key: int, run: Run, commands: list[Validated],
+          completed_id: int, eager_for: str | None = None) -> bool:
+    """Write the commands' events and effects; True if an event needs a new workflow task.
+    `eager_for`: the worker that may run activities eagerly (see `workflow_activities.schedule`)."""
+    needs_task = False
+    for kind, attributes in commands:
+        _, apply_one = _HANDLERS[kind]
+        needs_task |= bool(apply_one(ctx, run_key, run, attributes, completed_id, eager_for))
+    return needs_task
 
 
-def _check_continue_as_new(ctx: ProcessingContext, run: Run, c: dict) -> dict[str, Any]:
+# checks: the command's attributes as its event records them; raise InvalidArgument or BadCommand
+
+def _check_schedule_activity(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+    attributes = workflow_activities.validate_schedule(ctx, run, c)
+    if attributes["activity_id"] in still_open.activity_ids:
+        raise BadCommand("SCHEDULE_ACTIVITY_DUPLICATE_ID",
+                         f"Activity with ActivityId {attributes['activity_id']} is already open")
+    still_open.activity_ids.add(attributes["activity_id"])
+    return {**attributes, "request_eager_execution": c.get("request_eager_execution") is True}
+
+
+def _check_request_cancel_activity(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+    scheduled_id = c.get("scheduled_event_id")
+    if scheduled_id not in still_open.cancelable:
+        raise InvalidArgument(f"no open activity with scheduled_event_id {scheduled_id!r} "
+                              f"whose cancellation was not requested yet")
+    still_open.cancelable.discard(scheduled_id)
+    return {"scheduled_event_id": scheduled_id}
+
+
+def _check_start_timer(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+    timer_id, timeout_ms = c.get("timer_id"), c.get("start_to_fire_timeout_ms")
+    if not timer_id or not isinstance(timer_id, str):
+        raise InvalidArgument("TimerId is not set on command.")
+    if not isinstance(timeout_ms, int) or timeout_ms <= 0:
+        raise InvalidArgument(f"A valid StartToFireTimeout is not set on command, got {timeout_ms!r}.")
+    if timer_id in still_open.timers:
+        raise BadCommand("START_TIMER_DUPLICATE_ID", f"Timer with TimerId {timer_id} is already open")
+    still_open.timers.add(timer_id)
+    return {"timer_id": timer_id, "start_to_fire_timeout_ms": timeout_ms}
+
+
+def _check_cancel_timer(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+    if c.get("timer_id") not in still_open.timers:
+        raise InvalidArgument(f"no open timer with TimerId {c.get('timer_id')!r}")
+    still_open.timers.discard(c["timer_id"])
+    return {"timer_id": c["timer_id"]}
+
+
+def _check_record_marker(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+    if not c.get("marker_name") or not isinstance(c["marker_name"], str):
+        raise InvalidArgument("MarkerName is not set on command.")
+    return {"marker_name": c["marker_name"], "details": c.get("details")}
+
+
+def _check_complete(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+    result = c.get("result")
+    problem = check_json(result if result is not None else "null", "result", ctx.limits.max_payload_bytes)
+    if problem:
+        raise InvalidArgument(problem)
+    return {"result": result}
+
+
+def _check_fail(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+    problem = check_failure_record(c.get("failure"))
+    if problem:
+        raise InvalidArgument(problem)
+    return {"failure": c["failure"]}
+
+
+def _check_cancel(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+    if not run["cancel_requested"]:
+        raise InvalidArgument("the workflow may cancel itself only after a cancellation request")
+    return {"details": c.get("details")}
+
+
+def _check_continue_as_new(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
     queue = c.get("task_queue") or run["task_queue"]
     problem = check_task_queue(queue) or check_json(
         c.get("input") if c.get("input") is not None else "null", "input", ctx.limits.max_payload_bytes) \
@@ -153,40 +175,50 @@ def _check_continue_as_new(ctx: ProcessingContext, run: Run, c: dict) -> dict[st
             "input": c.get("input"), "timeouts": timeouts}
 
 
-def apply(ctx: ProcessingContext, run_key: int, run: Run, commands: list[Validated],
-          completed_id: int, eager_for: str | None = None) -> bool:
-    """Write the commands' events and effects; True if an event needs a new workflow task.
-    `eager_for`: the worker that may run activities eagerly (see `workflow_activities.schedule`)."""
-    needs_task = False
-    for kind, a in commands:
-        if kind == "SCHEDULE_ACTIVITY_TASK":
-            workflow_activities.schedule(ctx, run_key, run, a, completed_id, eager_for)
-        elif kind == "REQUEST_CANCEL_ACTIVITY_TASK":
-            needs_task |= workflow_activities.request_cancel(ctx, run_key, run, a["scheduled_event_id"],
-                                                             completed_id)
-        elif kind == "START_TIMER":
-            started_id = append(ctx, run_key, run, E.TIMER_STARTED,
-                                {**a, "workflow_task_completed_event_id": completed_id})
-            ctx.workflow_timers.start_timer(run_key, run, a["timer_id"],
-                                            ctx.now_ms + a["start_to_fire_timeout_ms"], started_id)
-        elif kind == "CANCEL_TIMER":
-            _cancel_timer(ctx, run_key, run, a["timer_id"], completed_id)
-        elif kind == "RECORD_MARKER":
-            append(ctx, run_key, run, E.MARKER_RECORDED, {**a, "workflow_task_completed_event_id": completed_id})
-        elif kind == "COMPLETE_WORKFLOW_EXECUTION":
-            close(ctx, run_key, run, Status.COMPLETED, E.WORKFLOW_EXECUTION_COMPLETED, {
-                **a, "workflow_task_completed_event_id": completed_id, "new_execution_run_id": ""})
-        elif kind == "FAIL_WORKFLOW_EXECUTION":
-            _fail(ctx, run_key, run, a["failure"], completed_id)
-        elif kind == "CANCEL_WORKFLOW_EXECUTION":
-            close(ctx, run_key, run, Status.CANCELED, E.WORKFLOW_EXECUTION_CANCELED,
-                  {**a, "workflow_task_completed_event_id": completed_id})
-        else:
-            _continue_as_new(ctx, run_key, run, a, completed_id)
-    return needs_task
+# applies: the events and effects; True if the run needs a new workflow task
+
+def _schedule_activity(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+                       eager_for: str | None) -> bool:
+    workflow_activities.schedule(ctx, run_key, run, a, completed_id, eager_for)
+    return False
 
 
-def _cancel_timer(ctx: ProcessingContext, run_key: int, run: Run, timer_id: str, completed_id: int) -> None:
+def _request_cancel_activity(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+                             eager_for: str | None) -> bool:
+    return workflow_activities.request_cancel(ctx, run_key, run, a["scheduled_event_id"], completed_id)
+
+
+def _start_timer(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+                 eager_for: str | None) -> bool:
+    started_id = append(ctx, run_key, run, E.TIMER_STARTED, {**a, "workflow_task_completed_event_id": completed_id})
+    ctx.workflow_timers.start_timer(run_key, run, a["timer_id"], ctx.now_ms + a["start_to_fire_timeout_ms"],
+                                    started_id)
+    return False
+
+
+def _record_marker(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+                   eager_for: str | None) -> bool:
+    append(ctx, run_key, run, E.MARKER_RECORDED, {**a, "workflow_task_completed_event_id": completed_id})
+    return False
+
+
+def _complete(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+              eager_for: str | None) -> bool:
+    close(ctx, run_key, run, Status.COMPLETED, E.WORKFLOW_EXECUTION_COMPLETED, {
+        **a, "workflow_task_completed_event_id": completed_id, "new_execution_run_id": ""})
+    return False
+
+
+def _cancel(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+            eager_for: str | None) -> bool:
+    close(ctx, run_key, run, Status.CANCELED, E.WORKFLOW_EXECUTION_CANCELED,
+          {**a, "workflow_task_completed_event_id": completed_id})
+    return False
+
+
+def _cancel_timer(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+                  eager_for: str | None) -> bool:
+    timer_id = a["timer_id"]
     timer = ctx.workflow_timers.remove_timer(run_key, run, timer_id)
     if timer["fired"]:  # it fired while the task was out: the cancel wins, as in Temporal
         run["buffered"] = [e for e in run["buffered"]
@@ -194,10 +226,13 @@ def _cancel_timer(ctx: ProcessingContext, run_key: int, run: Run, timer_id: str,
     append(ctx, run_key, run, E.TIMER_CANCELED, {
         "timer_id": timer_id, "started_event_id": timer["started_event_id"],
         "workflow_task_completed_event_id": completed_id})
+    return False
 
 
-def _fail(ctx: ProcessingContext, run_key: int, run: Run, failure: dict, completed_id: int) -> None:
+def _fail(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+          eager_for: str | None) -> bool:
     """WORKFLOW_EXECUTION_FAILED, and a retry run if the policy asks for one (SEMANTICS 1.7)."""
+    failure = a["failure"]
     plan = plan_workflow_retry(
         policy_from_record(run["retry_policy"]) if run["retry_policy"] is not None else None,
         attempt=run["attempt"], failure=failure_from_record(failure), now=to_datetime(ctx.now_ms),
@@ -211,6 +246,7 @@ def _fail(ctx: ProcessingContext, run_key: int, run: Run, failure: dict, complet
     if retrying:
         next_run(ctx, run_key, run, new_run_id, ContinueAsNewInitiator.RETRY, attempt=plan.next_attempt,
                  backoff_ms=to_ms(plan.first_workflow_task_backoff), continued_failure=failure)
+    return False
 
 
 def next_run(ctx: ProcessingContext, run_key: int, run: Run, new_run_id: str,
@@ -233,7 +269,8 @@ def next_run(ctx: ProcessingContext, run_key: int, run: Run, new_run_id: str,
               first_task_backoff_ms=backoff_ms, continued_failure=continued_failure)
 
 
-def _continue_as_new(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int) -> None:
+def _continue_as_new(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+                     eager_for: str | None) -> bool:
     new_run_id = str(uuid.uuid4())
     t = a["timeouts"]
     close(ctx, run_key, run, Status.CONTINUED_AS_NEW, E.WORKFLOW_EXECUTION_CONTINUED_AS_NEW, {
@@ -241,3 +278,20 @@ def _continue_as_new(ctx: ProcessingContext, run_key: int, run: Run, a: dict, co
         "input": a["input"], "workflow_run_timeout_ms": to_ms(t.run), "workflow_task_timeout_ms": to_ms(t.task),
         "initiator": ContinueAsNewInitiator.WORKFLOW.name, "workflow_task_completed_event_id": completed_id})
     next_run(ctx, run_key, run, new_run_id, ContinueAsNewInitiator.WORKFLOW, attempt=1, **a)
+    return False
+
+
+#: Each command type's check and apply; its event and failure cause are its row in
+#: `protocol/workflow_commands.py`.
+_HANDLERS = {
+    T.SCHEDULE_ACTIVITY_TASK: (_check_schedule_activity, _schedule_activity),
+    T.REQUEST_CANCEL_ACTIVITY_TASK: (_check_request_cancel_activity, _request_cancel_activity),
+    T.START_TIMER: (_check_start_timer, _start_timer),
+    T.CANCEL_TIMER: (_check_cancel_timer, _cancel_timer),
+    T.RECORD_MARKER: (_check_record_marker, _record_marker),
+    T.COMPLETE_WORKFLOW_EXECUTION: (_check_complete, _complete),
+    T.FAIL_WORKFLOW_EXECUTION: (_check_fail, _fail),
+    T.CANCEL_WORKFLOW_EXECUTION: (_check_cancel, _cancel),
+    T.CONTINUE_AS_NEW_WORKFLOW_EXECUTION: (_check_continue_as_new, _continue_as_new),
+}
+assert set(_HANDLERS) == set(WorkflowCommandType), "every command type needs a check and an apply"

@@ -1,0 +1,93 @@
+"""The commands a workflow task completes with, shared by the engine and the SDK.
+
+A command travels as a plain dict with a ``type`` (docs/workflow-protocol.md). Each type
+has one row here: the history event the engine appends for it, the cause a workflow task
+fails with when its attributes are bad (Temporal's WorkflowTaskFailedCause), whether it
+closes the run, and the attributes that identify its event on replay. The engine checks
+and applies each type through its own table (`engine/workflows/commands.py`); the SDK
+matches recorded events against the code's commands with the same rows
+(`workflow/commands.py`). A new command is a member here, a row, and one check and one
+apply function in the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from streamproc.semantics.workflow_events import EventType
+
+
+class WorkflowCommandType(StrEnum):
+    """Temporal's CommandType names, without ``COMMAND_TYPE_``; the value is the wire string."""
+
+    SCHEDULE_ACTIVITY_TASK = "SCHEDULE_ACTIVITY_TASK"
+    REQUEST_CANCEL_ACTIVITY_TASK = "REQUEST_CANCEL_ACTIVITY_TASK"
+    START_TIMER = "START_TIMER"
+    CANCEL_TIMER = "CANCEL_TIMER"
+    RECORD_MARKER = "RECORD_MARKER"
+    COMPLETE_WORKFLOW_EXECUTION = "COMPLETE_WORKFLOW_EXECUTION"
+    FAIL_WORKFLOW_EXECUTION = "FAIL_WORKFLOW_EXECUTION"
+    CANCEL_WORKFLOW_EXECUTION = "CANCEL_WORKFLOW_EXECUTION"
+    CONTINUE_AS_NEW_WORKFLOW_EXECUTION = "CONTINUE_AS_NEW_WORKFLOW_EXECUTION"
+
+    @classmethod
+    def parse(cls, value: object) -> WorkflowCommandType | None:
+        """The member a wire ``type`` names, or None for anything else."""
+        try:
+            return cls(value)
+        except ValueError:
+            return None
+
+    @property
+    def spec(self) -> CommandSpec:
+        return COMMAND_SPECS[self]
+
+    @property
+    def closes_run(self) -> bool:
+        return self.spec.closes_run
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    #: The history event the engine appends for the command.
+    event: EventType
+    #: The cause of WORKFLOW_TASK_FAILED when the command's attributes are bad.
+    bad_attributes_cause: str
+    #: Whether it must be the task's last command (the run closes).
+    closes_run: bool = False
+    #: (command field, event attribute) pairs that identify the command's event on replay.
+    identity: tuple[tuple[str, str], ...] = ()
+
+
+T = WorkflowCommandType
+E = EventType
+
+COMMAND_SPECS: dict[WorkflowCommandType, CommandSpec] = {
+    T.SCHEDULE_ACTIVITY_TASK: CommandSpec(
+        E.ACTIVITY_TASK_SCHEDULED, "BAD_SCHEDULE_ACTIVITY_ATTRIBUTES",
+        identity=(("activity_type", "activity_type"), ("activity_id", "activity_id"))),
+    T.REQUEST_CANCEL_ACTIVITY_TASK: CommandSpec(
+        E.ACTIVITY_TASK_CANCEL_REQUESTED, "BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES",
+        identity=(("scheduled_event_id", "scheduled_event_id"),)),
+    T.START_TIMER: CommandSpec(E.TIMER_STARTED, "BAD_START_TIMER_ATTRIBUTES", identity=(("timer_id", "timer_id"),)),
+    T.CANCEL_TIMER: CommandSpec(E.TIMER_CANCELED, "BAD_CANCEL_TIMER_ATTRIBUTES", identity=(("timer_id", "timer_id"),)),
+    T.RECORD_MARKER: CommandSpec(E.MARKER_RECORDED, "BAD_RECORD_MARKER_ATTRIBUTES",
+                                 identity=(("marker_name", "marker_name"),)),
+    T.COMPLETE_WORKFLOW_EXECUTION: CommandSpec(
+        E.WORKFLOW_EXECUTION_COMPLETED, "BAD_COMPLETE_WORKFLOW_EXECUTION_ATTRIBUTES", closes_run=True),
+    T.FAIL_WORKFLOW_EXECUTION: CommandSpec(
+        E.WORKFLOW_EXECUTION_FAILED, "BAD_FAIL_WORKFLOW_EXECUTION_ATTRIBUTES", closes_run=True),
+    T.CANCEL_WORKFLOW_EXECUTION: CommandSpec(
+        E.WORKFLOW_EXECUTION_CANCELED, "BAD_CANCEL_WORKFLOW_EXECUTION_ATTRIBUTES", closes_run=True),
+    T.CONTINUE_AS_NEW_WORKFLOW_EXECUTION: CommandSpec(
+        E.WORKFLOW_EXECUTION_CONTINUED_AS_NEW, "BAD_CONTINUE_AS_NEW_ATTRIBUTES", closes_run=True),
+}
+
+#: The commands that close the run (each must be the task's last).
+CLOSE_COMMANDS = frozenset(t for t in WorkflowCommandType if t.closes_run)
+
+
+def command_of_event(event_type: EventType) -> WorkflowCommandType | None:
+    """The command whose event `event_type` is, if any."""
+    return next((t for t, spec in COMMAND_SPECS.items() if spec.event is event_type), None)
