@@ -15,7 +15,7 @@ from __future__ import annotations
 from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.families import Family
 from streamproc.state.keys import read_time_key, time_key, time_upper_bound
-from streamproc.state.workflows import Run
+from streamproc.state.workflow_run import RunTimer, WorkflowRun
 
 _TIME_KEY_BYTES = 16
 
@@ -34,31 +34,31 @@ class WorkflowTimers:
     def __init__(self, writes: PendingWrites) -> None:
         self._w = writes
 
-    def start_timer(self, run_key: int, run: Run, timer_id: str, due_ms: int, started_event_id: int) -> None:
+    def start_timer(self, run_key: int, run: WorkflowRun, timer_id: str, due_ms: int, started_event_id: int) -> None:
         self._w.put(Family.WORKFLOW_TIMERS, _timer_key(due_ms, run_key, timer_id), b"")
-        run["timers"][timer_id] = {"due_ms": due_ms, "started_event_id": started_event_id, "fired": False}
+        run.timers[timer_id] = RunTimer(due_ms, started_event_id)
 
-    def remove_timer(self, run_key: int, run: Run, timer_id: str) -> dict:
-        timer = run["timers"].pop(timer_id)
-        self._w.delete(Family.WORKFLOW_TIMERS, _timer_key(timer["due_ms"], run_key, timer_id))
+    def remove_timer(self, run_key: int, run: WorkflowRun, timer_id: str) -> RunTimer:
+        timer = run.timers.pop(timer_id)
+        self._w.delete(Family.WORKFLOW_TIMERS, _timer_key(timer.due_ms, run_key, timer_id))
         return timer
 
-    def arm(self, run_key: int, run: Run, kind: str, due_ms: int) -> None:
+    def arm(self, run_key: int, run: WorkflowRun, kind: str, due_ms: int) -> None:
         """Make `due_ms` the run's deadline of this kind (replacing an earlier one)."""
         self.disarm(run_key, run, kind)
         self._w.put(Family.WORKFLOW_DEADLINES, _deadline_key(due_ms, run_key, kind), b"")
-        run["deadlines"][kind] = due_ms
+        run.deadlines[kind] = due_ms
 
-    def disarm(self, run_key: int, run: Run, kind: str) -> None:
-        due_ms = run["deadlines"].pop(kind, None)
+    def disarm(self, run_key: int, run: WorkflowRun, kind: str) -> None:
+        due_ms = run.deadlines.pop(kind, None)
         if due_ms is not None:
             self._w.delete(Family.WORKFLOW_DEADLINES, _deadline_key(due_ms, run_key, kind))
 
-    def disarm_all(self, run_key: int, run: Run) -> None:
+    def disarm_all(self, run_key: int, run: WorkflowRun) -> None:
         """The run closed: no deadline and no timer of it may fire any more."""
-        for kind in list(run["deadlines"]):
+        for kind in list(run.deadlines):
             self.disarm(run_key, run, kind)
-        for timer_id in list(run["timers"]):
+        for timer_id in list(run.timers):
             self.remove_timer(run_key, run, timer_id)
 
 

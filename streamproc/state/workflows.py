@@ -1,47 +1,43 @@
 """Workflow runs of a partition, and the indexes that find them.
 
-A run is one JSON document (what the engine needs to process its next command: status,
-timeouts, the workflow task that is out, buffered events, pending activities and
-timers); its history lives apart in `History`. A workflow id names its *current* run
+A run is a `WorkflowRun` (`workflow_run.py`: what the engine needs to process its next
+command), stored as one JSON document; its history lives apart in `History`. A workflow id names its *current* run
 (the newest, open or closed: the reuse policies look at it); a run id names its run.
 Closed runs stay, so DESCRIBE and GET_HISTORY answer for them too.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from streamproc.state.db import PendingWrites
 from streamproc.state.families import Family
 from streamproc.state.keys import u64
-
-Run = dict[str, Any]
+from streamproc.state.workflow_run import WorkflowRun
 
 
 class Workflows:
     def __init__(self, writes: PendingWrites) -> None:
         self._w = writes
 
-    def get(self, run_key: int) -> Run | None:
+    def get(self, run_key: int) -> WorkflowRun | None:
         raw = self._w.get(Family.WORKFLOW_RUNS, u64(run_key)) if run_key >= 0 else None
-        return orjson.loads(raw) if raw is not None else None
+        return WorkflowRun.from_json(orjson.loads(raw)) if raw is not None else None
 
-    def put(self, run_key: int, run: Run) -> None:
-        self._w.put(Family.WORKFLOW_RUNS, u64(run_key), orjson.dumps(run))
+    def put(self, run_key: int, run: WorkflowRun) -> None:
+        self._w.put(Family.WORKFLOW_RUNS, u64(run_key), orjson.dumps(run.to_json()))
 
-    def add(self, run_key: int, run: Run) -> None:
+    def add(self, run_key: int, run: WorkflowRun) -> None:
         """A new run: stored, findable by its run id, and the current run of its workflow id."""
-        self._w.put(Family.WORKFLOW_RUN_IDS, run["run_id"].encode(), u64(run_key))
-        self._w.put(Family.WORKFLOW_IDS, run["workflow_id"].encode(), u64(run_key))
+        self._w.put(Family.WORKFLOW_RUN_IDS, run.run_id.encode(), u64(run_key))
+        self._w.put(Family.WORKFLOW_IDS, run.workflow_id.encode(), u64(run_key))
         self.put(run_key, run)
 
     def current_key(self, workflow_id: str) -> int | None:
         raw = self._w.get(Family.WORKFLOW_IDS, workflow_id.encode())
         return int.from_bytes(raw, "big") if raw is not None else None
 
-    def find(self, workflow_id: str, run_id: str = "") -> tuple[int, Run] | None:
+    def find(self, workflow_id: str, run_id: str = "") -> tuple[int, WorkflowRun] | None:
         """The run `run_id` of `workflow_id`, or its current run when `run_id` is empty."""
         if run_id:
             raw = self._w.get(Family.WORKFLOW_RUN_IDS, run_id.encode())
@@ -49,6 +45,6 @@ class Workflows:
         else:
             run_key = self.current_key(workflow_id)
         run = self.get(run_key) if run_key is not None else None
-        if run is None or run["workflow_id"] != workflow_id:
+        if run is None or run.workflow_id != workflow_id:
             return None
         return run_key, run

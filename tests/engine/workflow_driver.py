@@ -61,7 +61,9 @@ class WorkflowDriver:
         return events
 
     def run(self, run_key: int) -> dict:
-        return Workflows(PendingWrites(self.h.db)).get(run_key)
+        """The run as its stored document (the JSON keys tests read)."""
+        run = Workflows(PendingWrites(self.h.db)).get(run_key)
+        return run.to_json() if run is not None else None
 
     def current_key(self, workflow_id: str) -> int | None:
         return Workflows(PendingWrites(self.h.db)).current_key(workflow_id)

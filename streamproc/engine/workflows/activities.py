@@ -13,13 +13,13 @@ from typing import Any
 
 from streamproc.engine.activities.processors import create_activity, normalise_schedule
 from streamproc.engine.processing import ProcessingContext
-from streamproc.engine.workflows.runs import Pending, append, deliver
+from streamproc.engine.workflows.runs import append, deliver
 from streamproc.protocol.failures import failure_to_record
 from streamproc.protocol.records import ActivityIntent
 from streamproc.semantics import ActivityState, InvalidArgument
 from streamproc.semantics.workflow_events import EventType
 from streamproc.state.activities import policy_to_record, timeouts_to_record
-from streamproc.state.workflows import Run
+from streamproc.state.workflow_run import PendingEvent, RunActivity, WorkflowRun
 
 E = EventType
 
@@ -39,11 +39,11 @@ _CLOSE_ATTRIBUTES = {
 }
 
 
-def validate_schedule(ctx: ProcessingContext, run: Run, command: dict[str, Any]) -> dict[str, Any]:
+def validate_schedule(ctx: ProcessingContext, run: WorkflowRun, command: dict[str, Any]) -> dict[str, Any]:
     """The ACTIVITY_TASK_SCHEDULED attributes of a SCHEDULE_ACTIVITY_TASK command, normalised;
     raises InvalidArgument. An empty task queue is the workflow's."""
     v = {"activity_id": command.get("activity_id") or "", "activity_type": command.get("activity_type") or "",
-         "task_queue": command.get("task_queue") or run["task_queue"],
+         "task_queue": command.get("task_queue") or run.task_queue,
          "input": command.get("input") if command.get("input") is not None else "null",
          "retry_policy": command.get("retry_policy")}
     for name in ("schedule_to_close_timeout_ms", "schedule_to_start_timeout_ms",
@@ -56,47 +56,45 @@ def validate_schedule(ctx: ProcessingContext, run: Run, command: dict[str, Any])
     return {**v, **timeouts_to_record(timeouts), "retry_policy": policy_to_record(policy)}
 
 
-def schedule(ctx: ProcessingContext, run_key: int, run: Run, attributes: dict[str, Any],
+def schedule(ctx: ProcessingContext, run_key: int, run: WorkflowRun, attributes: dict[str, Any],
              completed_event_id: int, eager_for: str | None = None) -> None:
     """ACTIVITY_TASK_SCHEDULED and the activity itself, its first attempt dispatched; or,
     if the command asked for eager execution and `eager_for` (the identity of the worker
     that completed the task and listens for replies) may have it, started by that worker.
     As in Temporal, only an activity on the workflow's own task queue runs eagerly."""
     eager = attributes.pop("request_eager_execution", False) and eager_for is not None \
-        and attributes["task_queue"] == run["task_queue"]
+        and attributes["task_queue"] == run.task_queue
     scheduled_id = append(ctx, run_key, run, E.ACTIVITY_TASK_SCHEDULED,
                           {**attributes, "workflow_task_completed_event_id": completed_event_id})
     # Normalising again gives the same values; the activity keeps them as typed objects.
     key = create_activity(ctx, attributes, *normalise_schedule(attributes, ctx),
                           workflow={"run_key": run_key, "scheduled_event_id": scheduled_id},
                           started_by=eager_for if eager else None)
-    run["activities"][str(scheduled_id)] = {
-        "key": key, "activity_id": attributes["activity_id"], "activity_type": attributes["activity_type"],
-        "closed": False, "cancel_requested": False}
+    run.activities[scheduled_id] = RunActivity(key, attributes["activity_id"], attributes["activity_type"])
 
 
-def request_cancel(ctx: ProcessingContext, run_key: int, run: Run, scheduled_id: int,
+def request_cancel(ctx: ProcessingContext, run_key: int, run: WorkflowRun, scheduled_id: int,
                    completed_event_id: int) -> bool:
     """ACTIVITY_TASK_CANCEL_REQUESTED; an activity that is not running (not started, or
     waiting out a retry backoff) is canceled at once. True if that needs a workflow task."""
-    entry = run["activities"][str(scheduled_id)]
-    entry["cancel_requested"] = True
+    entry = run.activities[scheduled_id]
+    entry.cancel_requested = True
     request_id = append(ctx, run_key, run, E.ACTIVITY_TASK_CANCEL_REQUESTED, {
         "scheduled_event_id": scheduled_id, "workflow_task_completed_event_id": completed_event_id})
-    found = None if entry["closed"] else ctx.activities.get(entry["key"])
+    found = None if entry.closed else ctx.activities.get(entry.key)
     if found is None:  # its close is buffered already: the run learns about it anyway
         return False
     meta, state = found
     if state.started_time is None:
-        ctx.activities.remove(entry["key"], meta)
-        del run["activities"][str(scheduled_id)]
+        ctx.activities.remove(entry.key, meta)
+        del run.activities[scheduled_id]
         append(ctx, run_key, run, E.ACTIVITY_TASK_CANCELED, {
             "scheduled_event_id": scheduled_id, "started_event_id": 0,
             "latest_cancel_requested_event_id": request_id, "details": '"ACTIVITY_ID_NOT_STARTED"'})
         return True
     # The worker learns it from its heartbeat answers, and reports the cancellation.
     meta["latest_cancel_requested_event_id"] = request_id
-    ctx.activities.put(entry["key"], meta, replace(state, cancel_requested=True))
+    ctx.activities.put(entry.key, meta, replace(state, cancel_requested=True))
     return False
 
 
@@ -113,24 +111,24 @@ class WorkflowActivityOwner:
         owner = meta["workflow"]
         run_key, scheduled_id = owner["run_key"], owner["scheduled_event_id"]
         run = ctx.workflows.get(run_key)
-        if run is None or str(scheduled_id) not in run["activities"]:
+        if run is None or scheduled_id not in run.activities:
             return  # the run closed first; its activities were dropped with it
         close_type = _CLOSE_EVENTS[close_intent]
         values = {"identity": meta["identity"],
                   "latest_cancel_requested_event_id": meta["latest_cancel_requested_event_id"], **fields}
         close_attributes = {"scheduled_event_id": scheduled_id,
                             **{name: values.get(name) for name in _CLOSE_ATTRIBUTES[close_type]}}
-        events: list[Pending] = []
+        events: list[PendingEvent] = []
         if started:
-            events.append((E.ACTIVITY_TASK_STARTED.name, {
+            events.append(PendingEvent(E.ACTIVITY_TASK_STARTED.name, {
                 "scheduled_event_id": scheduled_id, "identity": meta["identity"], "attempt": state.attempt,
-                "last_failure": failure_to_record(last_failure)}, False))
-            events.append((close_type.name, close_attributes, True))
+                "last_failure": failure_to_record(last_failure)}))
+            events.append(PendingEvent(close_type.name, close_attributes, links_started=True))
         else:
-            events.append((close_type.name, {**close_attributes, "started_event_id": 0}, False))
-        if run["task"] is not None:
-            run["activities"][str(scheduled_id)]["closed"] = True  # forgotten when the buffer flushes
+            events.append(PendingEvent(close_type.name, {**close_attributes, "started_event_id": 0}))
+        if run.task is not None:
+            run.activities[scheduled_id].closed = True  # forgotten when the buffer flushes
         else:
-            del run["activities"][str(scheduled_id)]
+            del run.activities[scheduled_id]
         deliver(ctx, run_key, run, events)
         ctx.workflows.put(run_key, run)

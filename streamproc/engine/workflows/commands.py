@@ -16,7 +16,7 @@ from streamproc.engine.workflows import activities as workflow_activities
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.runs import E, append, close
-from streamproc.engine.workflows.start import start_run, timeouts_of
+from streamproc.engine.workflows.start import start_run
 from streamproc.protocol.failures import check_failure_record, failure_from_record
 from streamproc.protocol.topics import check_task_queue
 from streamproc.protocol.workflow_commands import WorkflowCommandType
@@ -27,7 +27,7 @@ from streamproc.semantics.workflow_ids import WorkflowExecutionStatus as Status
 from streamproc.semantics.workflow_retry import plan_workflow_retry
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, continue_as_new_timeouts
 from streamproc.state.activities import policy_from_record, to_datetime, to_ms
-from streamproc.state.workflows import Run
+from streamproc.state.workflow_run import WorkflowRun
 
 T = WorkflowCommandType
 
@@ -54,13 +54,12 @@ class _Open:
 Validated = tuple[WorkflowCommandType, dict[str, Any]]
 
 
-def validate(ctx: ProcessingContext, run: Run, commands: Any) -> list[Validated]:
+def validate(ctx: ProcessingContext, run: WorkflowRun, commands: Any) -> list[Validated]:
     """Check every command against the run as the earlier commands leave it; raises BadCommand."""
     if not isinstance(commands, list) or not all(isinstance(c, dict) for c in commands):
         raise BadCommand("UNHANDLED_COMMAND", "commands must be a JSON list of objects")
-    still_open = _Open(activity_ids={e["activity_id"] for e in run["activities"].values() if not e["closed"]},
-                       timers=set(run["timers"]),
-                       cancelable={int(s) for s, e in run["activities"].items() if not e["cancel_requested"]})
+    still_open = _Open(activity_ids=run.open_activity_ids(), timers=set(run.timers),
+                       cancelable=run.cancelable_activities())
     closed_by: WorkflowCommandType | None = None
     out: list[Validated] = []
     for command in commands:
@@ -76,15 +75,15 @@ def validate(ctx: ProcessingContext, run: Run, commands: Any) -> list[Validated]
         except InvalidArgument as exc:
             raise BadCommand(kind.spec.bad_attributes_cause, str(exc)) from None
         if kind.closes_run:
-            if run["buffered"]:
-                raise BadCommand("UNHANDLED_COMMAND", f"{kind} while {len(run['buffered'])} new events "
+            if run.buffered:
+                raise BadCommand("UNHANDLED_COMMAND", f"{kind} while {len(run.buffered)} new events "
                                                       f"are waiting for the workflow")
             closed_by = kind
         out.append((kind, attributes))
     return out
 
 
-def apply(ctx: ProcessingContext, run_key: int, run: Run, commands: list[Validated],
+def apply(ctx: ProcessingContext, run_key: int, run: WorkflowRun, commands: list[Validated],
           completed_id: int, eager_for: str | None = None) -> bool:
     """Write the commands' events and effects; True if an event needs a new workflow task.
     `eager_for`: the worker that may run activities eagerly (see `workflow_activities.schedule`)."""
@@ -97,7 +96,7 @@ def apply(ctx: ProcessingContext, run_key: int, run: Run, commands: list[Validat
 
 # checks: the command's attributes as its event records them; raise InvalidArgument or BadCommand
 
-def _check_schedule_activity(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+def _check_schedule_activity(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_open: _Open) -> dict[str, Any]:
     attributes = workflow_activities.validate_schedule(ctx, run, c)
     if attributes["activity_id"] in still_open.activity_ids:
         raise BadCommand("SCHEDULE_ACTIVITY_DUPLICATE_ID",
@@ -106,7 +105,7 @@ def _check_schedule_activity(ctx: ProcessingContext, run: Run, c: dict, still_op
     return {**attributes, "request_eager_execution": c.get("request_eager_execution") is True}
 
 
-def _check_request_cancel_activity(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+def _check_request_cancel_activity(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_open: _Open) -> dict[str, Any]:
     scheduled_id = c.get("scheduled_event_id")
     if scheduled_id not in still_open.cancelable:
         raise InvalidArgument(f"no open activity with scheduled_event_id {scheduled_id!r} "
@@ -115,7 +114,7 @@ def _check_request_cancel_activity(ctx: ProcessingContext, run: Run, c: dict, st
     return {"scheduled_event_id": scheduled_id}
 
 
-def _check_start_timer(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+def _check_start_timer(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_open: _Open) -> dict[str, Any]:
     timer_id, timeout_ms = c.get("timer_id"), c.get("start_to_fire_timeout_ms")
     if not timer_id or not isinstance(timer_id, str):
         raise InvalidArgument("TimerId is not set on command.")
@@ -127,20 +126,20 @@ def _check_start_timer(ctx: ProcessingContext, run: Run, c: dict, still_open: _O
     return {"timer_id": timer_id, "start_to_fire_timeout_ms": timeout_ms}
 
 
-def _check_cancel_timer(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+def _check_cancel_timer(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_open: _Open) -> dict[str, Any]:
     if c.get("timer_id") not in still_open.timers:
         raise InvalidArgument(f"no open timer with TimerId {c.get('timer_id')!r}")
     still_open.timers.discard(c["timer_id"])
     return {"timer_id": c["timer_id"]}
 
 
-def _check_record_marker(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+def _check_record_marker(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_open: _Open) -> dict[str, Any]:
     if not c.get("marker_name") or not isinstance(c["marker_name"], str):
         raise InvalidArgument("MarkerName is not set on command.")
     return {"marker_name": c["marker_name"], "details": c.get("details")}
 
 
-def _check_complete(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+def _check_complete(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_open: _Open) -> dict[str, Any]:
     result = c.get("result")
     problem = check_json(result if result is not None else "null", "result", ctx.limits.max_payload_bytes)
     if problem:
@@ -148,21 +147,21 @@ def _check_complete(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open
     return {"result": result}
 
 
-def _check_fail(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
+def _check_fail(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_open: _Open) -> dict[str, Any]:
     problem = check_failure_record(c.get("failure"))
     if problem:
         raise InvalidArgument(problem)
     return {"failure": c["failure"]}
 
 
-def _check_cancel(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
-    if not run["cancel_requested"]:
+def _check_cancel(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_open: _Open) -> dict[str, Any]:
+    if not run.cancel_requested:
         raise InvalidArgument("the workflow may cancel itself only after a cancellation request")
     return {"details": c.get("details")}
 
 
-def _check_continue_as_new(ctx: ProcessingContext, run: Run, c: dict, still_open: _Open) -> dict[str, Any]:
-    queue = c.get("task_queue") or run["task_queue"]
+def _check_continue_as_new(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_open: _Open) -> dict[str, Any]:
+    queue = c.get("task_queue") or run.task_queue
     problem = check_task_queue(queue) or check_json(
         c.get("input") if c.get("input") is not None else "null", "input", ctx.limits.max_payload_bytes) \
         or ctx.admit_task_queue(queue)
@@ -170,25 +169,25 @@ def _check_continue_as_new(ctx: ProcessingContext, run: Run, c: dict, still_open
         raise InvalidArgument(problem)
     requested = WorkflowTimeouts(run=timedelta(milliseconds=c.get("workflow_run_timeout_ms") or 0),
                                  task=timedelta(milliseconds=c.get("workflow_task_timeout_ms") or 0))
-    timeouts = continue_as_new_timeouts(requested, timeouts_of(run))
-    return {"workflow_type": c.get("workflow_type") or run["workflow_type"], "task_queue": queue,
+    timeouts = continue_as_new_timeouts(requested, run.timeouts.as_workflow_timeouts())
+    return {"workflow_type": c.get("workflow_type") or run.workflow_type, "task_queue": queue,
             "input": c.get("input"), "timeouts": timeouts}
 
 
 # applies: the events and effects; True if the run needs a new workflow task
 
-def _schedule_activity(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+def _schedule_activity(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
                        eager_for: str | None) -> bool:
     workflow_activities.schedule(ctx, run_key, run, a, completed_id, eager_for)
     return False
 
 
-def _request_cancel_activity(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+def _request_cancel_activity(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
                              eager_for: str | None) -> bool:
     return workflow_activities.request_cancel(ctx, run_key, run, a["scheduled_event_id"], completed_id)
 
 
-def _start_timer(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+def _start_timer(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
                  eager_for: str | None) -> bool:
     started_id = append(ctx, run_key, run, E.TIMER_STARTED, {**a, "workflow_task_completed_event_id": completed_id})
     ctx.workflow_timers.start_timer(run_key, run, a["timer_id"], ctx.now_ms + a["start_to_fire_timeout_ms"],
@@ -196,48 +195,48 @@ def _start_timer(ctx: ProcessingContext, run_key: int, run: Run, a: dict, comple
     return False
 
 
-def _record_marker(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+def _record_marker(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
                    eager_for: str | None) -> bool:
     append(ctx, run_key, run, E.MARKER_RECORDED, {**a, "workflow_task_completed_event_id": completed_id})
     return False
 
 
-def _complete(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+def _complete(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
               eager_for: str | None) -> bool:
     close(ctx, run_key, run, Status.COMPLETED, E.WORKFLOW_EXECUTION_COMPLETED, {
         **a, "workflow_task_completed_event_id": completed_id, "new_execution_run_id": ""})
     return False
 
 
-def _cancel(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+def _cancel(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
             eager_for: str | None) -> bool:
     close(ctx, run_key, run, Status.CANCELED, E.WORKFLOW_EXECUTION_CANCELED,
           {**a, "workflow_task_completed_event_id": completed_id})
     return False
 
 
-def _cancel_timer(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+def _cancel_timer(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
                   eager_for: str | None) -> bool:
     timer_id = a["timer_id"]
     timer = ctx.workflow_timers.remove_timer(run_key, run, timer_id)
-    if timer["fired"]:  # it fired while the task was out: the cancel wins, as in Temporal
-        run["buffered"] = [e for e in run["buffered"]
-                           if not (e[0] == E.TIMER_FIRED.name and e[1]["timer_id"] == timer_id)]
+    if timer.fired:  # it fired while the task was out: the cancel wins, as in Temporal
+        run.buffered = [e for e in run.buffered
+                        if not (e.type_name == E.TIMER_FIRED.name and e.attributes["timer_id"] == timer_id)]
     append(ctx, run_key, run, E.TIMER_CANCELED, {
-        "timer_id": timer_id, "started_event_id": timer["started_event_id"],
+        "timer_id": timer_id, "started_event_id": timer.started_event_id,
         "workflow_task_completed_event_id": completed_id})
     return False
 
 
-def _fail(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+def _fail(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
           eager_for: str | None) -> bool:
     """WORKFLOW_EXECUTION_FAILED, and a retry run if the policy asks for one (SEMANTICS 1.7)."""
     failure = a["failure"]
     plan = plan_workflow_retry(
-        policy_from_record(run["retry_policy"]) if run["retry_policy"] is not None else None,
-        attempt=run["attempt"], failure=failure_from_record(failure), now=to_datetime(ctx.now_ms),
-        execution_expiration=to_datetime(run["execution_expiration_ms"]) if run["execution_expiration_ms"] else None,
-        previous_run_execution_time=to_datetime(run["execution_time_ms"]))
+        policy_from_record(run.retry_policy) if run.retry_policy is not None else None,
+        attempt=run.attempt, failure=failure_from_record(failure), now=to_datetime(ctx.now_ms),
+        execution_expiration=to_datetime(run.execution_expiration_ms) if run.execution_expiration_ms else None,
+        previous_run_execution_time=to_datetime(run.execution_time_ms))
     retrying = plan.retry_state is RetryState.IN_PROGRESS
     new_run_id = str(uuid.uuid4()) if retrying else ""
     close(ctx, run_key, run, Status.FAILED, E.WORKFLOW_EXECUTION_FAILED, {
@@ -249,27 +248,20 @@ def _fail(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id:
     return False
 
 
-def next_run(ctx: ProcessingContext, run_key: int, run: Run, new_run_id: str,
+def next_run(ctx: ProcessingContext, run_key: int, run: WorkflowRun, new_run_id: str,
              initiator: ContinueAsNewInitiator, *, attempt: int, backoff_ms: int = 0,
              continued_failure: dict | None = None, **changes: Any) -> None:
-    """The run that follows a closed one (retry or continue-as-new): same workflow id and
-    chain deadline; type, queue, input and timeouts from `changes` or inherited. It keeps
-    the chain's start request id: a START resent with it (a client across a broker outage)
-    is answered with the chain's current run instead of starting another."""
-    run["new_execution_run_id"] = new_run_id
+    """The run that follows a closed one (retry or continue-as-new, see
+    `WorkflowRun.successor`). It keeps the chain's start request id: a START resent with it
+    (a client across a broker outage) is answered with the chain's current run instead of
+    starting another."""
+    start = run.successor(new_run_id, initiator, attempt=attempt, backoff_ms=backoff_ms,
+                          continued_failure=continued_failure, **changes)
     ctx.workflows.put(run_key, run)
-    start_run(ctx, run_id=new_run_id, workflow_id=run["workflow_id"],
-              workflow_type=changes.get("workflow_type", run["workflow_type"]),
-              task_queue=changes.get("task_queue", run["task_queue"]),
-              input=changes.get("input", run["input"]), timeouts=changes.get("timeouts", timeouts_of(run)),
-              retry_policy=run["retry_policy"], attempt=attempt,
-              execution_expiration_ms=run["execution_expiration_ms"], identity=run["identity"],
-              request_id=run["start_request_id"], first_execution_run_id=run["first_execution_run_id"],
-              continued_execution_run_id=run["run_id"], initiator=initiator,
-              first_task_backoff_ms=backoff_ms, continued_failure=continued_failure)
+    start_run(ctx, start)
 
 
-def _continue_as_new(ctx: ProcessingContext, run_key: int, run: Run, a: dict, completed_id: int,
+def _continue_as_new(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
                      eager_for: str | None) -> bool:
     new_run_id = str(uuid.uuid4())
     t = a["timeouts"]

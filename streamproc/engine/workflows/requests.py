@@ -6,29 +6,29 @@ from __future__ import annotations
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
-from streamproc.engine.workflows.runs import WF, E, deliver, history_pages, is_open, terminate
+from streamproc.engine.workflows.runs import WF, E, deliver, history_pages, terminate
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
-from streamproc.state.workflows import Run
+from streamproc.state.workflow_run import PendingEvent, RunActivity, WorkflowRun
 
 
-def _find(cmd: Record, ctx: ProcessingContext, *, running: bool) -> tuple[int, Run] | None:
+def _find(cmd: Record, ctx: ProcessingContext, *, running: bool) -> tuple[int, WorkflowRun] | None:
     v = cmd.value
     found = ctx.workflows.find(v["workflow_id"], v["run_id"])
     if found is None:
         ctx.out.reject(cmd, RejectionType.NOT_FOUND,
                        f"workflow execution not found: WorkflowId {v['workflow_id']!r}, RunId {v['run_id']!r}")
-    elif running and not is_open(found[1]):
+    elif running and not found[1].is_open:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"workflow execution already completed: WorkflowId {v['workflow_id']!r}, "
-                       f"RunId {found[1]['run_id']!r}, status {found[1]['status']}")
+                       f"RunId {found[1].run_id!r}, status {found[1].status.name}")
     else:
         return found
     return None
 
 
-def _reply_event(ctx: ProcessingContext, run_key: int, run: Run, event_type: E, attributes: dict) -> None:
+def _reply_event(ctx: ProcessingContext, run_key: int, run: WorkflowRun, event_type: E, attributes: dict) -> None:
     ctx.out.reply(WF, event_type.name, run_key, {
-        "workflow_id": run["workflow_id"], "run_id": run["run_id"],
+        "workflow_id": run.workflow_id, "run_id": run.run_id,
         "attributes": orjson.dumps(attributes).decode()})
 
 
@@ -38,13 +38,13 @@ def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
     if found is None:
         return
     run_key, run = found
-    if run["cancel_requested"]:
+    if run.cancel_requested:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
-                       f"cancellation of workflow {run['workflow_id']!r} run {run['run_id']!r} was already requested")
+                       f"cancellation of workflow {run.workflow_id!r} run {run.run_id!r} was already requested")
         return
-    run["cancel_requested"] = True
+    run.cancel_requested = True
     attributes = {"cause": cmd.value["reason"], "identity": cmd.value["identity"]}
-    deliver(ctx, run_key, run, [(E.WORKFLOW_EXECUTION_CANCEL_REQUESTED.name, attributes, False)])
+    deliver(ctx, run_key, run, [PendingEvent(E.WORKFLOW_EXECUTION_CANCEL_REQUESTED.name, attributes)])
     ctx.workflows.put(run_key, run)
     _reply_event(ctx, run_key, run, E.WORKFLOW_EXECUTION_CANCEL_REQUESTED, attributes)
 
@@ -66,31 +66,30 @@ def describe(cmd: Record, ctx: ProcessingContext) -> None:
         return
     run_key, run = found
     description = {
-        "workflow_id": run["workflow_id"], "run_id": run["run_id"], "workflow_type": run["workflow_type"],
-        "task_queue": run["task_queue"], "status": run["status"], "attempt": run["attempt"],
-        "start_time_ms": run["start_time_ms"], "execution_time_ms": run["execution_time_ms"],
-        "close_time_ms": run["close_time_ms"], "history_length": run["next_event_id"] - 1,
-        "history_size_bytes": run["history_size_bytes"],
-        "first_execution_run_id": run["first_execution_run_id"],
-        "new_execution_run_id": run["new_execution_run_id"], "workflow_timeouts_ms": run["timeouts"],
-        "execution_expiration_ms": run["execution_expiration_ms"],
-        "run_expiration_ms": run["run_expiration_ms"],
-        "pending_workflow_task": run["task"],
-        "pending_activities": [
-            _pending_activity(ctx, int(scheduled_id), entry)
-            for scheduled_id, entry in run["activities"].items() if not entry["closed"]],
-        "pending_timers": [{"timer_id": timer_id, "started_event_id": t["started_event_id"], "due_ms": t["due_ms"]}
-                           for timer_id, t in run["timers"].items() if not t["fired"]],
+        "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
+        "task_queue": run.task_queue, "status": run.status.name, "attempt": run.attempt,
+        "start_time_ms": run.start_time_ms, "execution_time_ms": run.execution_time_ms,
+        "close_time_ms": run.close_time_ms, "history_length": run.next_event_id - 1,
+        "history_size_bytes": run.history_size_bytes,
+        "first_execution_run_id": run.first_execution_run_id,
+        "new_execution_run_id": run.new_execution_run_id, "workflow_timeouts_ms": run.timeouts.to_json(),
+        "execution_expiration_ms": run.execution_expiration_ms,
+        "run_expiration_ms": run.run_expiration_ms,
+        "pending_workflow_task": run.task.to_json() if run.task is not None else None,
+        "pending_activities": [_pending_activity(ctx, scheduled_id, entry)
+                               for scheduled_id, entry in run.pending_activities().items()],
+        "pending_timers": [{"timer_id": timer_id, "started_event_id": t.started_event_id, "due_ms": t.due_ms}
+                           for timer_id, t in run.pending_timers().items()],
     }
     ctx.out.reply(WF, WorkflowIntent.DESCRIBED, run_key, {
-        "workflow_id": run["workflow_id"], "run_id": run["run_id"], "workflow_type": run["workflow_type"],
-        "task_queue": run["task_queue"], "attributes": orjson.dumps(description).decode()})
+        "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
+        "task_queue": run.task_queue, "attributes": orjson.dumps(description).decode()})
 
 
-def _pending_activity(ctx: ProcessingContext, scheduled_id: int, entry: dict) -> dict:
-    info = {"activity_id": entry["activity_id"], "activity_type": entry["activity_type"],
-            "scheduled_event_id": scheduled_id, "cancel_requested": entry["cancel_requested"]}
-    found = ctx.activities.get(entry["key"])
+def _pending_activity(ctx: ProcessingContext, scheduled_id: int, entry: RunActivity) -> dict:
+    info = {"activity_id": entry.activity_id, "activity_type": entry.activity_type,
+            "scheduled_event_id": scheduled_id, "cancel_requested": entry.cancel_requested}
+    found = ctx.activities.get(entry.key)
     if found is not None:
         state = found[1]
         info.update(attempt=state.attempt, state="STARTED" if state.started_time else "SCHEDULED")
@@ -103,8 +102,8 @@ def get_history(cmd: Record, ctx: ProcessingContext) -> None:
     if found is None:
         return
     run_key, run = found
-    pages = history_pages(ctx, run_key, 1, run["next_event_id"] - 1)
+    pages = history_pages(ctx, run_key, 1, run.next_event_id - 1)
     for page, history in enumerate(pages):
         ctx.out.reply(WF, WorkflowIntent.HISTORY_PAGE, run_key, {
-            "workflow_id": run["workflow_id"], "run_id": run["run_id"],
-            "attributes": orjson.dumps({"status": run["status"]}).decode(), "history": history, "page": page, "pages": len(pages)})
+            "workflow_id": run.workflow_id, "run_id": run.run_id,
+            "attributes": orjson.dumps({"status": run.status.name}).decode(), "history": history, "page": page, "pages": len(pages)})

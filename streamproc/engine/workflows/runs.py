@@ -33,7 +33,7 @@ from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history_limits import LimitAction, check_history_limits
 from streamproc.semantics.workflow_ids import HISTORY_SERVICE_IDENTITY, WorkflowExecutionStatus
 from streamproc.semantics.workflow_timeouts import workflow_task_timeout_for_attempt
-from streamproc.state.workflows import Run
+from streamproc.state.workflow_run import PendingEvent, WorkflowRun, WorkflowTaskOut
 
 log = structlog.get_logger("streamproc.engine")
 
@@ -49,15 +49,6 @@ BACKOFF_START = WorkflowIntent.BACKOFF_START.value
 #: WORKFLOW_TASK_FAILED's cause when the run closes under a task that is out.
 FORCE_CLOSE_COMMAND = "FORCE_CLOSE_COMMAND"
 
-#: An event waiting to be appended: (type name, attributes, whether its started_event_id
-#: is the id of the event appended just before it: an activity's close after its start).
-Pending = tuple[str, dict[str, Any], bool]
-
-
-def is_open(run: Run) -> bool:
-    return run["status"] == WorkflowExecutionStatus.RUNNING.name
-
-
 class HistoryLimitExceeded(Exception):
     """A command would grow a run's history past its limit (SEMANTICS.md 6.3): its writes
     are discarded, the run is terminated (`terminate_at_history_limit`) and the command
@@ -69,99 +60,91 @@ class HistoryLimitExceeded(Exception):
         self.reason = reason
 
 
-def append(ctx: ProcessingContext, run_key: int, run: Run, event_type: EventType,
+def append(ctx: ProcessingContext, run_key: int, run: WorkflowRun, event_type: EventType,
            attributes: dict[str, Any], event_time_ms: int | None = None) -> int:
     """Append one event to the history and the events topic; returns its event id.
     `event_time_ms` defaults to now (a transient task's Scheduled keeps the time its
     worker was shown). Raises HistoryLimitExceeded when the history of a running
     workflow grows too large."""
-    event_id = run["next_event_id"]
+    event_id = run.next_event_id
     time_ms = ctx.now_ms if event_time_ms is None else event_time_ms
     event = {"event_id": event_id, "event_type": event_type.name, "event_time_ms": time_ms,
              "attributes": attributes}
-    run["history_size_bytes"] += ctx.history.append(run_key, event)
-    run["next_event_id"] = event_id + 1
-    if is_open(run) and event_type is not E.WORKFLOW_EXECUTION_TERMINATED:
+    run.take_event_id(ctx.history.append(run_key, event))
+    if run.is_open and event_type is not E.WORKFLOW_EXECUTION_TERMINATED:
         _check_limits(ctx, run_key, run, event_id)
     ctx.out.event(WF, event_type.name, run_key, {
-        "workflow_id": run["workflow_id"], "run_id": run["run_id"],
-        "workflow_type": run["workflow_type"], "task_queue": run["task_queue"],
+        "workflow_id": run.workflow_id, "run_id": run.run_id,
+        "workflow_type": run.workflow_type, "task_queue": run.task_queue,
         "event_id": event_id, "event_time_ms": time_ms,
         "attributes": orjson.dumps(attributes).decode()}, reply=False)
     return event_id
 
 
-def append_all(ctx: ProcessingContext, run_key: int, run: Run, events: list[Pending]) -> None:
+def append_all(ctx: ProcessingContext, run_key: int, run: WorkflowRun, events: list[PendingEvent]) -> None:
     previous = 0
-    for type_name, attributes, links_started in events:
-        if links_started:
+    for event in events:
+        attributes = event.attributes
+        if event.links_started:
             attributes = {**attributes, "started_event_id": previous}
-        previous = append(ctx, run_key, run, E[type_name], attributes)
+        previous = append(ctx, run_key, run, E[event.type_name], attributes)
 
 
-def deliver(ctx: ProcessingContext, run_key: int, run: Run, events: list[Pending]) -> None:
+def deliver(ctx: ProcessingContext, run_key: int, run: WorkflowRun, events: list[PendingEvent]) -> None:
     """Events from outside a workflow task (an activity closed, a timer fired, a cancel
     request): appended with a new workflow task, or buffered while one is out."""
-    if run["task"] is not None:
-        run["buffered"].extend([list(e) for e in events])
+    if run.task is not None:
+        run.buffered.extend(events)
         return
     append_all(ctx, run_key, run, events)
-    if BACKOFF_START not in run["deadlines"]:  # a run in its first-task backoff waits
+    if BACKOFF_START not in run.deadlines:  # a run in its first-task backoff waits
         schedule_task(ctx, run_key, run)
 
 
-def flush_buffer(ctx: ProcessingContext, run_key: int, run: Run) -> bool:
+def flush_buffer(ctx: ProcessingContext, run_key: int, run: WorkflowRun) -> bool:
     """Append what arrived while the task was out; True if there was anything."""
-    buffered = run["buffered"]
-    run["buffered"] = []
-    append_all(ctx, run_key, run, [tuple(e) for e in buffered])
-    # What the flushed events closed is no longer open for the workflow's commands.
-    for timer_id in [t for t, timer in run["timers"].items() if timer["fired"]]:
-        del run["timers"][timer_id]
-    for scheduled_id in [s for s, entry in run["activities"].items() if entry["closed"]]:
-        del run["activities"][scheduled_id]
+    buffered = run.take_buffered()
+    append_all(ctx, run_key, run, buffered)
     return bool(buffered)
 
 
-def task_timeout_ms(run: Run, attempt: int) -> int:
+def task_timeout_ms(run: WorkflowRun, attempt: int) -> int:
     """Start-to-close timeout of a task attempt: lengthened from attempt 4 (SEMANTICS 3.4),
     with a jitter drawn from the run id so that processing it again gives the same."""
-    jitter = random.Random(f"{run['run_id']}/{attempt}").random()
-    timeout = workflow_task_timeout_for_attempt(timedelta(milliseconds=run["timeouts"]["task_ms"]),
+    jitter = random.Random(f"{run.run_id}/{attempt}").random()
+    timeout = workflow_task_timeout_for_attempt(timedelta(milliseconds=run.timeouts.task_ms),
                                                 attempt, jitter=jitter)
     return timeout // timedelta(milliseconds=1)
 
 
-def _scheduled_attributes(run: Run, attempt: int) -> dict[str, Any]:
-    return {"task_queue": run["task_queue"], "start_to_close_timeout_ms": task_timeout_ms(run, attempt),
+def _scheduled_attributes(run: WorkflowRun, attempt: int) -> dict[str, Any]:
+    return {"task_queue": run.task_queue, "start_to_close_timeout_ms": task_timeout_ms(run, attempt),
             "attempt": attempt}
 
 
-def schedule_task(ctx: ProcessingContext, run_key: int, run: Run) -> None:
+def schedule_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun) -> None:
     """WORKFLOW_TASK_SCHEDULED (or, for a retried attempt, its transient copy shown only to
     the worker), its timeout armed, and the task published with the history."""
-    attempt = run["task_attempt"]
+    attempt = run.task_attempt
     attributes = _scheduled_attributes(run, attempt)
     transient = attempt >= 2
     if transient:
         # Its id is the next one: nothing is appended while a task is out (events are
         # buffered), so the id is still free when the attempt completes.
-        event_id = run["next_event_id"]
+        event_id = run.next_event_id
         shown = [orjson.dumps({"event_id": event_id, "event_type": E.WORKFLOW_TASK_SCHEDULED.name,
                                "event_time_ms": ctx.now_ms, "attributes": attributes})]
     else:
         event_id = append(ctx, run_key, run, E.WORKFLOW_TASK_SCHEDULED, attributes)
         shown = []
-    run["task"] = {"scheduled_event_id": event_id, "attempt": attempt, "scheduled_time_ms": ctx.now_ms,
-                   "transient": transient}
+    run.task = WorkflowTaskOut(event_id, attempt, ctx.now_ms, transient)
     ctx.workflow_timers.arm(run_key, run, TASK_TIME_OUT, ctx.now_ms + attributes["start_to_close_timeout_ms"])
-    # Runs stored before tasks were shipped incrementally lack the key: the whole history.
-    first_event_id = run.get("task_history_from", 1)
-    pages = history_pages(ctx, run_key, first_event_id, run["next_event_id"] - 1, shown)
+    first_event_id = run.task_history_from or 1
+    pages = history_pages(ctx, run_key, first_event_id, run.next_event_id - 1, shown)
     for page, history in enumerate(pages):
-        ctx.out.task(run["task_queue"], run_key, {
-            "workflow_id": run["workflow_id"], "run_id": run["run_id"],
-            "workflow_type": run["workflow_type"], "task_queue": run["task_queue"],
+        ctx.out.task(run.task_queue, run_key, {
+            "workflow_id": run.workflow_id, "run_id": run.run_id,
+            "workflow_type": run.workflow_type, "task_queue": run.task_queue,
             "attempt": attempt, "scheduled_event_id": event_id, "event_time_ms": ctx.now_ms,
             "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages)},
             WF, WorkflowIntent.WORKFLOW_TASK)
@@ -184,67 +167,63 @@ def history_pages(ctx: ProcessingContext, run_key: int, first_event_id: int, las
     return [(b"[" + b",".join(page) + b"]").decode() for page in pages]
 
 
-def end_task(ctx: ProcessingContext, run_key: int, run: Run, identity: str) -> tuple[int, int]:
+def end_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, identity: str) -> tuple[int, int]:
     """The answer to the task arrived (or its timeout): WORKFLOW_TASK_STARTED, which we write
     only now, after a transient attempt's Scheduled. Returns (scheduled, started) event ids."""
-    task = run["task"]
-    scheduled_id = task["scheduled_event_id"]
-    if task.get("transient"):
+    task = run.task
+    scheduled_id = task.scheduled_event_id
+    if task.transient:
         written = append(ctx, run_key, run, E.WORKFLOW_TASK_SCHEDULED,
-                         _scheduled_attributes(run, task["attempt"]), event_time_ms=task["scheduled_time_ms"])
+                         _scheduled_attributes(run, task.attempt), event_time_ms=task.scheduled_time_ms)
         assert written == scheduled_id, f"transient task {scheduled_id} was written as event {written}"
-    verdict = check_history_limits(run["next_event_id"], run["history_size_bytes"], ctx.limits.history)
+    verdict = check_history_limits(run.next_event_id, run.history_size_bytes, ctx.limits.history)
     started_id = append(ctx, run_key, run, E.WORKFLOW_TASK_STARTED, {
         "scheduled_event_id": scheduled_id, "identity": identity,
-        "history_size_bytes": run["history_size_bytes"],
+        "history_size_bytes": run.history_size_bytes,
         "suggest_continue_as_new": verdict.suggest_continue_as_new,
         "suggest_continue_as_new_reasons": [r.name for r in verdict.suggest_continue_as_new_reasons]})
     ctx.workflow_timers.disarm(run_key, run, TASK_TIME_OUT)
-    run["task"] = None
+    run.task = None
     return scheduled_id, started_id
 
 
-def end_failed_task(ctx: ProcessingContext, run_key: int, run: Run, identity: str,
+def end_failed_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, identity: str,
                     end_type: EventType, attributes: dict[str, Any]) -> None:
     """A task failed or timed out: WORKFLOW_TASK_STARTED and `end_type` (scheduled and
     started ids added to `attributes`); a transient attempt leaves no event at all."""
-    run["task_history_from"] = 1  # the next worker may have run ahead of history: show it all
-    if run["task"].get("transient"):
+    run.task_history_from = 1  # the next worker may have run ahead of history: show it all
+    if run.task.transient:
         ctx.workflow_timers.disarm(run_key, run, TASK_TIME_OUT)
-        run["task"] = None
+        run.task = None
         return
     scheduled_id, started_id = end_task(ctx, run_key, run, identity)
     append(ctx, run_key, run, end_type, {"scheduled_event_id": scheduled_id, "started_event_id": started_id,
                                          **attributes})
 
 
-def retry_task(ctx: ProcessingContext, run_key: int, run: Run, next_attempt: int) -> None:
+def retry_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, next_attempt: int) -> None:
     """After a failed or timed-out task: buffered events, then the next attempt. New events
     make it a normal task again (attempt 1), as in Temporal: the workflow has something
     new to see, and the events it is shown must be in history."""
-    run["task_attempt"] = 1 if flush_buffer(ctx, run_key, run) else next_attempt
+    run.task_attempt = 1 if flush_buffer(ctx, run_key, run) else next_attempt
     schedule_task(ctx, run_key, run)
 
 
-def close(ctx: ProcessingContext, run_key: int, run: Run, status: WorkflowExecutionStatus,
+def close(ctx: ProcessingContext, run_key: int, run: WorkflowRun, status: WorkflowExecutionStatus,
           event_type: EventType, attributes: dict[str, Any]) -> int:
     """Write the close event and forget everything that could still fire for the run:
     its deadlines, timers and open activities (closed silently, as Temporal does)."""
     event_id = append(ctx, run_key, run, event_type, attributes)
-    run["status"] = status.name
-    run["close_time_ms"] = ctx.now_ms
-    run["task"] = None
-    run["buffered"] = []
     ctx.workflow_timers.disarm_all(run_key, run)
-    for entry in run["activities"].values():
-        found = ctx.activities.get(entry["key"])
+    for entry in run.activities.values():
+        found = ctx.activities.get(entry.key)
         if found is not None:
-            ctx.activities.remove(entry["key"], found[0])
-    run["activities"] = {}
+            ctx.activities.remove(entry.key, found[0])
+    run.closed(status, ctx.now_ms)
     return event_id
 
 
-def force_close(ctx: ProcessingContext, run_key: int, run: Run, status: WorkflowExecutionStatus,
+def force_close(ctx: ProcessingContext, run_key: int, run: WorkflowRun, status: WorkflowExecutionStatus,
                 event_type: EventType, attributes: dict[str, Any], *, fail_started_task: bool) -> int:
     """Close the run from outside its workflow task (terminate, a workflow timeout, the history
     limit), as Temporal does (SEMANTICS.md 3.3, 6.2): with `fail_started_task`, the task that
@@ -255,30 +234,30 @@ def force_close(ctx: ProcessingContext, run_key: int, run: Run, status: Workflow
     and is rejected."""
     # The closing batch is not held to the history limits: Temporal checks them only while
     # a run goes on, and terminating at the limit must be able to write its events.
-    run["status"] = status.name
-    if fail_started_task and run["task"] is not None:
+    run.status = status
+    if fail_started_task and run.task is not None:
         end_failed_task(ctx, run_key, run, "", E.WORKFLOW_TASK_FAILED, {
             "cause": FORCE_CLOSE_COMMAND, "failure": None, "identity": HISTORY_SERVICE_IDENTITY})
     flush_buffer(ctx, run_key, run)
     return close(ctx, run_key, run, status, event_type, attributes)
 
 
-def terminate(ctx: ProcessingContext, run_key: int, run: Run, reason: str, identity: str,
+def terminate(ctx: ProcessingContext, run_key: int, run: WorkflowRun, reason: str, identity: str,
               details: str | None = None) -> int:
     """WORKFLOW_EXECUTION_TERMINATED, the task that was out failed first (`force_close`)."""
     return force_close(ctx, run_key, run, WorkflowExecutionStatus.TERMINATED, E.WORKFLOW_EXECUTION_TERMINATED,
                        {"reason": reason, "details": details, "identity": identity},
-                       fail_started_task=run["task"] is not None)
+                       fail_started_task=run.task is not None)
 
 
-def _check_limits(ctx: ProcessingContext, run_key: int, run: Run, event_count: int) -> None:
-    verdict = check_history_limits(event_count, run["history_size_bytes"], ctx.limits.history)
+def _check_limits(ctx: ProcessingContext, run_key: int, run: WorkflowRun, event_count: int) -> None:
+    verdict = check_history_limits(event_count, run.history_size_bytes, ctx.limits.history)
     if verdict.action is LimitAction.TERMINATE:
         raise HistoryLimitExceeded(run_key, verdict.termination_reason)
-    if verdict.warn and not run["limit_warned"]:
-        run["limit_warned"] = True
-        log.warning("workflow_history_large", workflow_id=run["workflow_id"], run_id=run["run_id"],
-                    events=event_count, history_size_bytes=run["history_size_bytes"])
+    if verdict.warn and not run.limit_warned:
+        run.limit_warned = True
+        log.warning("workflow_history_large", workflow_id=run.workflow_id, run_id=run.run_id,
+                    events=event_count, history_size_bytes=run.history_size_bytes)
 
 
 def terminate_at_history_limit(ctx: ProcessingContext, exceeded: HistoryLimitExceeded) -> None:

@@ -22,10 +22,9 @@ from streamproc.engine.workflows.runs import (
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
 from streamproc.semantics import InvalidArgument, normalize_workflow_retry_policy
-from streamproc.semantics.workflow_events import ContinueAsNewInitiator, EventType
+from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_ids import (
     CurrentRun,
-    WorkflowExecutionStatus,
     WorkflowIdAction,
     WorkflowIdConflictPolicy,
     WorkflowIdReusePolicy,
@@ -40,7 +39,7 @@ from streamproc.semantics.workflow_timeouts import (
     workflow_run_deadlines,
 )
 from streamproc.state.activities import policy_from_record, policy_to_record, to_datetime, to_ms
-from streamproc.state.workflows import Run
+from streamproc.state.workflow_run import RunStart, WorkflowRun
 
 
 def _enum(enum, name: str, what: str):
@@ -51,11 +50,6 @@ def _enum(enum, name: str, what: str):
     except KeyError:
         allowed = ", ".join(m.name for m in enum if m.value)
         raise InvalidArgument(f"{what} must be one of {allowed}, got {name!r}") from None
-
-
-def timeouts_of(run: Run) -> WorkflowTimeouts:
-    t = run["timeouts"]
-    return WorkflowTimeouts(*(timedelta(milliseconds=t[k]) for k in ("execution_ms", "run_ms", "task_ms")))
 
 
 def start(cmd: Record, ctx: ProcessingContext) -> None:
@@ -88,8 +82,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
     decision = resolve_duplicate_workflow_id(
         policies, workflow_id=v["workflow_id"], request_id=request_id, new_run_id=new_run_id,
         current=None if current is None else CurrentRun(
-            current[1]["run_id"], WorkflowExecutionStatus[current[1]["status"]],
-            current[1]["start_request_id"]))
+            current[1].run_id, current[1].status, current[1].start_request_id))
     if decision.action is WorkflowIdAction.ALREADY_STARTED:
         ctx.out.reject(cmd, RejectionType.ALREADY_EXISTS, decision.message)
         return
@@ -102,66 +95,49 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         terminate(ctx, run_key, run, decision.reason, decision.identity, details=decision.details)
         ctx.workflows.put(run_key, run)
     expiration = workflow_execution_expiration(to_datetime(ctx.now_ms), timeouts.execution)
-    run_key, run = start_run(
-        ctx, run_id=new_run_id, workflow_id=v["workflow_id"], workflow_type=v["workflow_type"],
+    run_key, run = start_run(ctx, RunStart(
+        run_id=new_run_id, workflow_id=v["workflow_id"], workflow_type=v["workflow_type"],
         task_queue=v["task_queue"], input=v["input"], timeouts=timeouts,
         retry_policy=None if policy is None else policy_to_record(policy), attempt=1,
-        execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id)
+        execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id))
     _reply_started(ctx, run_key, run, started=True)
 
 
-def _reply_started(ctx: ProcessingContext, run_key: int, run: Run, started: bool) -> None:
+def _reply_started(ctx: ProcessingContext, run_key: int, run: WorkflowRun, started: bool) -> None:
     ctx.out.reply(WF, WorkflowIntent.STARTED, run_key, {
-        "workflow_id": run["workflow_id"], "run_id": run["run_id"], "workflow_type": run["workflow_type"],
-        "task_queue": run["task_queue"], "attempt": run["attempt"],
+        "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
+        "task_queue": run.task_queue, "attempt": run.attempt,
         "attributes": orjson.dumps({"started": started}).decode()})
 
 
-def start_run(ctx: ProcessingContext, *, run_id: str, workflow_id: str, workflow_type: str,
-              task_queue: str, input: str | None, timeouts: WorkflowTimeouts,
-              retry_policy: dict | None, attempt: int, execution_expiration_ms: int,
-              identity: str = "", request_id: str = "", first_execution_run_id: str = "",
-              continued_execution_run_id: str = "",
-              initiator: ContinueAsNewInitiator = ContinueAsNewInitiator.UNSPECIFIED,
-              first_task_backoff_ms: int = 0, continued_failure: dict | None = None) -> tuple[int, Run]:
+def start_run(ctx: ProcessingContext, start: RunStart) -> tuple[int, WorkflowRun]:
     """A new run, current for its workflow id: WORKFLOW_EXECUTION_STARTED, its deadlines
     armed, and its first workflow task scheduled (or its backoff armed)."""
     run_key = ctx.keys.next_key()
+    expiration_ms = start.execution_expiration_ms
     deadlines = workflow_run_deadlines(
-        timeouts, start_time=to_datetime(ctx.now_ms),
-        execution_expiration=to_datetime(execution_expiration_ms) if execution_expiration_ms else None,
-        first_workflow_task_backoff=timedelta(milliseconds=first_task_backoff_ms))
-    run: Run = {
-        "workflow_id": workflow_id, "run_id": run_id, "workflow_type": workflow_type,
-        "task_queue": task_queue, "input": input, "identity": identity, "start_request_id": request_id,
-        "status": WorkflowExecutionStatus.RUNNING.name, "attempt": attempt,
-        "timeouts": {"execution_ms": to_ms(timeouts.execution), "run_ms": to_ms(timeouts.run),
-                     "task_ms": to_ms(timeouts.task)},
-        "retry_policy": retry_policy, "execution_expiration_ms": execution_expiration_ms,
-        "run_expiration_ms": to_ms(deadlines.run_expiration),
-        "start_time_ms": ctx.now_ms, "execution_time_ms": to_ms(deadlines.execution_time),
-        "close_time_ms": 0, "first_execution_run_id": first_execution_run_id or run_id,
-        "next_event_id": 1, "history_size_bytes": 0, "task": None, "task_attempt": 1,
-        "buffered": [], "activities": {}, "timers": {}, "deadlines": {},
-        "cancel_requested": False, "new_execution_run_id": "", "limit_warned": False,
-    }
+        start.timeouts, start_time=to_datetime(ctx.now_ms),
+        execution_expiration=to_datetime(expiration_ms) if expiration_ms else None,
+        first_workflow_task_backoff=timedelta(milliseconds=start.first_task_backoff_ms))
+    run = WorkflowRun.begin(start, ctx.now_ms, run_expiration_ms=to_ms(deadlines.run_expiration),
+                            execution_time_ms=to_ms(deadlines.execution_time))
     append(ctx, run_key, run, EventType.WORKFLOW_EXECUTION_STARTED, {
-        "workflow_id": workflow_id, "workflow_type": workflow_type, "task_queue": task_queue,
-        "input": input, "workflow_execution_timeout_ms": run["timeouts"]["execution_ms"],
-        "workflow_run_timeout_ms": run["timeouts"]["run_ms"],
-        "workflow_task_timeout_ms": run["timeouts"]["task_ms"], "attempt": attempt,
-        "original_execution_run_id": run_id, "first_execution_run_id": run["first_execution_run_id"],
-        "continued_execution_run_id": continued_execution_run_id, "retry_policy": retry_policy,
-        "identity": identity, "workflow_execution_expiration_time_ms": execution_expiration_ms,
-        "initiator": initiator.name, "first_workflow_task_backoff_ms": first_task_backoff_ms,
-        "continued_failure": continued_failure})
-    if run["run_expiration_ms"]:
-        kind = EXECUTION_TIME_OUT if run["run_expiration_ms"] == execution_expiration_ms else RUN_TIME_OUT
-        ctx.workflow_timers.arm(run_key, run, kind, run["run_expiration_ms"])
-    elif execution_expiration_ms:
-        ctx.workflow_timers.arm(run_key, run, EXECUTION_TIME_OUT, execution_expiration_ms)
-    if first_task_backoff_ms > 0:
-        ctx.workflow_timers.arm(run_key, run, BACKOFF_START, run["execution_time_ms"])
+        "workflow_id": run.workflow_id, "workflow_type": run.workflow_type, "task_queue": run.task_queue,
+        "input": run.input, "workflow_execution_timeout_ms": run.timeouts.execution_ms,
+        "workflow_run_timeout_ms": run.timeouts.run_ms, "workflow_task_timeout_ms": run.timeouts.task_ms,
+        "attempt": run.attempt, "original_execution_run_id": run.run_id,
+        "first_execution_run_id": run.first_execution_run_id,
+        "continued_execution_run_id": start.continued_execution_run_id, "retry_policy": run.retry_policy,
+        "identity": run.identity, "workflow_execution_expiration_time_ms": expiration_ms,
+        "initiator": start.initiator.name, "first_workflow_task_backoff_ms": start.first_task_backoff_ms,
+        "continued_failure": start.continued_failure})
+    if run.run_expiration_ms:
+        kind = EXECUTION_TIME_OUT if run.run_expiration_ms == expiration_ms else RUN_TIME_OUT
+        ctx.workflow_timers.arm(run_key, run, kind, run.run_expiration_ms)
+    elif expiration_ms:
+        ctx.workflow_timers.arm(run_key, run, EXECUTION_TIME_OUT, expiration_ms)
+    if start.first_task_backoff_ms > 0:
+        ctx.workflow_timers.arm(run_key, run, BACKOFF_START, run.execution_time_ms)
     else:
         schedule_task(ctx, run_key, run)
     ctx.workflows.add(run_key, run)

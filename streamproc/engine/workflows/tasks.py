@@ -19,7 +19,6 @@ from streamproc.engine.workflows.runs import (
     end_failed_task,
     end_task,
     flush_buffer,
-    is_open,
     retry_task,
     schedule_task,
 )
@@ -27,25 +26,25 @@ from streamproc.protocol.failures import check_failure_record
 from streamproc.protocol.records import Record, RejectionType, ValueType, WorkflowIntent
 from streamproc.semantics.enums import TimeoutType
 from streamproc.semantics.workflow_timeouts import fail_workflow_task, fire_workflow_task_timeout
-from streamproc.state.workflows import Run
+from streamproc.state.workflow_run import WorkflowRun
 
 
-def _task_run(cmd: Record, ctx: ProcessingContext, verb: str, any_task: bool = False) -> Run | None:
+def _task_run(cmd: Record, ctx: ProcessingContext, verb: str, any_task: bool = False) -> WorkflowRun | None:
     """The open run whose task the command answers (`any_task`: whichever task is out, for
     a timeout, which names its deadline instead), or None after rejecting it."""
     run = ctx.workflows.get(cmd.key)
     scheduled_id = cmd.value["scheduled_event_id"]
-    if any_task and run is not None and run["task"] is not None:
-        scheduled_id = run["task"]["scheduled_event_id"]
+    if any_task and run is not None and run.task is not None:
+        scheduled_id = run.task.scheduled_event_id
     prefix = f"Expected to {verb} workflow task {scheduled_id} of run with key '{cmd.key}', but"
     if run is None:
         ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"{prefix} no such run exists")
-    elif not is_open(run):
+    elif not run.is_open:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
-                       f"{prefix} workflow execution already completed (status {run['status']})")
-    elif run["task"] is None or run["task"]["scheduled_event_id"] != scheduled_id or (
-            not any_task and cmd.value["attempt"] not in (0, run["task"]["attempt"])):
-        out = f"{run['task']['scheduled_event_id']} attempt {run['task']['attempt']}" if run["task"] else None
+                       f"{prefix} workflow execution already completed (status {run.status.name})")
+    elif run.task is None or run.task.scheduled_event_id != scheduled_id or (
+            not any_task and cmd.value["attempt"] not in (0, run.task.attempt)):
+        out = f"{run.task.scheduled_event_id} attempt {run.task.attempt}" if run.task else None
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"{prefix} that task is over (the task out now is {out})")
     else:
@@ -72,25 +71,25 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
         scheduled_id, started_id = end_task(ctx, cmd.key, run, identity)
         completed_id = append(ctx, cmd.key, run, E.WORKFLOW_TASK_COMPLETED, {
             "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
-        run["task_attempt"] = 1
-        run["task_history_from"] = scheduled_id  # the next task shows the worker what follows its answer
+        run.task_attempt = 1
+        run.task_history_from = scheduled_id  # the next task shows the worker what follows its answer
         eager_for = identity if ctx.out.caller_listens else None
         needs_task = apply(ctx, cmd.key, run, validated, completed_id, eager_for)
-        if is_open(run) and (flush_buffer(ctx, cmd.key, run) or needs_task):
+        if run.is_open and (flush_buffer(ctx, cmd.key, run) or needs_task):
             schedule_task(ctx, cmd.key, run)
     ctx.workflows.put(cmd.key, run)
     # The last answer to a worker that listens: the eager activity tasks it got (if any)
     # came before, so it can give back the slots it held for the others.
     ctx.out.reply(ValueType.WORKFLOW, WorkflowIntent.TASK_PROCESSED, cmd.key, {
-        "workflow_id": run["workflow_id"], "run_id": run["run_id"],
+        "workflow_id": run.workflow_id, "run_id": run.run_id,
         "scheduled_event_id": cmd.value["scheduled_event_id"]})
 
 
-def fail_task(ctx: ProcessingContext, run_key: int, run: Run, cause: str, failure: dict | None,
+def fail_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, cause: str, failure: dict | None,
               identity: str) -> None:
     """WORKFLOW_TASK_FAILED (none for a transient attempt), then what was buffered and the
     next attempt (SEMANTICS 3.4)."""
-    attempt = run["task"]["attempt"]
+    attempt = run.task.attempt
     end_failed_task(ctx, run_key, run, identity, E.WORKFLOW_TASK_FAILED,
                     {"cause": cause, "failure": failure, "identity": identity})
     retry_task(ctx, run_key, run, fail_workflow_task(attempt=attempt, sticky=False).next_attempt)
@@ -115,12 +114,12 @@ def task_time_out(cmd: Record, ctx: ProcessingContext) -> None:
     if run is None:
         return
     due = cmd.value["due_ms"]
-    if run["deadlines"].get(TASK_TIME_OUT) != due or due > ctx.now_ms:
+    if run.deadlines.get(TASK_TIME_OUT) != due or due > ctx.now_ms:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
-                       f"Expected to time out workflow task {run['task']['scheduled_event_id']} at {due}, "
-                       f"but its deadline is {run['deadlines'].get(TASK_TIME_OUT)} (now {ctx.now_ms})")
+                       f"Expected to time out workflow task {run.task.scheduled_event_id} at {due}, "
+                       f"but its deadline is {run.deadlines.get(TASK_TIME_OUT)} (now {ctx.now_ms})")
         return
-    retry = fire_workflow_task_timeout(TimeoutType.START_TO_CLOSE, attempt=run["task"]["attempt"], sticky=False)
+    retry = fire_workflow_task_timeout(TimeoutType.START_TO_CLOSE, attempt=run.task.attempt, sticky=False)
     end_failed_task(ctx, cmd.key, run, "", E.WORKFLOW_TASK_TIMED_OUT, {"timeout_type": retry.timeout_type.name})
     retry_task(ctx, cmd.key, run, retry.next_attempt)
     ctx.workflows.put(cmd.key, run)

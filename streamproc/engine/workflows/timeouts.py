@@ -6,6 +6,7 @@ re-checked against the run and the deadline it names; a stale one is rejected.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.workflows.commands import next_run
@@ -16,7 +17,6 @@ from streamproc.engine.workflows.runs import (
     E,
     deliver,
     force_close,
-    is_open,
     schedule_task,
 )
 from streamproc.protocol.failures import failure_to_record
@@ -28,12 +28,12 @@ from streamproc.semantics.workflow_timeouts import (
     run_timeout_failure,
 )
 from streamproc.state.activities import policy_from_record, to_datetime, to_ms
-from streamproc.state.workflows import Run
+from streamproc.state.workflow_run import PendingEvent, WorkflowRun
 
 
-def _open_run(cmd: Record, ctx: ProcessingContext, what: str) -> Run | None:
+def _open_run(cmd: Record, ctx: ProcessingContext, what: str) -> WorkflowRun | None:
     run = ctx.workflows.get(cmd.key)
-    if run is not None and is_open(run):
+    if run is not None and run.is_open:
         return run
     ctx.out.reject(cmd, RejectionType.NOT_FOUND if run is None else RejectionType.INVALID_STATE,
                    f"Expected to fire {what} due at {cmd.value['due_ms']} of run with key '{cmd.key}', "
@@ -41,12 +41,12 @@ def _open_run(cmd: Record, ctx: ProcessingContext, what: str) -> Run | None:
     return None
 
 
-def _armed(cmd: Record, ctx: ProcessingContext, kind: str) -> Run | None:
+def _armed(cmd: Record, ctx: ProcessingContext, kind: str) -> WorkflowRun | None:
     run = _open_run(cmd, ctx, f"the {kind} deadline")
     if run is None:
         return None
     due = cmd.value["due_ms"]
-    armed = run["deadlines"].get(kind)
+    armed = run.deadlines.get(kind)
     if armed != due or due > ctx.now_ms:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"Expected to fire the {kind} deadline due at {due} of run with key '{cmd.key}', "
@@ -60,17 +60,17 @@ def timer_fire(cmd: Record, ctx: ProcessingContext) -> None:
     run = _open_run(cmd, ctx, f"timer {timer_id!r}")
     if run is None:
         return
-    timer = run["timers"].get(timer_id)
-    if timer is None or timer["fired"] or timer["due_ms"] != due or due > ctx.now_ms:
+    timer = run.timers.get(timer_id)
+    if timer is None or timer.fired or timer.due_ms != due or due > ctx.now_ms:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"Expected to fire timer {timer_id!r} due at {due} of run with key '{cmd.key}', "
-                       f"but the timer is {timer} (now {ctx.now_ms})")
+                       f"but the timer is {timer.to_json() if timer else None} (now {ctx.now_ms})")
         return
     ctx.workflow_timers.remove_timer(cmd.key, run, timer_id)
-    if run["task"] is not None:  # a CANCEL_TIMER in the task's answer may still win
-        run["timers"][timer_id] = {**timer, "fired": True}
-    deliver(ctx, cmd.key, run, [(E.TIMER_FIRED.name, {
-        "timer_id": timer_id, "started_event_id": timer["started_event_id"]}, False)])
+    if run.task is not None:  # a CANCEL_TIMER in the task's answer may still win
+        run.timers[timer_id] = replace(timer, fired=True)
+    deliver(ctx, cmd.key, run, [PendingEvent(E.TIMER_FIRED.name, {
+        "timer_id": timer_id, "started_event_id": timer.started_event_id})])
     ctx.workflows.put(cmd.key, run)
 
 
@@ -88,24 +88,24 @@ def execution_time_out(cmd: Record, ctx: ProcessingContext) -> None:
     run = _armed(cmd, ctx, EXECUTION_TIME_OUT)
     if run is None:
         return
-    _timed_out(cmd.key, run, fire_execution_timeout(workflow_task_started=run["task"] is not None), ctx)
+    _timed_out(cmd.key, run, fire_execution_timeout(workflow_task_started=run.task is not None), ctx)
 
 
 def run_time_out(cmd: Record, ctx: ProcessingContext) -> None:
     run = _armed(cmd, ctx, RUN_TIME_OUT)
     if run is None:
         return
-    expiration = run["execution_expiration_ms"]
+    expiration = run.execution_expiration_ms
     outcome = fire_run_timeout(
-        policy_from_record(run["retry_policy"]) if run["retry_policy"] is not None else None,
-        attempt=run["attempt"], now=to_datetime(cmd.value["due_ms"]),
+        policy_from_record(run.retry_policy) if run.retry_policy is not None else None,
+        attempt=run.attempt, now=to_datetime(cmd.value["due_ms"]),
         execution_expiration=to_datetime(expiration) if expiration else None,
-        previous_run_execution_time=to_datetime(run["execution_time_ms"]),
-        workflow_task_started=run["task"] is not None)
+        previous_run_execution_time=to_datetime(run.execution_time_ms),
+        workflow_task_started=run.task is not None)
     _timed_out(cmd.key, run, outcome, ctx)
 
 
-def _timed_out(run_key: int, run: Run, outcome: WorkflowTimedOut, ctx: ProcessingContext) -> None:
+def _timed_out(run_key: int, run: WorkflowRun, outcome: WorkflowTimedOut, ctx: ProcessingContext) -> None:
     """WORKFLOW_EXECUTION_TIMED_OUT (a task that is out failed first, then what was buffered),
     and the retry run if any. A dispatched task counts as started (`force_close`)."""
     new_run_id = str(uuid.uuid4()) if outcome.new_run is not None else ""

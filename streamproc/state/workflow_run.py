@@ -1,0 +1,274 @@
+"""A workflow run as the engine keeps it: what it needs to process the run's next command.
+
+`WorkflowRun` is the aggregate the workflow processors read and change: identity,
+status, timeouts, the workflow task that is out, events buffered while it is out, the
+activities and timers the workflow has open, and the deadlines armed for it. Its
+history lives apart (`History`). It is stored as one JSON document (`to_json` /
+`from_json`, the same keys and shapes the engine has always written, so documents in
+RocksDB and the changelog stay readable both ways).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from streamproc.semantics.workflow_events import ContinueAsNewInitiator
+from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
+from streamproc.semantics.workflow_timeouts import WorkflowTimeouts
+
+
+@dataclass(slots=True)
+class RunTimeouts:
+    """The run's timeouts in milliseconds (0: none), as WORKFLOW_EXECUTION_STARTED recorded them."""
+
+    execution_ms: int
+    run_ms: int
+    task_ms: int
+
+    @classmethod
+    def of(cls, timeouts: WorkflowTimeouts) -> RunTimeouts:
+        return cls(*(t // timedelta(milliseconds=1) for t in (timeouts.execution, timeouts.run, timeouts.task)))
+
+    def as_workflow_timeouts(self) -> WorkflowTimeouts:
+        return WorkflowTimeouts(*(timedelta(milliseconds=ms) for ms in (self.execution_ms, self.run_ms, self.task_ms)))
+
+    def to_json(self) -> dict[str, int]:
+        return {"execution_ms": self.execution_ms, "run_ms": self.run_ms, "task_ms": self.task_ms}
+
+
+@dataclass(slots=True)
+class WorkflowTaskOut:
+    """The workflow task dispatched and not answered yet. A transient one (attempt 2 or
+    more) has its Scheduled event written only if the attempt completes."""
+
+    scheduled_event_id: int
+    attempt: int
+    scheduled_time_ms: int
+    transient: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scheduled_event_id": self.scheduled_event_id, "attempt": self.attempt,
+                "scheduled_time_ms": self.scheduled_time_ms, "transient": self.transient}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> WorkflowTaskOut:
+        return cls(d["scheduled_event_id"], d["attempt"], d["scheduled_time_ms"], d.get("transient", False))
+
+
+@dataclass(slots=True)
+class RunActivity:
+    """An activity the workflow scheduled (by its scheduled event id in `activities`)."""
+
+    key: int
+    activity_id: str
+    activity_type: str
+    #: Its close is buffered while a task is out: forgotten when the buffer is flushed.
+    closed: bool = False
+    cancel_requested: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "activity_id": self.activity_id, "activity_type": self.activity_type,
+                "closed": self.closed, "cancel_requested": self.cancel_requested}
+
+
+@dataclass(slots=True)
+class RunTimer:
+    """A timer the workflow started (by timer id in `timers`)."""
+
+    due_ms: int
+    started_event_id: int
+    #: It fired while a task was out: a CANCEL_TIMER in that task's answer may still win.
+    fired: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"due_ms": self.due_ms, "started_event_id": self.started_event_id, "fired": self.fired}
+
+
+@dataclass(slots=True)
+class PendingEvent:
+    """An event waiting to be appended to the history. `links_started`: its
+    started_event_id is the id of the event appended just before it (an activity's close
+    after its start)."""
+
+    type_name: str
+    attributes: dict[str, Any]
+    links_started: bool = False
+
+    def to_json(self) -> list[Any]:
+        return [self.type_name, self.attributes, self.links_started]
+
+
+@dataclass(slots=True)
+class RunStart:
+    """What a new run is started with: by a client's START, or after a closed run (retry,
+    continue-as-new)."""
+
+    run_id: str
+    workflow_id: str
+    workflow_type: str
+    task_queue: str
+    input: str | None
+    timeouts: WorkflowTimeouts
+    #: The retry policy as its record (`policy_to_record`), or None.
+    retry_policy: dict | None
+    attempt: int
+    execution_expiration_ms: int
+    identity: str = ""
+    request_id: str = ""
+    first_execution_run_id: str = ""
+    continued_execution_run_id: str = ""
+    initiator: ContinueAsNewInitiator = ContinueAsNewInitiator.UNSPECIFIED
+    first_task_backoff_ms: int = 0
+    continued_failure: dict | None = None
+
+
+@dataclass(slots=True)
+class WorkflowRun:
+    workflow_id: str
+    run_id: str
+    workflow_type: str
+    task_queue: str
+    input: str | None
+    identity: str
+    #: The request id of the START that began the chain (kept by retries and continue-as-new).
+    start_request_id: str
+    status: WorkflowExecutionStatus
+    attempt: int
+    timeouts: RunTimeouts
+    retry_policy: dict | None
+    execution_expiration_ms: int
+    run_expiration_ms: int
+    start_time_ms: int
+    execution_time_ms: int
+    close_time_ms: int
+    first_execution_run_id: str
+    next_event_id: int = 1
+    history_size_bytes: int = 0
+    task: WorkflowTaskOut | None = None
+    #: The attempt the next workflow task gets.
+    task_attempt: int = 1
+    buffered: list[PendingEvent] = field(default_factory=list)
+    activities: dict[int, RunActivity] = field(default_factory=dict)
+    timers: dict[str, RunTimer] = field(default_factory=dict)
+    #: kind (TASK_TIME_OUT, RUN_TIME_OUT, ...) -> due_ms of the one deadline armed of that kind
+    deadlines: dict[str, int] = field(default_factory=dict)
+    cancel_requested: bool = False
+    new_execution_run_id: str = ""
+    limit_warned: bool = False
+    #: The first event the next task ships (None: the whole history; stored only once set).
+    task_history_from: int | None = None
+
+    @classmethod
+    def begin(cls, start: RunStart, now_ms: int, run_expiration_ms: int, execution_time_ms: int) -> WorkflowRun:
+        return cls(
+            workflow_id=start.workflow_id, run_id=start.run_id, workflow_type=start.workflow_type,
+            task_queue=start.task_queue, input=start.input, identity=start.identity,
+            start_request_id=start.request_id, status=WorkflowExecutionStatus.RUNNING, attempt=start.attempt,
+            timeouts=RunTimeouts.of(start.timeouts), retry_policy=start.retry_policy,
+            execution_expiration_ms=start.execution_expiration_ms, run_expiration_ms=run_expiration_ms,
+            start_time_ms=now_ms, execution_time_ms=execution_time_ms, close_time_ms=0,
+            first_execution_run_id=start.first_execution_run_id or start.run_id)
+
+    # status ------------------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self.status is WorkflowExecutionStatus.RUNNING
+
+    def closed(self, status: WorkflowExecutionStatus, now_ms: int) -> None:
+        """The run is over: nothing is out, nothing waits, nothing is open any more."""
+        self.status = status
+        self.close_time_ms = now_ms
+        self.task = None
+        self.buffered = []
+        self.activities = {}
+
+    def successor(self, new_run_id: str, initiator: ContinueAsNewInitiator, *, attempt: int, backoff_ms: int = 0,
+                  continued_failure: dict | None = None, **changes: Any) -> RunStart:
+        """The start of the run that follows this closed one (retry or continue-as-new): the
+        same workflow id, chain deadline and start request id; type, queue, input and
+        timeouts from `changes` or inherited."""
+        self.new_execution_run_id = new_run_id
+        return RunStart(
+            run_id=new_run_id, workflow_id=self.workflow_id,
+            workflow_type=changes.get("workflow_type", self.workflow_type),
+            task_queue=changes.get("task_queue", self.task_queue), input=changes.get("input", self.input),
+            timeouts=changes.get("timeouts", self.timeouts.as_workflow_timeouts()),
+            retry_policy=self.retry_policy, attempt=attempt, execution_expiration_ms=self.execution_expiration_ms,
+            identity=self.identity, request_id=self.start_request_id,
+            first_execution_run_id=self.first_execution_run_id, continued_execution_run_id=self.run_id,
+            initiator=initiator, first_task_backoff_ms=backoff_ms, continued_failure=continued_failure)
+
+    # history -----------------------------------------------------------------------------
+    def take_event_id(self, size_bytes: int) -> int:
+        """The id of the event being appended, counted with its size."""
+        event_id = self.next_event_id
+        self.next_event_id += 1
+        self.history_size_bytes += size_bytes
+        return event_id
+
+    def take_buffered(self) -> list[PendingEvent]:
+        """The events that arrived while the task was out, for appending now; what they
+        closed is no longer open for the workflow's commands."""
+        buffered, self.buffered = self.buffered, []
+        self.timers = {t: timer for t, timer in self.timers.items() if not timer.fired}
+        self.activities = {s: a for s, a in self.activities.items() if not a.closed}
+        return buffered
+
+    # activities and timers ---------------------------------------------------------------
+    def open_activity_ids(self) -> set[str]:
+        return {a.activity_id for a in self.activities.values() if not a.closed}
+
+    def cancelable_activities(self) -> set[int]:
+        """Scheduled event ids of activities whose cancellation was not requested yet."""
+        return {s for s, a in self.activities.items() if not a.cancel_requested}
+
+    def pending_activities(self) -> dict[int, RunActivity]:
+        return {s: a for s, a in self.activities.items() if not a.closed}
+
+    def pending_timers(self) -> dict[str, RunTimer]:
+        return {t: timer for t, timer in self.timers.items() if not timer.fired}
+
+    # the stored document -----------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        doc = {
+            "workflow_id": self.workflow_id, "run_id": self.run_id, "workflow_type": self.workflow_type,
+            "task_queue": self.task_queue, "input": self.input, "identity": self.identity,
+            "start_request_id": self.start_request_id, "status": self.status.name, "attempt": self.attempt,
+            "timeouts": self.timeouts.to_json(), "retry_policy": self.retry_policy,
+            "execution_expiration_ms": self.execution_expiration_ms, "run_expiration_ms": self.run_expiration_ms,
+            "start_time_ms": self.start_time_ms, "execution_time_ms": self.execution_time_ms,
+            "close_time_ms": self.close_time_ms, "first_execution_run_id": self.first_execution_run_id,
+            "next_event_id": self.next_event_id, "history_size_bytes": self.history_size_bytes,
+            "task": self.task.to_json() if self.task is not None else None, "task_attempt": self.task_attempt,
+            "buffered": [e.to_json() for e in self.buffered],
+            "activities": {str(s): a.to_json() for s, a in self.activities.items()},
+            "timers": {t: timer.to_json() for t, timer in self.timers.items()},
+            "deadlines": dict(self.deadlines), "cancel_requested": self.cancel_requested,
+            "new_execution_run_id": self.new_execution_run_id, "limit_warned": self.limit_warned,
+        }
+        if self.task_history_from is not None:
+            doc["task_history_from"] = self.task_history_from
+        return doc
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> WorkflowRun:
+        t = d["timeouts"]
+        return cls(
+            workflow_id=d["workflow_id"], run_id=d["run_id"], workflow_type=d["workflow_type"],
+            task_queue=d["task_queue"], input=d["input"], identity=d["identity"],
+            start_request_id=d["start_request_id"], status=WorkflowExecutionStatus[d["status"]],
+            attempt=d["attempt"], timeouts=RunTimeouts(t["execution_ms"], t["run_ms"], t["task_ms"]),
+            retry_policy=d["retry_policy"], execution_expiration_ms=d["execution_expiration_ms"],
+            run_expiration_ms=d["run_expiration_ms"], start_time_ms=d["start_time_ms"],
+            execution_time_ms=d["execution_time_ms"], close_time_ms=d["close_time_ms"],
+            first_execution_run_id=d["first_execution_run_id"], next_event_id=d["next_event_id"],
+            history_size_bytes=d["history_size_bytes"],
+            task=WorkflowTaskOut.from_json(d["task"]) if d["task"] is not None else None,
+            task_attempt=d["task_attempt"], buffered=[PendingEvent(*e) for e in d["buffered"]],
+            activities={int(s): RunActivity(**a) for s, a in d["activities"].items()},
+            timers={timer_id: RunTimer(**timer) for timer_id, timer in d["timers"].items()},
+            deadlines=dict(d["deadlines"]), cancel_requested=d["cancel_requested"],
+            new_execution_run_id=d["new_execution_run_id"], limit_warned=d["limit_warned"],
+            task_history_from=d.get("task_history_from"))
