@@ -1,16 +1,21 @@
-"""Values as the SDK puts them in records: durations in whole milliseconds, retry policies.
+"""Values as records carry them: times and durations in whole milliseconds, retry
+policies and activity timeouts as their records, and back.
 
-Pure (no Kafka client): the workflow runtime encodes its commands with it too.
+Pure (no Kafka client): the engine's state and events and the SDK's commands use them.
+The SDK rounds a duration up (`ceil_ms`, `retry_policy_record`): a positive timeout under
+a millisecond must not become "none"; the engine's values are whole milliseconds already.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from streamproc.semantics import RetryPolicy
+from streamproc.semantics.activity_timeouts import ActivityTimeouts
+from streamproc.semantics.retry import RetryPolicy
 
-__all__ = ["ceil_ms", "retry_policy_record"]
+__all__ = ["ceil_ms", "retry_policy_record", "to_datetime", "to_ms", "policy_to_record", "policy_from_record",
+           "timeouts_to_record", "timeouts_from_record"]
 
 
 def ceil_ms(value: timedelta) -> int:
@@ -25,3 +30,46 @@ def retry_policy_record(policy: RetryPolicy) -> dict[str, Any]:
             "maximum_interval_ms": ceil_ms(policy.maximum_interval),
             "maximum_attempts": policy.maximum_attempts,
             "non_retryable_error_types": list(policy.non_retryable_error_types)}
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+def to_datetime(ms: int) -> datetime:
+    return EPOCH + timedelta(milliseconds=ms)
+
+
+def to_ms(value: datetime | timedelta | None) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, datetime):
+        value = value - EPOCH
+    return value // timedelta(milliseconds=1)
+
+
+def policy_to_record(policy: RetryPolicy) -> dict[str, Any]:
+    return {"initial_interval_ms": to_ms(policy.initial_interval),
+            "backoff_coefficient": policy.backoff_coefficient,
+            "maximum_interval_ms": to_ms(policy.maximum_interval),
+            "maximum_attempts": policy.maximum_attempts,
+            "non_retryable_error_types": list(policy.non_retryable_error_types)}
+
+
+def policy_from_record(record: dict[str, Any] | None) -> RetryPolicy:
+    r = record or {}
+    return RetryPolicy(initial_interval=timedelta(milliseconds=r.get("initial_interval_ms", 0)),
+                       backoff_coefficient=r.get("backoff_coefficient", 0.0),
+                       maximum_interval=timedelta(milliseconds=r.get("maximum_interval_ms", 0)),
+                       maximum_attempts=r.get("maximum_attempts", 0),
+                       non_retryable_error_types=tuple(r.get("non_retryable_error_types", ())))
+
+
+def timeouts_to_record(t: ActivityTimeouts) -> dict[str, int]:
+    return {"schedule_to_close_timeout_ms": to_ms(t.schedule_to_close),
+            "schedule_to_start_timeout_ms": to_ms(t.schedule_to_start),
+            "start_to_close_timeout_ms": to_ms(t.start_to_close),
+            "heartbeat_timeout_ms": to_ms(t.heartbeat)}
+
+
+def timeouts_from_record(r: dict[str, Any]) -> ActivityTimeouts:
+    return ActivityTimeouts(*(timedelta(milliseconds=r[f]) for f in (
+        "schedule_to_close_timeout_ms", "schedule_to_start_timeout_ms",
+        "start_to_close_timeout_ms", "heartbeat_timeout_ms")))

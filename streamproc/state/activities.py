@@ -10,63 +10,19 @@ touching the index, and a timer that fires early is re-armed at the real deadlin
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
 from streamproc.protocol.failures import failure_from_record, failure_to_record
+from streamproc.protocol.wire_values import (policy_from_record, policy_to_record, timeouts_from_record,
+                                            timeouts_to_record, to_datetime, to_ms)
 from streamproc.semantics.activity_attempts import ActivityState
-from streamproc.semantics.activity_timeouts import ActivityTimeouts
-from streamproc.semantics.retry import RetryPolicy
 from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.families import Family
 from streamproc.state.keys import read_time_key, time_key, time_upper_bound, u64
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 Activity = dict[str, Any]
-
-
-def to_datetime(ms: int) -> datetime:
-    return EPOCH + timedelta(milliseconds=ms)
-
-
-def to_ms(value: datetime | timedelta | None) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, datetime):
-        value = value - EPOCH
-    return value // timedelta(milliseconds=1)
-
-
-def policy_to_record(policy: RetryPolicy) -> dict[str, Any]:
-    return {"initial_interval_ms": to_ms(policy.initial_interval),
-            "backoff_coefficient": policy.backoff_coefficient,
-            "maximum_interval_ms": to_ms(policy.maximum_interval),
-            "maximum_attempts": policy.maximum_attempts,
-            "non_retryable_error_types": list(policy.non_retryable_error_types)}
-
-
-def policy_from_record(record: dict[str, Any] | None) -> RetryPolicy:
-    r = record or {}
-    return RetryPolicy(initial_interval=timedelta(milliseconds=r.get("initial_interval_ms", 0)),
-                       backoff_coefficient=r.get("backoff_coefficient", 0.0),
-                       maximum_interval=timedelta(milliseconds=r.get("maximum_interval_ms", 0)),
-                       maximum_attempts=r.get("maximum_attempts", 0),
-                       non_retryable_error_types=tuple(r.get("non_retryable_error_types", ())))
-
-
-def timeouts_to_record(t: ActivityTimeouts) -> dict[str, int]:
-    return {"schedule_to_close_timeout_ms": to_ms(t.schedule_to_close),
-            "schedule_to_start_timeout_ms": to_ms(t.schedule_to_start),
-            "start_to_close_timeout_ms": to_ms(t.start_to_close),
-            "heartbeat_timeout_ms": to_ms(t.heartbeat)}
-
-
-def timeouts_from_record(r: dict[str, Any]) -> ActivityTimeouts:
-    return ActivityTimeouts(*(timedelta(milliseconds=r[f]) for f in (
-        "schedule_to_close_timeout_ms", "schedule_to_start_timeout_ms",
-        "start_to_close_timeout_ms", "heartbeat_timeout_ms")))
 
 
 def _state_to_json(s: ActivityState) -> dict[str, Any]:

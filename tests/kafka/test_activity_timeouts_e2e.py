@@ -31,7 +31,7 @@ from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
 from streamproc.semantics import normalize_activity_retry_policy
 from streamproc.settings import Settings
-from streamproc.state.activities import to_datetime, to_ms
+from streamproc.protocol.wire_values import to_datetime, to_ms
 from streamproc.worker import ActivityWorker
 from tests.support.engines import EngineThread
 from tests.support.history import EventLog

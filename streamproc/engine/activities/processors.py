@@ -37,7 +37,7 @@ from streamproc.semantics import (
     schedule_activity,
     start_attempt,
 )
-from streamproc.state.activities import policy_from_record, to_datetime, to_ms
+from streamproc.protocol.wire_values import policy_from_record, to_datetime, to_ms
 
 ACT = ValueType.ACTIVITY_TASK
 

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from streamproc.semantics import ActivityState
-from streamproc.state.activities import policy_to_record, timeouts_to_record, to_ms
+from streamproc.protocol.wire_values import policy_to_record, timeouts_to_record, to_ms
 
 __all__ = ["event_value", "task_value"]
 

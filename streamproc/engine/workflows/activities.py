@@ -18,7 +18,7 @@ from streamproc.protocol.failures import failure_to_record
 from streamproc.protocol.records import ActivityIntent
 from streamproc.semantics import ActivityState, InvalidArgument
 from streamproc.semantics.workflow_events import EventType
-from streamproc.state.activities import policy_to_record, timeouts_to_record
+from streamproc.protocol.wire_values import policy_to_record, timeouts_to_record
 from streamproc.state.workflow_run import PendingEvent, RunActivity, WorkflowRun
 
 E = EventType

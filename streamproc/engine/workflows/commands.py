@@ -26,7 +26,7 @@ from streamproc.semantics.workflow_events import ContinueAsNewInitiator
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus as Status
 from streamproc.semantics.workflow_retry import plan_workflow_retry
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, continue_as_new_timeouts
-from streamproc.state.activities import policy_from_record, to_datetime, to_ms
+from streamproc.protocol.wire_values import policy_from_record, to_datetime, to_ms
 from streamproc.state.workflow_run import WorkflowRun
 
 T = WorkflowCommandType

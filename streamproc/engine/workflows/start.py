@@ -38,7 +38,7 @@ from streamproc.semantics.workflow_timeouts import (
     normalize_workflow_timeouts,
     workflow_run_deadlines,
 )
-from streamproc.state.activities import policy_from_record, policy_to_record, to_datetime, to_ms
+from streamproc.protocol.wire_values import policy_from_record, policy_to_record, to_datetime, to_ms
 from streamproc.state.workflow_run import RunStart, WorkflowRun
 
 

@@ -27,7 +27,7 @@ from streamproc.semantics.workflow_timeouts import (
     fire_run_timeout,
     run_timeout_failure,
 )
-from streamproc.state.activities import policy_from_record, to_datetime, to_ms
+from streamproc.protocol.wire_values import policy_from_record, to_datetime, to_ms
 from streamproc.state.workflow_run import PendingEvent, WorkflowRun
 
 
