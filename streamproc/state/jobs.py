@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -10,8 +11,6 @@ import orjson
 from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.families import Family
 from streamproc.state.keys import read_time_key, time_key, time_upper_bound, u64
-
-Job = dict[str, Any]
 
 
 class JobState(StrEnum):
@@ -22,6 +21,89 @@ class JobState(StrEnum):
     FAILED = "FAILED"            # waiting out a retry backoff, or out of retries (incident)
 
 
+@dataclass(slots=True)
+class Job:
+    """A job as the engine keeps it: its JobRecord fields (events and task records carry
+    them, `record()`), plus what a repeated START and an open incident need. Stored as one
+    JSON document with the same keys the engine has always written."""
+
+    type: str
+    payload: str
+    retries: int
+    timeout_ms: int
+    result: str | None = None
+    attempt: int = 1
+    worker: str = ""
+    #: When the started attempt times out (-1: not started).
+    deadline_ms: int = -1
+    error_message: str = ""
+    retry_backoff_ms: int = 0
+    #: When a failed job's backoff ends (-1: none).
+    recur_at_ms: int = -1
+    state: JobState = JobState.ACTIVATABLE
+    #: The request id of the START that started the attempt: the same START sent again is
+    #: answered again instead of refused.
+    start_request_id: str | None = None
+    #: The incident opened when it failed out of retries.
+    incident_key: int | None = None
+    #: Whether the document has a start_request_id (a job never started has none).
+    _has_start_request_id: bool = field(default=False, repr=False)
+
+    @classmethod
+    def created(cls, value: dict[str, Any]) -> Job:
+        """A new job from a CREATE command's value (its type, payload, retries, timeout)."""
+        return cls(type=value["type"], payload=value["payload"], retries=value["retries"],
+                   timeout_ms=value["timeout_ms"])
+
+    # lifecycle (the `Jobs` methods keep the due-date indexes in step) -------------------
+    def mark_started(self, worker: str, deadline_ms: int, request_id: str | None) -> None:
+        self.state, self.worker, self.deadline_ms = JobState.STARTED, worker, deadline_ms
+        self.start_request_id, self._has_start_request_id = request_id, True
+
+    def mark_activatable(self, next_attempt: bool) -> None:
+        self.state, self.deadline_ms, self.recur_at_ms, self.worker = JobState.ACTIVATABLE, -1, -1, ""
+        self.start_request_id, self._has_start_request_id = None, True
+        if next_attempt:
+            self.attempt += 1
+
+    def mark_failed(self, recur_at_ms: int) -> None:
+        self.state, self.deadline_ms, self.recur_at_ms = JobState.FAILED, -1, recur_at_ms
+
+    def is_repeated_start(self, attempt: int, request_id: str | None) -> bool:
+        """Whether a START is the one that started the current attempt, sent again."""
+        return (request_id is not None and self.state is JobState.STARTED and self.attempt == attempt
+                and self.start_request_id == request_id)
+
+    def record(self, closed_as: str | None = None) -> dict[str, Any]:
+        """The JobRecord value of an event or task record; `closed_as`: the intent of a job
+        that ends here (COMPLETED, CANCELED), which its event shows as the state."""
+        value = self.to_json()
+        if closed_as is not None:
+            value["state"] = closed_as
+        return value
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "type": self.type, "payload": self.payload, "result": self.result, "retries": self.retries,
+            "timeout_ms": self.timeout_ms, "attempt": self.attempt, "worker": self.worker,
+            "deadline_ms": self.deadline_ms, "error_message": self.error_message,
+            "retry_backoff_ms": self.retry_backoff_ms, "recur_at_ms": self.recur_at_ms, "state": self.state.value}
+        if self._has_start_request_id:
+            doc["start_request_id"] = self.start_request_id
+        if self.incident_key is not None:
+            doc["incident_key"] = self.incident_key
+        return doc
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Job:
+        return cls(type=d["type"], payload=d["payload"], retries=d["retries"], timeout_ms=d["timeout_ms"],
+                   result=d["result"], attempt=d["attempt"], worker=d["worker"], deadline_ms=d["deadline_ms"],
+                   error_message=d["error_message"], retry_backoff_ms=d["retry_backoff_ms"],
+                   recur_at_ms=d["recur_at_ms"], state=JobState(d["state"]),
+                   start_request_id=d.get("start_request_id"), incident_key=d.get("incident_key"),
+                   _has_start_request_id="start_request_id" in d)
+
+
 class Jobs:
     """Job reads and writes for processors: every method keeps the indexes consistent."""
 
@@ -30,10 +112,10 @@ class Jobs:
 
     def get(self, key: int) -> Job | None:
         raw = self._w.get(Family.JOBS, u64(key))
-        return orjson.loads(raw) if raw is not None else None
+        return Job.from_json(orjson.loads(raw)) if raw is not None else None
 
     def put(self, key: int, job: Job) -> None:
-        self._w.put(Family.JOBS, u64(key), orjson.dumps(job))
+        self._w.put(Family.JOBS, u64(key), orjson.dumps(job.to_json()))
 
     def remove(self, key: int, job: Job) -> None:
         """Forget a job that has ended, with whatever due date it still had."""
@@ -43,31 +125,29 @@ class Jobs:
     def start(self, key: int, job: Job, worker: str, deadline_ms: int, request_id: str | None = None) -> None:
         """Started by `worker` until `deadline_ms`; `request_id` of the START, so that the same
         command sent again is recognised."""
-        job.update(state=JobState.STARTED, worker=worker, deadline_ms=deadline_ms, start_request_id=request_id)
+        job.mark_started(worker, deadline_ms, request_id)
         self._w.put(Family.JOB_DEADLINES, time_key(deadline_ms, key), b"")
         self.put(key, job)
 
     def make_activatable(self, key: int, job: Job, *, next_attempt: bool) -> None:
         """Back to startable (after creation, a timeout, a retry or a backoff)."""
         self._clear_due_dates(key, job)
-        job.update(state=JobState.ACTIVATABLE, deadline_ms=-1, recur_at_ms=-1, worker="", start_request_id=None)
-        if next_attempt:
-            job["attempt"] += 1
+        job.mark_activatable(next_attempt)
         self.put(key, job)
 
     def fail(self, key: int, job: Job, recur_at_ms: int) -> None:
         """Failed: wait for the backoff to pass (recur_at_ms >= 0) or for new retries (-1)."""
         self._clear_due_dates(key, job)
-        job.update(state=JobState.FAILED, deadline_ms=-1, recur_at_ms=recur_at_ms)
+        job.mark_failed(recur_at_ms)
         if recur_at_ms >= 0:
             self._w.put(Family.JOB_BACKOFF, time_key(recur_at_ms, key), b"")
         self.put(key, job)
 
     def _clear_due_dates(self, key: int, job: Job) -> None:
-        if job.get("deadline_ms", -1) >= 0:
-            self._w.delete(Family.JOB_DEADLINES, time_key(job["deadline_ms"], key))
-        if job.get("recur_at_ms", -1) >= 0:
-            self._w.delete(Family.JOB_BACKOFF, time_key(job["recur_at_ms"], key))
+        if job.deadline_ms >= 0:
+            self._w.delete(Family.JOB_DEADLINES, time_key(job.deadline_ms, key))
+        if job.recur_at_ms >= 0:
+            self._w.delete(Family.JOB_BACKOFF, time_key(job.recur_at_ms, key))
 
 
 class JobDueDates:

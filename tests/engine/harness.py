@@ -56,8 +56,10 @@ class Harness:
         return produced
 
     def job(self, key: int) -> dict | None:
+        """The job as its stored document (the JSON keys tests read)."""
         from streamproc.state.db import PendingWrites
-        return Jobs(PendingWrites(self.db)).get(key)
+        job = Jobs(PendingWrites(self.db)).get(key)
+        return job.to_json() if job is not None else None
 
     def close(self) -> None:
         self.db.close()

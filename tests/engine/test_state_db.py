@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.families import Family
-from streamproc.state.jobs import JobDueDates, Jobs
+from streamproc.state.jobs import Job, JobDueDates, Jobs
 from streamproc.state.keys import time_key
 
 
@@ -50,7 +50,7 @@ def test_jobs_keep_their_deadline_index_consistent(tmp_path):
     db = PartitionDb(tmp_path, 0)
     w = PendingWrites(db)
     jobs = Jobs(w)
-    job = {"attempt": 1, "deadline_ms": -1, "recur_at_ms": -1, "state": "ACTIVATABLE"}
+    job = Job(type="payments", payload="{}", retries=3, timeout_ms=1000)
     jobs.start(42, job, "w", deadline_ms=500)
     jobs.fail(42, job, recur_at_ms=900)
     w.accept()

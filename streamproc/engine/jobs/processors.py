@@ -11,7 +11,7 @@ from streamproc.engine.processing import ProcessingContext, Processor
 from streamproc.engine.validation import check_json
 from streamproc.protocol.records import IncidentIntent, JobIntent, Record, RejectionType, ValueType
 from streamproc.protocol.topics import check_task_queue
-from streamproc.state.jobs import JobState
+from streamproc.state.jobs import Job, JobState
 
 JOB = ValueType.JOB
 NO_RETRIES_MESSAGE = "No more retries left."
@@ -30,15 +30,13 @@ def create(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"Expected to create a job, but {problem}")
         return
     key = ctx.keys.next_key()
-    job = {**v, "attempt": 1, "worker": "", "deadline_ms": -1, "error_message": "",
-           "retry_backoff_ms": 0, "recur_at_ms": -1, "result": None,
-           "state": JobState.ACTIVATABLE}
+    job = Job.created(v)
     ctx.jobs.put(key, job)
-    ctx.out.event(JOB, JobIntent.CREATED, key, job)
-    ctx.out.task(job["type"], key, job)
+    ctx.out.event(JOB, JobIntent.CREATED, key, job.record())
+    ctx.out.task(job.type, key, job.record())
 
 
-def _current(cmd: Record, ctx: ProcessingContext, verb: str) -> dict | None:
+def _current(cmd: Record, ctx: ProcessingContext, verb: str) -> Job | None:
     """The job the command names, or None after writing the NOT_FOUND rejection."""
     job = ctx.jobs.get(cmd.key) if cmd.key >= 0 else None
     if job is None:
@@ -47,14 +45,14 @@ def _current(cmd: Record, ctx: ProcessingContext, verb: str) -> dict | None:
     return job
 
 
-def _attempt_problem(cmd: Record, job: dict, verb: str, wanted: JobState) -> str | None:
+def _attempt_problem(cmd: Record, job: Job, verb: str, wanted: JobState) -> str | None:
     asked = cmd.value["attempt"]
-    if asked != job["attempt"]:
+    if asked != job.attempt:
         return (f"Expected to {verb} job with key '{cmd.key}' at attempt {asked}, but that attempt "
-                f"is over: the job is {job['state']} at attempt {job['attempt']}")
-    if job["state"] != wanted:
+                f"is over: the job is {job.state} at attempt {job.attempt}")
+    if job.state is not wanted:
         return (f"Expected to {verb} job with key '{cmd.key}' at attempt {asked}, but it is "
-                f"{job['state']}, not {wanted}")
+                f"{job.state}, not {wanted}")
     return None
 
 
@@ -62,22 +60,17 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
     job = _current(cmd, ctx, "start")
     if job is None:
         return
-    if _is_repeated_start(cmd, job):
+    if job.is_repeated_start(cmd.value["attempt"], cmd.request_id):
         # A worker that got no answer sends its START again with the same request id
         # (a broker outage, an engine takeover): it is told again that the start is its.
-        ctx.out.reply(JOB, JobIntent.STARTED, cmd.key, job)
+        ctx.out.reply(JOB, JobIntent.STARTED, cmd.key, job.record())
         return
     problem = _attempt_problem(cmd, job, "start", JobState.ACTIVATABLE)
     if problem:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE, problem)
         return
-    ctx.jobs.start(cmd.key, job, cmd.value["worker"], ctx.now_ms + job["timeout_ms"], cmd.request_id)
-    ctx.out.event(JOB, JobIntent.STARTED, cmd.key, job)
-
-
-def _is_repeated_start(cmd: Record, job: dict) -> bool:
-    return (cmd.request_id is not None and job["state"] == JobState.STARTED
-            and job["attempt"] == cmd.value["attempt"] and job.get("start_request_id") == cmd.request_id)
+    ctx.jobs.start(cmd.key, job, cmd.value["worker"], ctx.now_ms + job.timeout_ms, cmd.request_id)
+    ctx.out.event(JOB, JobIntent.STARTED, cmd.key, job.record())
 
 
 def complete(cmd: Record, ctx: ProcessingContext) -> None:
@@ -91,8 +84,8 @@ def complete(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE, problem)
         return
     ctx.jobs.remove(cmd.key, job)
-    job.update(result=result, state=JobIntent.COMPLETED)
-    ctx.out.event(JOB, JobIntent.COMPLETED, cmd.key, job)
+    job.result = result
+    ctx.out.event(JOB, JobIntent.COMPLETED, cmd.key, job.record(closed_as=JobIntent.COMPLETED))
 
 
 def fail(cmd: Record, ctx: ProcessingContext) -> None:
@@ -106,29 +99,29 @@ def fail(cmd: Record, ctx: ProcessingContext) -> None:
     if problem:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE, problem)
         return
-    job.update(retries=v["retries"], error_message=v["error_message"][:8192],
-               retry_backoff_ms=v["retry_backoff_ms"])
+    job.retries, job.error_message, job.retry_backoff_ms = \
+        v["retries"], v["error_message"][:8192], v["retry_backoff_ms"]
     if v["retries"] > 0 and v["retry_backoff_ms"] > 0:
         ctx.jobs.fail(cmd.key, job, recur_at_ms=ctx.now_ms + v["retry_backoff_ms"])
-        ctx.out.event(JOB, JobIntent.FAILED, cmd.key, job)
+        ctx.out.event(JOB, JobIntent.FAILED, cmd.key, job.record())
     elif v["retries"] > 0:
         ctx.jobs.fail(cmd.key, job, recur_at_ms=-1)
-        ctx.out.event(JOB, JobIntent.FAILED, cmd.key, job)
+        ctx.out.event(JOB, JobIntent.FAILED, cmd.key, job.record())
         _republish(cmd.key, job, ctx)
     else:
         incident_key = ctx.keys.next_key()
-        job["incident_key"] = incident_key
+        job.incident_key = incident_key
         ctx.jobs.fail(cmd.key, job, recur_at_ms=-1)
-        ctx.out.event(JOB, JobIntent.FAILED, cmd.key, job)
-        incident = {"error_type": "JOB_NO_RETRIES", "job_key": cmd.key, "job_type": job["type"],
-                    "error_message": job["error_message"] or NO_RETRIES_MESSAGE}
+        ctx.out.event(JOB, JobIntent.FAILED, cmd.key, job.record())
+        incident = {"error_type": "JOB_NO_RETRIES", "job_key": cmd.key, "job_type": job.type,
+                    "error_message": job.error_message or NO_RETRIES_MESSAGE}
         ctx.incidents.open(incident_key, incident)
         ctx.out.event(ValueType.INCIDENT, IncidentIntent.CREATED, incident_key, incident)
 
 
-def _republish(key: int, job: dict, ctx: ProcessingContext) -> None:
+def _republish(key: int, job: Job, ctx: ProcessingContext) -> None:
     ctx.jobs.make_activatable(key, job, next_attempt=True)
-    ctx.out.task(job["type"], key, job)
+    ctx.out.task(job.type, key, job.record())
 
 
 def _fire_due_date(cmd: Record, ctx: ProcessingContext, *, verb: str, state: JobState,
@@ -140,14 +133,14 @@ def _fire_due_date(cmd: Record, ctx: ProcessingContext, *, verb: str, state: Job
     prefix = f"Expected to {verb} job with key '{cmd.key}' due at {due}, but"
     if job is None:
         reason = f"{prefix} no such job was found"
-    elif job["state"] != state:
-        reason = f"{prefix} it is {job['state']}"
-    elif job[field] != due:
-        reason = f"{prefix} its {field} is now {job[field]}"
+    elif job.state is not state:
+        reason = f"{prefix} it is {job.state}"
+    elif getattr(job, field) != due:
+        reason = f"{prefix} its {field} is now {getattr(job, field)}"
     elif not due < ctx.now_ms:
         reason = f"{prefix} that time has not passed (now {ctx.now_ms})"
     else:
-        ctx.out.event(JOB, event, cmd.key, job)
+        ctx.out.event(JOB, event, cmd.key, job.record())
         _republish(cmd.key, job, ctx)
         return
     ctx.out.reject(cmd, RejectionType.NOT_FOUND if job is None else RejectionType.INVALID_STATE, reason)
@@ -174,10 +167,10 @@ def update_retries(cmd: Record, ctx: ProcessingContext) -> None:
     job = _current(cmd, ctx, "update retries of")
     if job is None:
         return
-    job["retries"] = retries
-    incident_key = job.pop("incident_key", None)
+    job.retries = retries
+    incident_key, job.incident_key = job.incident_key, None
     ctx.jobs.put(cmd.key, job)
-    ctx.out.event(JOB, JobIntent.RETRIES_UPDATED, cmd.key, job)
+    ctx.out.event(JOB, JobIntent.RETRIES_UPDATED, cmd.key, job.record())
     if incident_key is not None:
         incident = ctx.incidents.get(incident_key)
         ctx.incidents.resolve(incident_key)
@@ -189,14 +182,13 @@ def cancel(cmd: Record, ctx: ProcessingContext) -> None:
     job = _current(cmd, ctx, "cancel")
     if job is None:
         return
-    incident_key = job.get("incident_key")
+    incident_key = job.incident_key
     if incident_key is not None:
         incident = ctx.incidents.get(incident_key)
         ctx.incidents.resolve(incident_key)
         ctx.out.event(ValueType.INCIDENT, IncidentIntent.RESOLVED, incident_key, incident or {})
     ctx.jobs.remove(cmd.key, job)
-    job["state"] = JobIntent.CANCELED
-    ctx.out.event(JOB, JobIntent.CANCELED, cmd.key, job)
+    ctx.out.event(JOB, JobIntent.CANCELED, cmd.key, job.record(closed_as=JobIntent.CANCELED))
 
 
 JOB_PROCESSORS: dict[str, Processor] = {
