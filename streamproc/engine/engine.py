@@ -220,11 +220,22 @@ class Engine:
         if owned:
             tps = [TopicPartition(self.topics.commands, pid) for pid in owned]
             try:
-                for tp in self._consumer.committed(tps, COMMITTED_TIMEOUT_S):
-                    self._consumer.seek(TopicPartition(
-                        tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+                committed = self._consumer.committed(tps, COMMITTED_TIMEOUT_S)
             except KafkaException as exc:
                 raise ClientFailure(Origin.CONSUMER, exc) from exc
+            for tp in committed:
+                try:
+                    self._consumer.seek(TopicPartition(
+                        tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+                except KafkaException as exc:
+                    assigned = {a.partition for a in self._consumer.assignment()}
+                    if exc.args[0].code() != KafkaError._STATE or tp.partition in assigned:
+                        raise ClientFailure(Origin.CONSUMER, exc) from exc
+                    # Not assigned to this consumer any more (another member has it, or a
+                    # twin with our static id took our place): let it go and poll on. Failing
+                    # here would loop on the seek and never poll, and only a poll delivers
+                    # the fencing that tells us (a twin was seen doing that for minutes).
+                    self._close_partition(tp.partition)
         self._recovery.reconnected()
         p.step_at = time.monotonic()
 
