@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 
 import click
@@ -17,6 +18,9 @@ from streamproc.settings import Settings
 def main(log_format: str | None) -> None:
     """streamproc: a durable workflow and job engine on Kafka."""
     configure_logging(log_format)
+    # `kill -USR1 <pid>` writes every thread's stack to stderr: what a process that stopped
+    # making progress is waiting on, without a debugger on the host.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def _run_until_signal(engine) -> None:

@@ -105,6 +105,8 @@ class Engine:
         self._rebuild_producers = False
         #: The consumer lost every broker: new producers before the next transaction.
         self._brokers_lost = False
+        #: When (monotonic) the consumer last lost a broker connection (see recovery.py).
+        self._connection_lost_at = float("-inf")
         self._client_log = ClientLog("engine", faults.stall_log_interval_s * 2)
         self._admin = TopicAdmin(settings.bootstrap, self.topics, {**RECONNECT, **self._client_log.config()})
         self._producers = TransactionalProducers(
@@ -158,7 +160,8 @@ class Engine:
                                       self._client_log.config())
 
     def _open_consumer(self) -> None:
-        logging = self._client_log.config(on_fatal=self._on_consumer_fatal, on_all_brokers_down=self._on_brokers_down)
+        logging = self._client_log.config(on_fatal=self._on_consumer_fatal, on_all_brokers_down=self._on_brokers_down,
+                                          on_connection_lost=self._on_connection_lost)
         self._consumer = Consumer(engine_consumer_config(self.settings, self.topics, logging))
         self._consumer.subscribe([self.topics.commands], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_revoke)
@@ -172,10 +175,14 @@ class Engine:
         # librdkafka 2.16), a new one commits at once. See _begin_commit.
         self._brokers_lost = True
 
+    def _on_connection_lost(self) -> None:
+        self._connection_lost_at = time.monotonic()
+
     def _failed(self, exc: Exception) -> None:
         """Settle the commit in flight and note what must be rebuilt; `_reconnect` follows."""
         self._txn.settle()
-        decision = self._recovery.failed(exc, self._producers.age_s(), sorted(self.partitions))
+        decision = self._recovery.failed(exc, self._producers.age_s(), sorted(self.partitions),
+                                         connected_s=time.monotonic() - self._connection_lost_at)
         self._rebuild_producer |= decision.producer
         self._rebuild_producers |= decision.producers
         self._consumer_dead |= decision.consumer
@@ -220,11 +227,22 @@ class Engine:
         if owned:
             tps = [TopicPartition(self.topics.commands, pid) for pid in owned]
             try:
-                for tp in self._consumer.committed(tps, COMMITTED_TIMEOUT_S):
-                    self._consumer.seek(TopicPartition(
-                        tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+                committed = self._consumer.committed(tps, COMMITTED_TIMEOUT_S)
             except KafkaException as exc:
                 raise ClientFailure(Origin.CONSUMER, exc) from exc
+            for tp in committed:
+                try:
+                    self._consumer.seek(TopicPartition(
+                        tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+                except KafkaException as exc:
+                    assigned = {a.partition for a in self._consumer.assignment()}
+                    if exc.args[0].code() != KafkaError._STATE or tp.partition in assigned:
+                        raise ClientFailure(Origin.CONSUMER, exc) from exc
+                    # Not assigned to this consumer any more (another member has it, or a
+                    # twin with our static id took our place): let it go and poll on. Failing
+                    # here would loop on the seek and never poll, and only a poll delivers
+                    # the fencing that tells us (a twin was seen doing that for minutes).
+                    self._close_partition(tp.partition)
         self._recovery.reconnected()
         p.step_at = time.monotonic()
 

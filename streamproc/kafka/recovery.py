@@ -14,8 +14,11 @@ that must be replaced (see `streamproc.kafka.errors`):
 Fenced more than `conflict_limit` times within `conflict_window_s` means another live
 process has this engine's identity: a producer counts when it was fenced sooner after
 its own init_transactions than a transaction can time out (a transaction the coordinator
-expired while the broker was away fences its producer too, but only after that long),
-a consumer always counts. Then the engine stops with `IdentityConflict`.
+expired while the broker was away fences its producer too, but only after that long);
+a consumer counts when its connections had been up for `consumer_fencing_after_s` (after
+a broker restart a static consumer is fenced by its own rejoin, and a test that restarts
+the broker every 15 s saw that three times in a minute). Then the engine stops with
+`IdentityConflict`.
 
 Retries back off from `backoff_min_s` to `backoff_max_s`; the first failure is logged at
 once, later ones are summed up by the watchdog once per interval.
@@ -54,6 +57,8 @@ class FaultPolicy:
     rebuild_after_s: float = 60.0
     conflict_limit: int = 3
     conflict_window_s: float = 60.0
+    #: A consumer fencing counts towards a conflict only this long after a lost connection.
+    consumer_fencing_after_s: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -89,9 +94,11 @@ class Recovery:
         delay = self._next_attempt - self._clock()
         return not (delay > 0 and stop.wait(delay))
 
-    def failed(self, exc: BaseException, producer_age_s: float, partitions: list[int]) -> Decision:
+    def failed(self, exc: BaseException, producer_age_s: float, partitions: list[int],
+               connected_s: float = float("inf")) -> Decision:
         """Record a failure; returns the clients to replace. Raises IdentityConflict when
-        another live process holds this engine's identity."""
+        another live process holds this engine's identity. `connected_s`: how long ago the
+        consumer last lost a broker connection."""
         p = self.progress
         now = self._clock()
         origin = _origin(exc)
@@ -111,7 +118,7 @@ class Recovery:
         decision = Decision(producer=dead and origin is Origin.PRODUCER, producers=unreachable,
                             consumer=dead and origin is Origin.CONSUMER)
         if fault is Fault.FENCED:
-            self._count_fencing(origin, producer_age_s, now)
+            self._count_fencing(origin, producer_age_s, connected_s, now)
         if not first and (decision.producer or decision.consumer):
             # A client replaced is news even while the watchdog sums up the retries.
             log.warning("kafka_client_dead", client=origin.value, fault=fault.value, error=p.last_error)
@@ -129,9 +136,11 @@ class Recovery:
         p.last_error = ""
 
     # identity ------------------------------------------------------------------------------
-    def _count_fencing(self, origin: Origin, producer_age_s: float, now: float) -> None:
+    def _count_fencing(self, origin: Origin, producer_age_s: float, connected_s: float, now: float) -> None:
         if origin is Origin.PRODUCER and producer_age_s >= self.fresh_producer_s:
             return  # an expired transaction of ours, most likely
+        if origin is not Origin.PRODUCER and connected_s < self.policy.consumer_fencing_after_s:
+            return  # our own rejoin after a broker came back, most likely
         window = self.policy.conflict_window_s
         fencings = self._fencings
         fencings.append(now)

@@ -96,6 +96,21 @@ def test_fencing_by_our_own_past_is_survived_and_repeated_fencing_stops_the_engi
         r.failed(fenced, producer_age_s=2, partitions=[0])
 
 
+def test_a_consumer_fenced_soon_after_a_lost_connection_is_our_own_rejoin():
+    """After a broker restart a static consumer is fenced by its own rejoin: a broker
+    restarted three times in a minute must not look like another process with our id."""
+    clock = Clock()
+    r = _recovery(clock, conflict_limit=3, conflict_window_s=60)
+    consumer_fenced = _exc(KafkaError.FENCED_INSTANCE_ID)
+    for _ in range(5):
+        r.failed(consumer_fenced, producer_age_s=100, partitions=[0], connected_s=8)
+        clock.t += 5
+    r.failed(consumer_fenced, producer_age_s=100, partitions=[0], connected_s=31)
+    r.failed(consumer_fenced, producer_age_s=100, partitions=[0], connected_s=40)
+    with pytest.raises(IdentityConflict):
+        r.failed(consumer_fenced, producer_age_s=100, partitions=[0], connected_s=45)
+
+
 def test_the_watchdog_reports_once_per_interval_and_asks_for_new_clients_after_its_bound():
     clock = Clock()
     progress = Progress(step_at=clock.t)

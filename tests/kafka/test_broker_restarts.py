@@ -58,7 +58,8 @@ def test_the_broker_sigkilled_under_load_5_times_and_back_after_10_s(tmp_path):
         rig.check_everything_once()
         print(f"\n5 broker restarts: engine and workers back (probe job and workflow done) after {recoveries} s; "
               f"{rig.jobs} jobs and {len(rig.workflow_ids)} workflows completed once each; activity attempts "
-              f"that ran twice: {rig.attempts_run_twice}")
+              f"that ran twice: {rig.attempts_run_twice}; starts the client gave up and asked again: "
+              f"{rig.start_give_ups[:3]}")
     finally:
         rig.close()
 

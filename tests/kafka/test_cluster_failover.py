@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 TRANSACTION_STATE_PARTITIONS = 4
 #: The longest pause in the engine's commits we accept: a leader election and the
 #: client's metadata refresh, with room for a busy two-core machine.
-MAX_GAP_S = 30
+MAX_GAP_S = 60
 
 
 def _java_string_hash(text: str) -> int:
@@ -79,7 +79,8 @@ def test_the_leaders_of_commands_events_and_transaction_state_killed_in_turn(tmp
         rig.check_everything_once()
         gap = _longest_gap_s(rig)
         print(f"\nleaders killed in turn: probe job and workflow done after {recoveries} s; longest pause "
-              f"between events {gap:.1f} s; {rig.jobs} jobs and {len(rig.workflow_ids)} workflows once each")
+              f"between events {gap:.1f} s; {rig.jobs} jobs and {len(rig.workflow_ids)} workflows once each; starts "
+              f"the client gave up and asked again: {rig.start_give_ups[:3]}")
         assert gap < MAX_GAP_S, f"the engine committed nothing for {gap:.1f} s"
     finally:
         rig.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from streamproc.client import Client
+from streamproc.client import Client, WorkflowNotStartedError, WorkflowStartOutcomeUnknownError
 from streamproc.client.workflow_events import WorkflowEvent, workflow_event
 from streamproc.semantics.workflow_history import EventType, check_well_formed
 from streamproc.state.db import PartitionDb
@@ -34,11 +34,33 @@ class Starter:
         self.task_queue = task_queue
         self.pool = ThreadPoolExecutor(8)
         self.futures = []
+        self.workflow_ids: list[str] = []
+        #: starts given up by the client once (then asked again): `workflow id: error`
+        self.give_ups: list[str] = []
 
     def start(self, workflow_ids: list[str]) -> None:
-        self.futures += [self.pool.submit(self.client.start_workflow, ThreeStepsAndATimer.run, workflow_id,
-                                          id=workflow_id, task_queue=self.task_queue, rpc_timeout=120)
-                         for workflow_id in workflow_ids]
+        self.workflow_ids += workflow_ids
+        self.futures += [self.pool.submit(self._start, workflow_id) for workflow_id in workflow_ids]
+
+    def _start(self, workflow_id: str, tries: int = 3):
+        """As a careful caller does: a start whose outcome is unknown, or that was not sent,
+        is asked again with the same request id (the engine answers a repeated one with the
+        run it started, so a run is never started twice). Each give-up is kept for the
+        test's report."""
+        for n in range(tries):
+            try:
+                return self.client.start_workflow(ThreeStepsAndATimer.run, workflow_id, id=workflow_id,
+                                                  task_queue=self.task_queue, request_id=f"start-{workflow_id}",
+                                                  rpc_timeout=120)
+            except (WorkflowStartOutcomeUnknownError, WorkflowNotStartedError) as exc:
+                self.give_ups.append(f"{workflow_id}: {type(exc).__name__}: {exc}")
+                if n == tries - 1:
+                    raise
+
+    def failures(self) -> list[str]:
+        """The starts that raised, as `workflow id: error` (a test's diagnosis when runs are missing)."""
+        return [f"{wid}: {type(f.exception()).__name__}: {f.exception()}"
+                for wid, f in zip(self.workflow_ids, self.futures) if f.done() and f.exception() is not None]
 
     def submitted(self) -> int:
         return len(self.futures)

@@ -68,6 +68,11 @@ class Process:
             except subprocess.TimeoutExpired:
                 self.kill()
 
+    def dump_stacks(self) -> None:
+        """Every thread's stack into the log (the CLI registers SIGUSR1 with faulthandler)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

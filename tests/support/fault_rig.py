@@ -20,8 +20,10 @@ NAMESPACE = "restarts"
 QUEUE = "restart-flows"
 WORKFLOW = "tests.support.crash_workflows:ThreeStepsAndATimer"
 ACTIVITY = "tests.support.crash_workflows:crash_step"
-#: Seconds within which the engine and the workers must be back after each restart.
-RECOVERY_S = 30
+#: Seconds within which the engine and the workers must be back after each restart: a bound
+#: for correctness on a busy two-core machine (a broker stalled 14 s by its own disk was seen),
+#: not the goal; the time it takes is printed, and measured in bench/broker_restart_recovery.py.
+RECOVERY_S = 120
 
 
 class Rig:
@@ -47,6 +49,8 @@ class Rig:
         self.client = Client(self.bootstrap, NAMESPACE)
         self.starter: Starter | None = None
         self.jobs = 0
+        #: workflow starts the client gave up once (asked again by the starter)
+        self.start_give_ups: list[str] = []
         self.workflow_ids: list[str] = []
         self._stop = threading.Event()
         self._creator = threading.Thread(target=self._create_jobs, daemon=True)
@@ -82,8 +86,22 @@ class Rig:
             flow_done = any(workflow_event(e).workflow_id == workflow_id
                             for e in events.events("WORKFLOW", COMPLETED))
             return job_done and flow_done
-        self.events.read_until(done, timeout=timeout)
+        self._read_until(done, timeout)
         return time.monotonic() - began
+
+    def _read_until(self, done, timeout: float) -> None:
+        """Read events until `done`; on timeout, say what the processes and the starts said."""
+        try:
+            self.events.read_until(done, timeout=timeout)
+        except TimeoutError as exc:
+            processes = (self.engine, self.job_worker, self.flow_worker)
+            for p in processes:
+                p.dump_stacks()
+            time.sleep(2)
+            tails = "\n".join(f"--- {p.log_path.name} (alive: {p.alive()}):\n{p.log_text()[-12000:]}"
+                              for p in processes)
+            failed = self.starter.failures() if self.starter is not None else []
+            raise TimeoutError(f"{exc}\nworkflow starts that failed ({len(failed)}): {failed[:10]}\n{tails}") from None
 
     def stop_creating(self) -> int:
         self._stop.set()
@@ -98,9 +116,10 @@ class Rig:
     def check_everything_once(self) -> None:
         jobs = self.stop_creating()
         self.starter.close()
+        self.start_give_ups = self.starter.give_ups
         expected = jobs + sum(1 for e in self.events.events(intent="CREATED") if e.request_id.startswith("probe-"))
-        self.events.read_until(lambda e: e.count("COMPLETED") >= expected
-                               and e.count_value("WORKFLOW", COMPLETED) >= len(self.workflow_ids), timeout=240)
+        self._read_until(lambda e: e.count("COMPLETED") >= expected
+                         and e.count_value("WORKFLOW", COMPLETED) >= len(self.workflow_ids), timeout=240)
         self.engine.stop()
         self.events.read_to_end(timeout=60)
         created = collections.Counter(e.request_id for e in self.events.events(intent="CREATED"))
