@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import faulthandler
 import signal
+import sys
 
 import click
 import orjson
@@ -20,7 +21,9 @@ def main(log_format: str | None) -> None:
     configure_logging(log_format)
     # `kill -USR1 <pid>` writes every thread's stack to stderr: what a process that stopped
     # making progress is waiting on, without a debugger on the host.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # The process's own stderr (sys.__stderr__), not whatever a caller swapped in.
+    if sys.__stderr__ is not None:
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
 
 
 def _run_until_signal(engine) -> None:
