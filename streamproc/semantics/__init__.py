@@ -1,285 +1,35 @@
-"""Pure Temporal semantics: retry policies and activity timeouts.
+"""Pure Temporal semantics: retry policies, activity and workflow timeouts, id policies, histories.
 
 No I/O and no clock reads: every function takes the time it needs as an argument.
 Durations are ``datetime.timedelta``; a raw number says its unit in its name (``_ns``).
 See ``SEMANTICS.md`` sections 1, 2 and 9 for the behaviour these functions reproduce.
 """
 
-from streamproc.semantics.activity_attempts import (
-    ActivityCompleted,
-    ActivityFailed,
-    ActivityOutcome,
-    ActivityRetry,
-    ActivityState,
-    ActivityTimedOut,
-    complete_attempt,
-    fail_attempt,
-    fire_activity_timeout,
-    next_activity_deadline,
-    record_heartbeat,
-    schedule_activity,
-    start_attempt,
-)
-from streamproc.semantics.activity_timeline import (
-    ActivityTimeline,
-    AttemptPlan,
-    AttemptRecord,
-    run_activity_timeline,
-)
-from streamproc.semantics.activity_timeouts import (
-    NOT_ENOUGH_TIME_MESSAGE,
-    ActivityDeadline,
-    ActivityTimeouts,
-    activity_deadlines,
-    activity_timeout_failure,
-    heartbeat_deadline,
-    normalize_activity_timeouts,
-    retry_expiration,
-    timed_out_event_failure,
-)
-from streamproc.semantics.backoff import (
-    RetryDecision,
-    exponential_backoff_ns,
-    next_backoff_interval,
-)
-from streamproc.semantics.durations import MAX_DURATION
-from streamproc.semantics.enums import RetryState, TimeoutType
-from streamproc.semantics.errors import InvalidArgument
-from streamproc.semantics.failures import (
-    ActivityFailure,
-    ApplicationFailure,
-    CanceledFailure,
-    ChildWorkflowFailure,
-    Failure,
-    ServerFailure,
-    TerminatedFailure,
-    TimeoutFailure,
-)
-from streamproc.semantics.retry import (
-    DEFAULT_RETRY_SETTINGS,
-    TIMEOUT_FAILURE_TYPE_PREFIX,
-    RetryPolicy,
-    RetrySettings,
-    activity_retry_decision,
-    ensure_retry_defaults,
-    is_retryable_failure,
-    next_retry_delay,
-    normalize_activity_retry_policy,
-    normalize_workflow_retry_policy,
-    validate_retry_policy,
-    workflow_retry_decision,
-)
-from streamproc.semantics.swf import (
-    SWF_ACTIVITY_RETRY_POLICY,
-    SWF_MAXIMUM_DURATION,
-    SWF_NONE,
-    format_swf_timeout,
-    parse_swf_timeout,
-    swf_activity_timeouts,
-    swf_timeout_to_temporal,
-    swf_workflow_run_timeout,
-    timeout_type_from_swf,
-    timeout_type_to_swf,
-)
-from streamproc.semantics.workflow_retry import (
-    WORKFLOW_ID_REUSE_MINIMAL_INTERVAL,
-    WorkflowRetryPlan,
-    first_workflow_task_backoff,
-    plan_workflow_retry,
-    workflow_execution_expiration,
-)
+# Each module's public names (its __all__) are the package's: import from the module
+# that owns a concept, or from here for short.
+from streamproc.semantics.activity_attempts import *  # noqa: F401,F403
+from streamproc.semantics.activity_timeline import *  # noqa: F401,F403
+from streamproc.semantics.activity_timeouts import *  # noqa: F401,F403
+from streamproc.semantics.backoff import *  # noqa: F401,F403
+from streamproc.semantics.durations import *  # noqa: F401,F403
+from streamproc.semantics.enums import *  # noqa: F401,F403
+from streamproc.semantics.errors import *  # noqa: F401,F403
+from streamproc.semantics.failures import *  # noqa: F401,F403
+from streamproc.semantics.retry import *  # noqa: F401,F403
+from streamproc.semantics.swf import *  # noqa: F401,F403
+from streamproc.semantics.workflow_events import *  # noqa: F401,F403
+from streamproc.semantics.workflow_history import *  # noqa: F401,F403
+from streamproc.semantics.workflow_history_limits import *  # noqa: F401,F403
+from streamproc.semantics.workflow_ids import *  # noqa: F401,F403
+from streamproc.semantics.workflow_retry import *  # noqa: F401,F403
+from streamproc.semantics.workflow_timeout_outcomes import *  # noqa: F401,F403
+from streamproc.semantics.workflow_timeouts import *  # noqa: F401,F403
+from streamproc.semantics import (activity_attempts, activity_timeline, activity_timeouts, backoff,  # noqa: E402
+                                  durations, enums, errors, failures, retry, swf, workflow_events, workflow_history,
+                                  workflow_history_limits, workflow_ids, workflow_retry, workflow_timeout_outcomes,
+                                  workflow_timeouts)
 
-__all__ = [
-    # errors and enums
-    "InvalidArgument",
-    "RetryState",
-    "TimeoutType",
-    "MAX_DURATION",
-    # failures
-    "Failure",
-    "ApplicationFailure",
-    "TimeoutFailure",
-    "ServerFailure",
-    "CanceledFailure",
-    "TerminatedFailure",
-    "ActivityFailure",
-    "ChildWorkflowFailure",
-    # retry policy
-    "TIMEOUT_FAILURE_TYPE_PREFIX",
-    "RetrySettings",
-    "DEFAULT_RETRY_SETTINGS",
-    "RetryPolicy",
-    "RetryDecision",
-    "ensure_retry_defaults",
-    "validate_retry_policy",
-    "normalize_activity_retry_policy",
-    "normalize_workflow_retry_policy",
-    "is_retryable_failure",
-    "next_retry_delay",
-    "exponential_backoff_ns",
-    "next_backoff_interval",
-    "activity_retry_decision",
-    "workflow_retry_decision",
-    # workflow retry
-    "WORKFLOW_ID_REUSE_MINIMAL_INTERVAL",
-    "WorkflowRetryPlan",
-    "workflow_execution_expiration",
-    "first_workflow_task_backoff",
-    "plan_workflow_retry",
-    # activity timeouts
-    "NOT_ENOUGH_TIME_MESSAGE",
-    "ActivityTimeouts",
-    "ActivityDeadline",
-    "normalize_activity_timeouts",
-    "retry_expiration",
-    "heartbeat_deadline",
-    "activity_deadlines",
-    "activity_timeout_failure",
-    "timed_out_event_failure",
-    # activity attempts
-    "ActivityState",
-    "ActivityRetry",
-    "ActivityCompleted",
-    "ActivityFailed",
-    "ActivityTimedOut",
-    "ActivityOutcome",
-    "schedule_activity",
-    "start_attempt",
-    "record_heartbeat",
-    "next_activity_deadline",
-    "fire_activity_timeout",
-    "fail_attempt",
-    "complete_attempt",
-    "AttemptPlan",
-    "AttemptRecord",
-    "ActivityTimeline",
-    "run_activity_timeline",
-    # SWF
-    "SWF_NONE",
-    "SWF_MAXIMUM_DURATION",
-    "SWF_ACTIVITY_RETRY_POLICY",
-    "parse_swf_timeout",
-    "format_swf_timeout",
-    "swf_timeout_to_temporal",
-    "swf_activity_timeouts",
-    "swf_workflow_run_timeout",
-    "timeout_type_from_swf",
-    "timeout_type_to_swf",
-]
-
-# --- workflow timeouts, ids and history (SEMANTICS.md 3, 4, 6) -----------------------
-from streamproc.semantics.workflow_events import (  # noqa: E402
-    CLOSE_EVENT_TYPES,
-    COMMAND_EVENT_TYPES,
-    ContinueAsNewInitiator,
-    EventType,
-    SuggestContinueAsNewReason,
-)
-from streamproc.semantics.workflow_history import HistoryEvent, check_well_formed  # noqa: E402
-from streamproc.semantics.workflow_history_limits import (  # noqa: E402
-    DEFAULT_HISTORY_LIMITS,
-    HISTORY_COUNT_EXCEEDS_LIMIT,
-    HISTORY_SIZE_EXCEEDS_LIMIT,
-    HistoryLimits,
-    LimitAction,
-    LimitVerdict,
-    check_history_limits,
-)
-from streamproc.semantics.workflow_ids import (  # noqa: E402
-    HISTORY_SERVICE_IDENTITY,
-    MAX_ID_LENGTH,
-    TERMINATE_EXISTING_REASON,
-    AlreadyStarted,
-    CurrentRun,
-    WorkflowExecutionStatus,
-    WorkflowIdAction,
-    WorkflowIdConflictPolicy,
-    WorkflowIdDecision,
-    WorkflowIdPolicies,
-    WorkflowIdReusePolicy,
-    normalize_workflow_id_policies,
-    resolve_duplicate_workflow_id,
-    validate_workflow_id,
-)
-from streamproc.semantics.workflow_timeout_outcomes import (  # noqa: E402
-    RUN_TIMEOUT_MESSAGE,
-    NewRun,
-    WorkflowTaskRetry,
-    WorkflowTimedOut,
-    fail_workflow_task,
-    fire_execution_timeout,
-    fire_run_timeout,
-    fire_workflow_task_timeout,
-    run_timeout_failure,
-)
-from streamproc.semantics.workflow_timeouts import (  # noqa: E402
-    DEFAULT_WORKFLOW_TASK_TIMEOUT,
-    MAX_WORKFLOW_TASK_TIMEOUT,
-    WORKFLOW_TASK_CRITICAL_ATTEMPT,
-    WORKFLOW_TASK_RETRY_INITIAL_INTERVAL,
-    WORKFLOW_TASK_RETRY_MAX_INTERVAL,
-    WorkflowRunDeadlines,
-    WorkflowTimeouts,
-    continue_as_new_timeouts,
-    normalize_child_workflow_timeouts,
-    normalize_workflow_timeouts,
-    validate_workflow_start_delay,
-    workflow_run_deadlines,
-    workflow_task_timeout_for_attempt,
-)
-
-__all__ += [
-    # workflow timeouts
-    "DEFAULT_WORKFLOW_TASK_TIMEOUT",
-    "MAX_WORKFLOW_TASK_TIMEOUT",
-    "WORKFLOW_TASK_RETRY_INITIAL_INTERVAL",
-    "WORKFLOW_TASK_RETRY_MAX_INTERVAL",
-    "WORKFLOW_TASK_CRITICAL_ATTEMPT",
-    "WorkflowTimeouts",
-    "normalize_workflow_timeouts",
-    "normalize_child_workflow_timeouts",
-    "continue_as_new_timeouts",
-    "validate_workflow_start_delay",
-    "WorkflowRunDeadlines",
-    "workflow_run_deadlines",
-    "workflow_task_timeout_for_attempt",
-    "RUN_TIMEOUT_MESSAGE",
-    "run_timeout_failure",
-    "NewRun",
-    "WorkflowTimedOut",
-    "WorkflowTaskRetry",
-    "fire_execution_timeout",
-    "fire_run_timeout",
-    "fire_workflow_task_timeout",
-    "fail_workflow_task",
-    # workflow ids
-    "MAX_ID_LENGTH",
-    "TERMINATE_EXISTING_REASON",
-    "HISTORY_SERVICE_IDENTITY",
-    "WorkflowIdReusePolicy",
-    "WorkflowIdConflictPolicy",
-    "WorkflowExecutionStatus",
-    "AlreadyStarted",
-    "WorkflowIdPolicies",
-    "CurrentRun",
-    "WorkflowIdAction",
-    "WorkflowIdDecision",
-    "validate_workflow_id",
-    "normalize_workflow_id_policies",
-    "resolve_duplicate_workflow_id",
-    # event history
-    "EventType",
-    "ContinueAsNewInitiator",
-    "SuggestContinueAsNewReason",
-    "CLOSE_EVENT_TYPES",
-    "COMMAND_EVENT_TYPES",
-    "HISTORY_COUNT_EXCEEDS_LIMIT",
-    "HISTORY_SIZE_EXCEEDS_LIMIT",
-    "HistoryLimits",
-    "DEFAULT_HISTORY_LIMITS",
-    "LimitAction",
-    "LimitVerdict",
-    "check_history_limits",
-    "HistoryEvent",
-    "check_well_formed",
-]
+_MODULES = (activity_attempts, activity_timeline, activity_timeouts, backoff, durations, enums, errors, failures,
+            retry, swf, workflow_events, workflow_history, workflow_history_limits, workflow_ids, workflow_retry,
+            workflow_timeout_outcomes, workflow_timeouts)
+__all__ = list(dict.fromkeys(name for module in _MODULES for name in module.__all__))
