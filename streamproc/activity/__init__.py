@@ -22,18 +22,8 @@ from streamproc.activity.context import (
     wait_for_cancelled_sync,
 )
 from streamproc.activity.definition import ActivityDefinition, defn
-from streamproc.activity.errors import (
-    ActivityAlreadyStartedError,
-    ActivityError,
-    ApplicationError,
-    CancelledError,
-    CommandRejectedError,
-    FailureError,
-    InvalidArgument,
-    ServerError,
-    TerminatedError,
-    TimeoutError,
-)
+from streamproc.activity import errors
+from streamproc.activity.errors import *  # noqa: F401,F403 - the errors a user raises and catches
 from streamproc.semantics import RetryPolicy, RetryState, TimeoutType
 
 __all__ = [
@@ -48,14 +38,5 @@ __all__ = [
     "RetryPolicy",
     "RetryState",
     "TimeoutType",
-    "FailureError",
-    "ApplicationError",
-    "CancelledError",
-    "TimeoutError",
-    "TerminatedError",
-    "ServerError",
-    "ActivityError",
-    "ActivityAlreadyStartedError",
-    "CommandRejectedError",
-    "InvalidArgument",
+    *errors.__all__,
 ]

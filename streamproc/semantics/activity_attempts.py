@@ -196,14 +196,7 @@ def fire_activity_timeout(
     if not due:
         return None
     failure = activity_timeout_failure(timeout_type)
-    decision = activity_retry_decision(
-        state.retry_policy,
-        attempt=state.attempt,
-        failure=failure,
-        now=now,
-        expiration=state.retry_expiration,
-        cancel_requested=state.cancel_requested,
-    )
+    decision = _retry_decision(state, failure, now)
     if decision.delay is not None:
         return _retry(state, failure, decision.delay, now)
     return ActivityTimedOut(
@@ -226,14 +219,7 @@ def fail_attempt(
     """The worker reported ``failure`` for the current attempt at ``now``."""
     if state.started_time is None:
         raise ValueError(f"attempt {state.attempt} has not started; cannot fail it")
-    decision = activity_retry_decision(
-        state.retry_policy,
-        attempt=state.attempt,
-        failure=failure,
-        now=now,
-        expiration=state.retry_expiration,
-        cancel_requested=state.cancel_requested,
-    )
+    decision = _retry_decision(state, failure, now)
     if decision.delay is not None:
         return _retry(state, failure, decision.delay, now)
     return ActivityFailed(
@@ -249,6 +235,13 @@ def complete_attempt(state: ActivityState, now: datetime) -> ActivityCompleted:
     if state.started_time is None:
         raise ValueError(f"attempt {state.attempt} has not started; cannot complete it")
     return ActivityCompleted(attempt=state.attempt, last_failure=state.last_failure)
+
+
+def _retry_decision(state: ActivityState, failure: Failure, now: datetime):
+    """Whether the attempt that ended with `failure` at `now` is retried (the retry policy,
+    the activity's retry expiration, a cancel request)."""
+    return activity_retry_decision(state.retry_policy, attempt=state.attempt, failure=failure, now=now,
+                                   expiration=state.retry_expiration, cancel_requested=state.cancel_requested)
 
 
 def _retry(

@@ -1,6 +1,6 @@
 """Workflow timeouts: normalisation, deadlines, and the lengthened timeout of a repeatedly
 failing workflow task (SEMANTICS.md 3.1, 3.2, 3.4). What each timeout does when it fires
-(3.3) is in :mod:`~streamproc.semantics.workflow_timeout_outcomes`, re-exported here.
+(3.3) is in :mod:`~streamproc.semantics.workflow_timeout_outcomes`.
 
 The three timeouts, with ``0`` meaning "none":
 
@@ -26,17 +26,6 @@ from streamproc.semantics.durations import (
     validate_and_cap,
 )
 from streamproc.semantics.errors import InvalidArgument
-from streamproc.semantics.workflow_timeout_outcomes import (
-    RUN_TIMEOUT_MESSAGE,
-    NewRun,
-    WorkflowTaskRetry,
-    WorkflowTimedOut,
-    fail_workflow_task,
-    fire_execution_timeout,
-    fire_run_timeout,
-    fire_workflow_task_timeout,
-    run_timeout_failure,
-)
 
 __all__ = [
     "DEFAULT_WORKFLOW_TASK_TIMEOUT",
@@ -52,15 +41,6 @@ __all__ = [
     "WorkflowRunDeadlines",
     "workflow_run_deadlines",
     "workflow_task_timeout_for_attempt",
-    "RUN_TIMEOUT_MESSAGE",
-    "run_timeout_failure",
-    "NewRun",
-    "WorkflowTimedOut",
-    "WorkflowTaskRetry",
-    "fire_execution_timeout",
-    "fire_run_timeout",
-    "fire_workflow_task_timeout",
-    "fail_workflow_task",
 ]
 
 #: ``history.defaultWorkflowTaskTimeout``: the task timeout when none is given.

@@ -25,7 +25,7 @@ from streamproc.engine.workflows.runs import (
 from streamproc.protocol.failures import check_failure_record
 from streamproc.protocol.records import Record, RejectionType, ValueType, WorkflowIntent
 from streamproc.semantics.enums import TimeoutType
-from streamproc.semantics.workflow_timeouts import fail_workflow_task, fire_workflow_task_timeout
+from streamproc.semantics.workflow_timeout_outcomes import fail_workflow_task, fire_workflow_task_timeout
 from streamproc.state.workflow_run import WorkflowRun
 
 

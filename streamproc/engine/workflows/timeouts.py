@@ -21,7 +21,7 @@ from streamproc.engine.workflows.runs import (
 )
 from streamproc.protocol.failures import failure_to_record
 from streamproc.protocol.records import Record, RejectionType
-from streamproc.semantics.workflow_timeouts import (
+from streamproc.semantics.workflow_timeout_outcomes import (
     WorkflowTimedOut,
     fire_execution_timeout,
     fire_run_timeout,
