@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable
 
@@ -254,3 +255,15 @@ def by_key_attempt(records: list[Record]) -> dict[tuple[int, int], Record]:
 def stagger(index: int, count: int, over_ms: float) -> float:
     """Send time offset (ms) of the index-th of `count` activities spread evenly over `over_ms`."""
     return index * over_ms / count if count else 0.0
+
+
+def schedule_staggered(client: Client, count: int, over_ms: float, value_of) -> None:
+    """SCHEDULE `count` activities spread evenly over `over_ms` (`value_of(i)`: the i-th
+    command's value), then flush."""
+    begin = time.monotonic()
+    for i in range(count):
+        delay = begin + stagger(i, count, over_ms) / 1000 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        send_schedule(client, value_of(i))
+    client.flush()

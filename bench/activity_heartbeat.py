@@ -33,7 +33,7 @@ import time
 import uuid
 
 from bench.activity_common import (ACT, REPLY_PARTITION, Reader, ScriptedWorker, by_key_attempt, schedule_value,
-                                   send_command, send_schedule, stagger, timer_writes, warm_up)
+                                   schedule_staggered, send_command, timer_writes, warm_up)
 from bench.common import Bench, cpu_seconds, loadavg, peak_rss_mb, percentiles, say, stop, wait_log
 from streamproc.client import Client
 from streamproc.protocol.records import ActivityIntent as A
@@ -92,16 +92,9 @@ def _variant(bench: Bench, queue: str, activities: int, maximum_attempts: int, h
     prefix = f"{queue}-"
     try:
         warm_up(client, worker, events, replies)
-        begin = time.monotonic()
-        for i in range(activities):
-            delay = begin + stagger(i, activities, STAGGER_MS) / 1000 - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            send_schedule(client, schedule_value(
-                f"{prefix}{i}", queue, start_to_close_ms=START_TO_CLOSE_MS, heartbeat_ms=HEARTBEAT_TIMEOUT_MS,
-                initial_interval_ms=INITIAL_INTERVAL_MS, backoff_coefficient=1.0,
-                maximum_attempts=maximum_attempts))
-        client.flush()
+        schedule_staggered(client, activities, STAGGER_MS, lambda i: schedule_value(
+            f"{prefix}{i}", queue, start_to_close_ms=START_TO_CLOSE_MS, heartbeat_ms=HEARTBEAT_TIMEOUT_MS,
+            initial_interval_ms=INITIAL_INTERVAL_MS, backoff_coefficient=1.0, maximum_attempts=maximum_attempts))
         events.wait(lambda: worker.error is not None or events.count(A.TIMED_OUT) >= activities,
                     60 + 3 * maximum_attempts, f"{activities} ActivityTaskTimedOut")
         worker.check()

@@ -28,7 +28,7 @@ import time
 import uuid
 
 from bench.activity_common import (ACT, REPLY_PARTITION, Reader, ScriptedWorker, by_key_attempt, schedule_value,
-                                   send_command, send_schedule, stagger, timer_writes, warm_up)
+                                   schedule_staggered, send_command, timer_writes, warm_up)
 from bench.common import Bench, cpu_seconds, loadavg, log_lines, peak_rss_mb, percentiles, say, stop, wait_log
 from streamproc.client import Client
 from streamproc.protocol.records import ActivityIntent as A
@@ -76,15 +76,9 @@ def _measure(bench: Bench, activities: int, gaps: int) -> dict:
     client = Client(bench.bootstrap, bench.namespace)
     try:
         warm_up(client, worker, events, replies)
-        begin = time.monotonic()
-        for i in range(activities):
-            delay = begin + stagger(i, activities, STAGGER_MS) / 1000 - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            send_schedule(client, schedule_value(
-                f"retry-{i}", QUEUE, start_to_close_ms=START_TO_CLOSE_MS, initial_interval_ms=INITIAL_INTERVAL_MS,
-                backoff_coefficient=1.0, maximum_attempts=attempts))
-        client.flush()
+        schedule_staggered(client, activities, STAGGER_MS, lambda i: schedule_value(
+            f"retry-{i}", QUEUE, start_to_close_ms=START_TO_CLOSE_MS, initial_interval_ms=INITIAL_INTERVAL_MS,
+            backoff_coefficient=1.0, maximum_attempts=attempts))
         wait_s = 60 + attempts * NOMINAL_GAP_MS / 1000
         events.wait(lambda: events.count(A.TIMED_OUT) >= activities or worker.error is not None,
                     wait_s, f"{activities} ActivityTaskTimedOut")

@@ -15,36 +15,10 @@ from streamproc.semantics.enums import TimeoutType
 from streamproc.semantics.workflow_events import (
     CLOSE_EVENT_TYPES,
     COMMAND_EVENT_TYPES,
-    ContinueAsNewInitiator,
     EventType,
-    SuggestContinueAsNewReason,
-)
-from streamproc.semantics.workflow_history_limits import (
-    DEFAULT_HISTORY_LIMITS,
-    HISTORY_COUNT_EXCEEDS_LIMIT,
-    HISTORY_SIZE_EXCEEDS_LIMIT,
-    HistoryLimits,
-    LimitAction,
-    LimitVerdict,
-    check_history_limits,
 )
 
-__all__ = [
-    "EventType",
-    "ContinueAsNewInitiator",
-    "SuggestContinueAsNewReason",
-    "CLOSE_EVENT_TYPES",
-    "COMMAND_EVENT_TYPES",
-    "HISTORY_COUNT_EXCEEDS_LIMIT",
-    "HISTORY_SIZE_EXCEEDS_LIMIT",
-    "HistoryLimits",
-    "DEFAULT_HISTORY_LIMITS",
-    "LimitAction",
-    "LimitVerdict",
-    "check_history_limits",
-    "HistoryEvent",
-    "check_well_formed",
-]
+__all__ = ["HistoryEvent", "check_well_formed"]
 
 #: One history event: ``(event_id, event_type, attributes)``.
 HistoryEvent = tuple[int, EventType, Mapping[str, Any]]

@@ -26,7 +26,8 @@ from streamproc.client import Client, WorkflowAlreadyStartedError
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.topics import Topics
-from streamproc.semantics.workflow_history import EventType, check_well_formed
+from streamproc.semantics.workflow_events import EventType
+from streamproc.semantics.workflow_history import check_well_formed
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus, WorkflowIdReusePolicy
 from tests.support.crash_workflow_checks import (
     COMPLETED,

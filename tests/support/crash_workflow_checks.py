@@ -15,7 +15,8 @@ import orjson
 
 from streamproc.client import Client, WorkflowNotStartedError, WorkflowStartOutcomeUnknownError
 from streamproc.client.workflow_events import WorkflowEvent, workflow_event
-from streamproc.semantics.workflow_history import EventType, check_well_formed
+from streamproc.semantics.workflow_events import EventType
+from streamproc.semantics.workflow_history import check_well_formed
 from streamproc.state.db import PartitionDb
 from streamproc.state.families import Family
 from tests.support.crash_workflows import ThreeStepsAndATimer, expected_result
