@@ -9,8 +9,8 @@ touching the index, and a timer that fires early is re-armed at the real deadlin
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -22,7 +22,80 @@ from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.families import Family
 from streamproc.state.keys import read_time_key, time_key, time_upper_bound, u64
 
-Activity = dict[str, Any]
+@dataclass(frozen=True, slots=True)
+class WorkflowOwner:
+    """The run that scheduled an activity, and the event that scheduled it."""
+
+    run_key: int
+    scheduled_event_id: int
+
+
+class ArmedTimer(NamedTuple):
+    """The activity's one armed timer: when, what fires (DISPATCH or TIME_OUT), which
+    timeout, for which attempt."""
+
+    due_ms: int
+    kind: str
+    timeout_type: str
+    attempt: int
+
+
+@dataclass(slots=True)
+class ActivityMeta:
+    """What the engine keeps around an activity's `ActivityState`: its identity, where its
+    tasks go, its event ids, its owner and its armed timer. Stored with the state as one
+    JSON document (`to_json` writes the keys the engine has always written)."""
+
+    activity_id: str
+    activity_type: str
+    task_queue: str
+    input: str | None
+    scheduled_event_id: int = 1
+    next_event_id: int = 2
+    #: The worker running the current attempt ("" while none does).
+    identity: str = ""
+    latest_cancel_requested_event_id: int = 0
+    #: Whether the current attempt's task was published (or handed to an eager worker).
+    dispatched: bool = False
+    timer: ArmedTimer | None = None
+    #: Set for an activity a workflow run scheduled; None for a client's.
+    workflow: WorkflowOwner | None = None
+    #: The request id of the START of the current attempt (a resent START is answered again).
+    start_request_id: str | None = None
+    #: True until first stored: its id is then indexed (if it is a client's activity).
+    is_new: bool = field(default=False, repr=False)
+    _has_start_request_id: bool = field(default=False, repr=False)
+
+    def take_event_id(self) -> int:
+        """The id of the activity's next event (its own history: a client's activity)."""
+        event_id = self.next_event_id
+        self.next_event_id += 1
+        return event_id
+
+    def attempt_started(self, identity: str, request_id: str | None) -> None:
+        self.identity, self.start_request_id, self._has_start_request_id = identity, request_id, True
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "activity_id": self.activity_id, "activity_type": self.activity_type, "task_queue": self.task_queue,
+            "input": self.input, "scheduled_event_id": self.scheduled_event_id, "next_event_id": self.next_event_id,
+            "identity": self.identity, "latest_cancel_requested_event_id": self.latest_cancel_requested_event_id,
+            "dispatched": self.dispatched, "timer": list(self.timer) if self.timer is not None else None}
+        if self.workflow is not None:
+            doc["workflow"] = {"run_key": self.workflow.run_key, "scheduled_event_id": self.workflow.scheduled_event_id}
+        if self._has_start_request_id:
+            doc["start_request_id"] = self.start_request_id
+        return doc
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ActivityMeta:
+        owner = d.get("workflow")
+        return cls(activity_id=d["activity_id"], activity_type=d["activity_type"], task_queue=d["task_queue"],
+                   input=d["input"], scheduled_event_id=d["scheduled_event_id"], next_event_id=d["next_event_id"],
+                   identity=d["identity"], latest_cancel_requested_event_id=d["latest_cancel_requested_event_id"],
+                   dispatched=d["dispatched"], timer=ArmedTimer(*d["timer"]) if d.get("timer") else None,
+                   workflow=WorkflowOwner(owner["run_key"], owner["scheduled_event_id"]) if owner else None,
+                   start_request_id=d.get("start_request_id"), _has_start_request_id="start_request_id" in d)
 
 
 def _state_to_json(s: ActivityState) -> dict[str, Any]:
@@ -54,38 +127,40 @@ class Activities:
     def __init__(self, writes: PendingWrites) -> None:
         self._w = writes
 
-    def get(self, key: int) -> tuple[Activity, ActivityState] | None:
+    def get(self, key: int) -> tuple[ActivityMeta, ActivityState] | None:
         raw = self._w.get(Family.ACTIVITIES, u64(key))
         if raw is None:
             return None
         stored = orjson.loads(raw)
-        return stored["meta"], _state_from_json(stored["state"])
+        return ActivityMeta.from_json(stored["meta"]), _state_from_json(stored["state"])
 
     def key_of(self, activity_id: str) -> int | None:
         raw = self._w.get(Family.ACTIVITY_IDS, activity_id.encode())
         return int(raw) if raw is not None else None
 
-    def put(self, key: int, meta: Activity, state: ActivityState) -> None:
+    def put(self, key: int, meta: ActivityMeta, state: ActivityState) -> None:
         # Ids of activities owned by a workflow run are unique within the run (the run
         # checks), not in the partition: they are "1", "2", ... in every run.
-        if meta.pop("new", False) and meta.get("workflow") is None:
-            self._w.put(Family.ACTIVITY_IDS, meta["activity_id"].encode(), str(key).encode())
-        self._w.put(Family.ACTIVITIES, u64(key), orjson.dumps({"meta": meta, "state": _state_to_json(state)}))
+        if meta.is_new and meta.workflow is None:
+            self._w.put(Family.ACTIVITY_IDS, meta.activity_id.encode(), str(key).encode())
+        meta.is_new = False
+        self._w.put(Family.ACTIVITIES, u64(key),
+                    orjson.dumps({"meta": meta.to_json(), "state": _state_to_json(state)}))
 
-    def arm(self, key: int, meta: Activity, timer: tuple[int, str, str, int] | None) -> None:
-        """Make `timer` (due_ms, kind, timeout type, attempt) the activity's one armed timer."""
-        old = meta.get("timer")
-        if old is not None and (timer is None or old[0] != timer[0]):
-            self._w.delete(Family.ACTIVITY_TIMERS, time_key(old[0], key))
+    def arm(self, key: int, meta: ActivityMeta, timer: ArmedTimer | None) -> None:
+        """Make `timer` the activity's one armed timer."""
+        old = meta.timer
+        if old is not None and (timer is None or old.due_ms != timer.due_ms):
+            self._w.delete(Family.ACTIVITY_TIMERS, time_key(old.due_ms, key))
         if timer is not None:
-            self._w.put(Family.ACTIVITY_TIMERS, time_key(timer[0], key), b"")
-        meta["timer"] = list(timer) if timer is not None else None
+            self._w.put(Family.ACTIVITY_TIMERS, time_key(timer.due_ms, key), b"")
+        meta.timer = timer
 
-    def remove(self, key: int, meta: Activity) -> None:
+    def remove(self, key: int, meta: ActivityMeta) -> None:
         """The activity closed: forget it, its timer and its id."""
         self.arm(key, meta, None)
-        if meta.get("workflow") is None:
-            self._w.delete(Family.ACTIVITY_IDS, meta["activity_id"].encode())
+        if meta.workflow is None:
+            self._w.delete(Family.ACTIVITY_IDS, meta.activity_id.encode())
         self._w.delete(Family.ACTIVITIES, u64(key))
 
 

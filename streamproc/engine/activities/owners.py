@@ -19,6 +19,7 @@ from streamproc.engine.activities.values import event_value
 from streamproc.protocol.failures import failure_to_record
 from streamproc.protocol.records import ActivityIntent, ValueType
 from streamproc.semantics import ActivityState
+from streamproc.state.activities import ActivityMeta
 
 if TYPE_CHECKING:
     from streamproc.engine.processing import ProcessingContext
@@ -28,15 +29,15 @@ STANDALONE = "standalone"
 WORKFLOW = "workflow"
 
 
-def owner_kind(meta: dict) -> str:
-    return WORKFLOW if meta.get("workflow") is not None else STANDALONE
+def owner_kind(meta: ActivityMeta) -> str:
+    return WORKFLOW if meta.workflow is not None else STANDALONE
 
 
 class ActivityOwner(Protocol):
     def cancel_refused(self, key: int) -> str | None:
         """Why a client may not request the cancellation of activity `key`; None if it may."""
 
-    def activity_closed(self, ctx: ProcessingContext, key: int, meta: dict, state: ActivityState,
+    def activity_closed(self, ctx: ProcessingContext, key: int, meta: ActivityMeta, state: ActivityState,
                         last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any]) -> None:
         """The activity closed (`close_intent`: COMPLETED, FAILED, TIMED_OUT, CANCELED) with
         `fields` for its close event; `started`: whether the closing attempt had started."""
@@ -48,15 +49,12 @@ class StandaloneOwner:
     def cancel_refused(self, key: int) -> str | None:
         return None
 
-    def activity_closed(self, ctx: ProcessingContext, key: int, meta: dict, state: ActivityState,
+    def activity_closed(self, ctx: ProcessingContext, key: int, meta: ActivityMeta, state: ActivityState,
                         last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any]) -> None:
-        started_event_id = 0
+        started_event_id = meta.take_event_id() if started else 0
         if started:
-            started_event_id = meta["next_event_id"]
-            meta["next_event_id"] += 1
             ctx.out.event(ValueType.ACTIVITY_TASK, ActivityIntent.STARTED, key, event_value(
                 meta, state, event_id=started_event_id, last_failure=failure_to_record(last_failure)))
-        close_id = meta["next_event_id"]
-        meta["next_event_id"] += 1
+        close_id = meta.take_event_id()
         ctx.out.event(ValueType.ACTIVITY_TASK, close_intent, key, event_value(
             meta, state, event_id=close_id, started_event_id=started_event_id, **fields))

@@ -38,6 +38,7 @@ from streamproc.semantics import (
     start_attempt,
 )
 from streamproc.protocol.wire_values import policy_from_record, to_datetime, to_ms
+from streamproc.state.activities import ActivityMeta, ArmedTimer, WorkflowOwner
 
 ACT = ValueType.ACTIVITY_TASK
 
@@ -79,9 +80,9 @@ def schedule(cmd: Record, ctx: ProcessingContext) -> None:
 
 
 def create_activity(ctx: ProcessingContext, v: dict[str, Any], timeouts: ActivityTimeouts, policy,
-                    workflow: dict[str, int] | None = None, started_by: str | None = None) -> int:
+                    workflow: WorkflowOwner | None = None, started_by: str | None = None) -> int:
     """A new activity, its first attempt dispatched. One owned by a workflow run
-    (`workflow`: run_key, scheduled_event_id) writes its events into the run's history
+    (`workflow`) writes its events into the run's history
     instead of its own (see `closing_events`).
 
     `started_by` (eager execution): the first attempt is started at once by that worker,
@@ -90,44 +91,41 @@ def create_activity(ctx: ProcessingContext, v: dict[str, Any], timeouts: Activit
     schedule-to-close timeouts apply (a worker that dies with it times out like any)."""
     key = ctx.keys.next_key()
     state = schedule_activity(policy, timeouts, to_datetime(ctx.now_ms))
-    meta = {"activity_id": v["activity_id"], "activity_type": v["activity_type"],
-            "task_queue": v["task_queue"], "input": v["input"], "new": True,
-            "scheduled_event_id": 1, "next_event_id": 2, "identity": "",
-            "latest_cancel_requested_event_id": 0, "dispatched": False, "timer": None}
+    meta = ActivityMeta(v["activity_id"], v["activity_type"], v["task_queue"], v["input"], is_new=True)
     if workflow is None:
         ctx.out.event(ACT, A.SCHEDULED, key, event_value(meta, state, event_id=1))
     else:
-        meta.update(workflow=workflow, scheduled_event_id=workflow["scheduled_event_id"])
+        meta.workflow, meta.scheduled_event_id = workflow, workflow.scheduled_event_id
     if started_by is None:
         _dispatch(key, meta, state, ctx)
     else:
-        meta["dispatched"] = True
-        meta["identity"] = started_by
+        meta.dispatched = True
+        meta.identity = started_by
         state = start_attempt(state, to_datetime(ctx.now_ms))
         ctx.out.reply(ACT, A.ACTIVITY_TASK, key, task_value(meta, state))
     _save(key, meta, state, ctx)
     return key
 
 
-def _dispatch(key: int, meta: dict, state, ctx: ProcessingContext) -> None:
+def _dispatch(key: int, meta: ActivityMeta, state, ctx: ProcessingContext) -> None:
     """Publish the current attempt on its task queue."""
-    meta["dispatched"] = True
-    ctx.out.task(meta["task_queue"], key, task_value(meta, state), ACT, A.ACTIVITY_TASK)
+    meta.dispatched = True
+    ctx.out.task(meta.task_queue, key, task_value(meta, state), ACT, A.ACTIVITY_TASK)
 
 
-def _save(key: int, meta: dict, state, ctx: ProcessingContext) -> None:
+def _save(key: int, meta: ActivityMeta, state, ctx: ProcessingContext) -> None:
     """Store the activity with its one timer: the next dispatch or the next deadline."""
-    if not meta["dispatched"]:
-        timer = (to_ms(state.scheduled_time), A.DISPATCH.value, "", state.attempt)
+    if not meta.dispatched:
+        timer = ArmedTimer(to_ms(state.scheduled_time), A.DISPATCH.value, "", state.attempt)
     else:
         deadline = next_activity_deadline(state)
         timer = (None if deadline is None else
-                 (to_ms(deadline.at), A.TIME_OUT.value, deadline.timeout_type.name, state.attempt))
+                 ArmedTimer(to_ms(deadline.at), A.TIME_OUT.value, deadline.timeout_type.name, state.attempt))
     ctx.activities.arm(key, meta, timer)
     ctx.activities.put(key, meta, state)
 
 
-def _open(cmd: Record, ctx: ProcessingContext, verb: str, *, started: bool) -> tuple[dict, Any] | None:
+def _open(cmd: Record, ctx: ProcessingContext, verb: str, *, started: bool) -> tuple[ActivityMeta, Any] | None:
     """The activity at the command's attempt (started or not, as asked), or None after rejecting."""
     found = ctx.activities.get(cmd.key) if cmd.key >= 0 else None
     prefix = f"Expected to {verb} activity with key '{cmd.key}' at attempt {cmd.value['attempt']}, but"
@@ -139,7 +137,7 @@ def _open(cmd: Record, ctx: ProcessingContext, verb: str, *, started: bool) -> t
         reason = f"{prefix} that attempt is over: the activity is at attempt {state.attempt}"
     elif started and state.started_time is None:
         reason = f"{prefix} the attempt has not started"
-    elif not started and (state.started_time is not None or not meta["dispatched"]):
+    elif not started and (state.started_time is not None or not meta.dispatched):
         reason = f"{prefix} the attempt is {'already started' if state.started_time else 'not dispatched yet'}"
     else:
         return meta, state
@@ -159,20 +157,19 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         return
     meta, state = found
     state = start_attempt(state, to_datetime(ctx.now_ms))
-    meta["identity"] = cmd.value["identity"]
-    meta["start_request_id"] = cmd.request_id
+    meta.attempt_started(cmd.value["identity"], cmd.request_id)
     _save(cmd.key, meta, state, ctx)
     ctx.out.reply(ACT, A.ATTEMPT_STARTED, cmd.key, event_value(meta, state))
 
 
-def _repeated_start(cmd: Record, ctx: ProcessingContext) -> tuple[dict, Any] | None:
+def _repeated_start(cmd: Record, ctx: ProcessingContext) -> tuple[ActivityMeta, Any] | None:
     """The activity, if the command is a copy of the START that started its current attempt."""
     found = ctx.activities.get(cmd.key) if cmd.key >= 0 and cmd.request_id is not None else None
     if found is None:
         return None
     meta, state = found
     if (state.started_time is not None and state.attempt == cmd.value["attempt"]
-            and meta.get("start_request_id") == cmd.request_id):
+            and meta.start_request_id == cmd.request_id):
         return found
     return None
 
@@ -226,16 +223,16 @@ def fail(cmd: Record, ctx: ProcessingContext) -> None:
     ctx.activities.remove(cmd.key, meta)
 
 
-def _retry(key: int, meta: dict, retry: ActivityRetry, ctx: ProcessingContext) -> None:
+def _retry(key: int, meta: ActivityMeta, retry: ActivityRetry, ctx: ProcessingContext) -> None:
     """Another attempt is due after the backoff: no history event (Temporal writes none)."""
-    meta["dispatched"] = False
-    meta["identity"] = ""
+    meta.dispatched = False
+    meta.identity = ""
     if retry.delay <= timedelta(0):
         _dispatch(key, meta, retry.state, ctx)
     _save(key, meta, retry.state, ctx)
 
 
-def _armed_timer(cmd: Record, ctx: ProcessingContext, kind: str) -> tuple[dict, Any] | None:
+def _armed_timer(cmd: Record, ctx: ProcessingContext, kind: str) -> tuple[ActivityMeta, Any] | None:
     """TIME_OUT / DISPATCH come from the checker, maybe twice or late: re-check the timer."""
     found = ctx.activities.get(cmd.key)
     due = cmd.value["timer_due_ms"]
@@ -244,9 +241,9 @@ def _armed_timer(cmd: Record, ctx: ProcessingContext, kind: str) -> tuple[dict, 
         ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"{prefix} no such activity is open")
         return None
     meta, state = found
-    timer = meta["timer"]
-    if timer is None or timer[0] != due or timer[1] != kind:
-        reason = f"{prefix} the armed timer is {timer}"
+    timer = meta.timer
+    if timer is None or timer.due_ms != due or timer.kind != kind:
+        reason = f"{prefix} the armed timer is {list(timer) if timer else None}"
     elif due > ctx.now_ms:
         reason = f"{prefix} it is not due yet (now {ctx.now_ms})"
     else:
@@ -279,14 +276,14 @@ def time_out(cmd: Record, ctx: ProcessingContext) -> None:
         _save(cmd.key, meta, state, ctx)
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"{timeout_type.name} deadline of activity with key '{cmd.key}' moved; "
-                       f"timer re-armed for {meta['timer']}")
+                       f"timer re-armed for {list(meta.timer) if meta.timer else None}")
     elif isinstance(outcome, ActivityRetry):
         _retry(cmd.key, meta, outcome, ctx)
     else:
         _timed_out(cmd.key, meta, state, outcome, ctx)
 
 
-def _timed_out(key: int, meta: dict, state, outcome: ActivityTimedOut, ctx: ProcessingContext) -> None:
+def _timed_out(key: int, meta: ActivityMeta, state, outcome: ActivityTimedOut, ctx: ProcessingContext) -> None:
     closing_events(ctx, key, meta, state, outcome.last_failure, A.TIMED_OUT,
                    started=outcome.attempt_started, failure=failure_to_record(outcome.failure),
                    retry_state=outcome.retry_state.name)
@@ -308,9 +305,8 @@ def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"Expected to cancel activity with key '{cmd.key}', but cancellation was already requested")
         return
-    event_id = meta["next_event_id"]
-    meta["next_event_id"] += 1
-    meta["latest_cancel_requested_event_id"] = event_id
+    event_id = meta.take_event_id()
+    meta.latest_cancel_requested_event_id = event_id
     ctx.out.event(ACT, A.CANCEL_REQUESTED, cmd.key, event_value(meta, state, event_id=event_id))
     if state.started_time is None:  # scheduled or waiting out a retry backoff
         closing_events(ctx, cmd.key, meta, state, None, A.CANCELED, started=False,
@@ -346,7 +342,7 @@ ACTIVITY_PROCESSORS = {
 }
 
 
-def closing_events(ctx: ProcessingContext, key: int, meta: dict, state, last_failure, close_intent: str,
+def closing_events(ctx: ProcessingContext, key: int, meta: ActivityMeta, state, last_failure, close_intent: str,
                    started: bool = True, **fields: Any) -> None:
     """The activity closed: its owner writes what it writes (see `owners.py`)."""
     ctx.activity_owner(meta).activity_closed(ctx, key, meta, state, last_failure, close_intent, started, fields)

@@ -19,6 +19,7 @@ from streamproc.protocol.records import ActivityIntent
 from streamproc.semantics import ActivityState, InvalidArgument
 from streamproc.semantics.workflow_events import EventType
 from streamproc.protocol.wire_values import policy_to_record, timeouts_to_record
+from streamproc.state.activities import ActivityMeta, WorkflowOwner
 from streamproc.state.workflow_run import PendingEvent, RunActivity, WorkflowRun
 
 E = EventType
@@ -68,7 +69,7 @@ def schedule(ctx: ProcessingContext, run_key: int, run: WorkflowRun, attributes:
                           {**attributes, "workflow_task_completed_event_id": completed_event_id})
     # Normalising again gives the same values; the activity keeps them as typed objects.
     key = create_activity(ctx, attributes, *normalise_schedule(attributes, ctx),
-                          workflow={"run_key": run_key, "scheduled_event_id": scheduled_id},
+                          workflow=WorkflowOwner(run_key, scheduled_id),
                           started_by=eager_for if eager else None)
     run.activities[scheduled_id] = RunActivity(key, attributes["activity_id"], attributes["activity_type"])
 
@@ -93,7 +94,7 @@ def request_cancel(ctx: ProcessingContext, run_key: int, run: WorkflowRun, sched
             "latest_cancel_requested_event_id": request_id, "details": '"ACTIVITY_ID_NOT_STARTED"'})
         return True
     # The worker learns it from its heartbeat answers, and reports the cancellation.
-    meta["latest_cancel_requested_event_id"] = request_id
+    meta.latest_cancel_requested_event_id = request_id
     ctx.activities.put(entry.key, meta, replace(state, cancel_requested=True))
     return False
 
@@ -105,23 +106,22 @@ class WorkflowActivityOwner:
         return (f"Expected to cancel activity with key '{key}', but it belongs to a workflow "
                 f"run: the workflow cancels it (REQUEST_CANCEL_ACTIVITY_TASK)")
 
-    def activity_closed(self, ctx: ProcessingContext, key: int, meta: dict, state: ActivityState,
+    def activity_closed(self, ctx: ProcessingContext, key: int, meta: ActivityMeta, state: ActivityState,
                         last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any]) -> None:
         """The activity machinery closed an owned activity: its events go to the run."""
-        owner = meta["workflow"]
-        run_key, scheduled_id = owner["run_key"], owner["scheduled_event_id"]
+        run_key, scheduled_id = meta.workflow.run_key, meta.workflow.scheduled_event_id
         run = ctx.workflows.get(run_key)
         if run is None or scheduled_id not in run.activities:
             return  # the run closed first; its activities were dropped with it
         close_type = _CLOSE_EVENTS[close_intent]
-        values = {"identity": meta["identity"],
-                  "latest_cancel_requested_event_id": meta["latest_cancel_requested_event_id"], **fields}
+        values = {"identity": meta.identity,
+                  "latest_cancel_requested_event_id": meta.latest_cancel_requested_event_id, **fields}
         close_attributes = {"scheduled_event_id": scheduled_id,
                             **{name: values.get(name) for name in _CLOSE_ATTRIBUTES[close_type]}}
         events: list[PendingEvent] = []
         if started:
             events.append(PendingEvent(E.ACTIVITY_TASK_STARTED.name, {
-                "scheduled_event_id": scheduled_id, "identity": meta["identity"], "attempt": state.attempt,
+                "scheduled_event_id": scheduled_id, "identity": meta.identity, "attempt": state.attempt,
                 "last_failure": failure_to_record(last_failure)}))
             events.append(PendingEvent(close_type.name, close_attributes, links_started=True))
         else:
