@@ -39,19 +39,16 @@ class ClientLog:
         self._last: dict[str, tuple[float, int]] = {}
 
     def config(self, on_fatal: Callable[[KafkaError], None] | None = None,
-               on_all_brokers_down: Callable[[], None] | None = None,
-               on_connection_lost: Callable[[], None] | None = None) -> dict:
+               on_all_brokers_down: Callable[[], None] | None = None) -> dict:
         """`on_fatal(error)`: the client is dead (the error event's code is `_FATAL`; the
         Python error object does not carry the flag). `on_all_brokers_down()`: the client
-        lost every broker connection. `on_connection_lost()`: it lost one (or all)."""
+        lost every broker connection."""
         def error_cb(error: KafkaError) -> None:
             code = error.code()
             if (code == KafkaError._FATAL or error.fatal()) and on_fatal is not None:
                 on_fatal(error)
             elif code == KafkaError._ALL_BROKERS_DOWN and on_all_brokers_down is not None:
                 on_all_brokers_down()
-            if code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT) and on_connection_lost is not None:
-                on_connection_lost()
             self.error(error)
         return {"logger": self, "error_cb": error_cb}
 

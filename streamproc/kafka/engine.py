@@ -105,8 +105,8 @@ class Engine:
         self._rebuild_producers = False
         #: The consumer lost every broker: new producers before the next transaction.
         self._brokers_lost = False
-        #: When (monotonic) the consumer last lost a broker connection (see recovery.py).
-        self._connection_lost_at = float("-inf")
+        #: When (monotonic) the consumer last lost every broker (see recovery.py).
+        self._brokers_lost_at = float("-inf")
         self._client_log = ClientLog("engine", faults.stall_log_interval_s * 2)
         self._admin = TopicAdmin(settings.bootstrap, self.topics, {**RECONNECT, **self._client_log.config()})
         self._producers = TransactionalProducers(
@@ -160,8 +160,7 @@ class Engine:
                                       self._client_log.config())
 
     def _open_consumer(self) -> None:
-        logging = self._client_log.config(on_fatal=self._on_consumer_fatal, on_all_brokers_down=self._on_brokers_down,
-                                          on_connection_lost=self._on_connection_lost)
+        logging = self._client_log.config(on_fatal=self._on_consumer_fatal, on_all_brokers_down=self._on_brokers_down)
         self._consumer = Consumer(engine_consumer_config(self.settings, self.topics, logging))
         self._consumer.subscribe([self.topics.commands], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_revoke)
@@ -174,15 +173,13 @@ class Engine:
         # kept across a broker restart hung its first commit up to the deadline (measured,
         # librdkafka 2.16), a new one commits at once. See _begin_commit.
         self._brokers_lost = True
-
-    def _on_connection_lost(self) -> None:
-        self._connection_lost_at = time.monotonic()
+        self._brokers_lost_at = time.monotonic()
 
     def _failed(self, exc: Exception) -> None:
         """Settle the commit in flight and note what must be rebuilt; `_reconnect` follows."""
         self._txn.settle()
         decision = self._recovery.failed(exc, self._producers.age_s(), sorted(self.partitions),
-                                         connected_s=time.monotonic() - self._connection_lost_at)
+                                         connected_s=time.monotonic() - self._brokers_lost_at)
         self._rebuild_producer |= decision.producer
         self._rebuild_producers |= decision.producers
         self._consumer_dead |= decision.consumer

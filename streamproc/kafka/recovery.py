@@ -15,9 +15,10 @@ Fenced more than `conflict_limit` times within `conflict_window_s` means another
 process has this engine's identity: a producer counts when it was fenced sooner after
 its own init_transactions than a transaction can time out (a transaction the coordinator
 expired while the broker was away fences its producer too, but only after that long);
-a consumer counts when its connections had been up for `consumer_fencing_after_s` (after
+a consumer counts when it had not lost every broker for `consumer_fencing_after_s` (after
 a broker restart a static consumer is fenced by its own rejoin, and a test that restarts
-the broker every 15 s saw that three times in a minute). Then the engine stops with
+the broker every 15 s saw that three times in a minute; any lost connection would be too
+wide a test: twins fencing each other see connections closed too). Then the engine stops with
 `IdentityConflict`.
 
 Retries back off from `backoff_min_s` to `backoff_max_s`; the first failure is logged at
@@ -57,7 +58,7 @@ class FaultPolicy:
     rebuild_after_s: float = 60.0
     conflict_limit: int = 3
     conflict_window_s: float = 60.0
-    #: A consumer fencing counts towards a conflict only this long after a lost connection.
+    #: A consumer fencing counts towards a conflict only this long after every broker was lost.
     consumer_fencing_after_s: float = 30.0
 
 
@@ -98,7 +99,7 @@ class Recovery:
                connected_s: float = float("inf")) -> Decision:
         """Record a failure; returns the clients to replace. Raises IdentityConflict when
         another live process holds this engine's identity. `connected_s`: how long ago the
-        consumer last lost a broker connection."""
+        consumer last lost every broker."""
         p = self.progress
         now = self._clock()
         origin = _origin(exc)

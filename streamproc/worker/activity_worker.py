@@ -139,7 +139,7 @@ class ActivityWorker:
                             "activity")
         self._membership = intake.membership = join_task_queue(
             consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
-            self._on_assign, intake.on_revoke, self.task_queue, self.identity)
+            intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.identity)
         log.info("activity_worker_started", task_queue=self.task_queue, identity=self.identity,
                  activities=sorted(self.definitions))
         try:

@@ -136,7 +136,7 @@ class JobWorker:
         intake = TaskIntake(consumer, topic, self.offsets, lambda task: task.value_type == ValueType.JOB, "job")
         self._membership = intake.membership = join_task_queue(
             consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
-            self._on_assign, intake.on_revoke, self.task_queue, self.worker_id)
+            intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.worker_id)
         self._pool = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="job")
         log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id)
         try:

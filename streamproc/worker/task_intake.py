@@ -33,8 +33,21 @@ class TaskIntake:
         self._accepts = accepts
         self._kind = kind
         self._paused = False
+        #: Set by a new assignment: the pause state is applied to it again.
+        self._reassert_pause = False
         #: Set once the worker joined the group (it needs `on_revoke` to subscribe).
         self.membership: TaskQueueMembership | None = None
+
+    def assigned(self, then: Callable[[Consumer, list[TopicPartition]], None]) -> Callable:
+        """The group's on_assign: the next poll gives the whole assignment this intake's pause
+        state, then `then` is called. librdkafka keeps a partition's pause flag across a
+        rebalance, so a partition paused, taken away, and given back after the intake resumed
+        (resuming an empty assignment) stayed paused for good: a worker polled on, with free
+        slots, and took nothing (seen after broker restarts in the fault tests)."""
+        def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            self._reassert_pause = True
+            then(consumer, partitions)
+        return on_assign
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Partitions taken away: what is settled goes with the revocation's commit, the rest
@@ -50,7 +63,8 @@ class TaskIntake:
             self._paused = False  # a rejoin starts unpaused
             consumer.poll(0.1)  # serves the rebalance of leaving
             return
-        if (free_slots <= 0) != self._paused:
+        if (free_slots <= 0) != self._paused or self._reassert_pause:
+            self._reassert_pause = False
             self._paused = free_slots <= 0
             if self._paused:
                 consumer.pause(consumer.assignment())
