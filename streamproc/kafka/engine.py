@@ -247,8 +247,11 @@ class Engine:
         """A new consumer with the same static instance id takes the dead one's place in the
         group; the old one is closed on a thread of its own, its callbacks ignored."""
         old, self._consumer, self._consumer_dead, self._consumer_fatal = self._consumer, None, False, None
-        for pid in list(self.partitions):
+        given_up = sorted(self.partitions)
+        for pid in given_up:
             self._close_partition(pid)
+        if given_up:  # the old consumer's revoke will never be heard: say it here
+            log.info("partitions_revoked", revoked=given_up, owned=[], reason="consumer_replaced")
         if old is not None:
             log.warning("engine_consumer_replaced")
             close_in_background(old)

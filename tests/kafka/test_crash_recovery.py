@@ -155,6 +155,9 @@ def test_a_second_engine_joining_mid_flow_takes_partitions_over_cleanly(bootstra
         time.sleep(1)
         events.read_until(lambda e: True, timeout=1)
         _check_exactly_once(events, 3000)
+        # A that was busy rewinding when B joined (a slow broker) learns of its loss at its
+        # next poll: wait for its word before comparing.
+        a.wait_for_log("partitions_revoked", timeout=60)
         revoked_from_a = _logged_partitions(a, "partitions_revoked", "revoked")
         assigned_to_b = _logged_partitions(b, "partitions_assigned", "assigned")
         assert assigned_to_b and assigned_to_b <= revoked_from_a   # A handed over what B took
