@@ -1,0 +1,323 @@
+"""Every exception a user of streamproc catches or raises, in one place, named as Temporal's.
+
+    Exception
+    ├── FailureError                      what ended an activity or a workflow, with its cause chain
+    │   ├── ApplicationError              raised by user code to fail; non_retryable, details, type
+    │   ├── CancelledError                an acknowledged cancellation
+    │   ├── TimeoutError                  a timeout (its type: START_TO_CLOSE, HEARTBEAT, ...)
+    │   ├── TerminatedError, ServerError
+    │   ├── ActivityError                 a caller's view of a failed activity (cause: one of the above)
+    │   ├── ActivityAlreadyStartedError   an activity id that is open already
+    │   ├── WorkflowAlreadyStartedError   a workflow id taken under the id policies
+    │   ├── WorkflowFailureError          a caller's view of a failed run (cause: one of the above)
+    │   ├── WorkflowContinuedAsNewError, WorkflowNotFoundError
+    ├── CommandRejectedError              the engine refused a command (rejection type and reason)
+    ├── RequestNotSentError               certainly not on the log: sending again is safe
+    │   └── WorkflowNotStartedError
+    ├── NonDeterminismError               workflow code no longer matches its history
+    ├── ValueError
+    │   └── InvalidArgument               a bad request field, the server's own words
+    ├── RuntimeError
+    │   ├── NondeterministicCallError, NotInWorkflowError
+    │   └── CommandsNotDeliveredError     (also a TimeoutError) flush could not deliver everything
+    └── builtins.TimeoutError
+        └── RequestOutcomeUnknownError    no answer in time; it may have been applied
+            └── WorkflowStartOutcomeUnknownError
+    BaseException
+    └── ContinueAsNewError                raised by workflow.continue_as_new, not an error
+
+The modules `streamproc.activity.errors`, `streamproc.client.errors` and
+`streamproc.workflow.errors` re-export these with their helpers; `InvalidArgument` is
+defined by the pure semantics (`streamproc.semantics.errors`), which the engine checks with.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from streamproc.semantics.enums import RetryState, TimeoutType
+from streamproc.semantics.errors import InvalidArgument
+
+__all__ = [
+    "FailureError",
+    "ApplicationError",
+    "CancelledError",
+    "TimeoutError",
+    "TerminatedError",
+    "ServerError",
+    "ActivityError",
+    "ActivityAlreadyStartedError",
+    "CommandRejectedError",
+    "WorkflowAlreadyStartedError",
+    "WorkflowFailureError",
+    "WorkflowContinuedAsNewError",
+    "WorkflowNotFoundError",
+    "RequestOutcomeUnknownError",
+    "WorkflowStartOutcomeUnknownError",
+    "RequestNotSentError",
+    "WorkflowNotStartedError",
+    "CommandsNotDeliveredError",
+    "NonDeterminismError",
+    "ContinueAsNewError",
+    "NondeterministicCallError",
+    "NotInWorkflowError",
+    "InvalidArgument",
+]
+
+
+class FailureError(Exception):
+    """A failure that travels between workers and callers as a FailureRecord.
+
+    ``failure`` is the record it was decoded from (``None`` when raised locally);
+    ``cause`` is ``__cause__``, the failure that led to this one.
+    """
+
+    def __init__(self, message: str, *, failure: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.failure = failure
+
+    @property
+    def cause(self) -> BaseException | None:
+        return self.__cause__
+
+
+class ApplicationError(FailureError):
+    """Raised by activity code to fail the attempt with a type, details and retry hints.
+
+    ``type`` defaults to the class name; a retry policy's ``non_retryable_error_types``
+    matches it whole. ``non_retryable`` ends the activity whatever the policy says, and
+    ``next_retry_delay`` replaces the policy's backoff for the next attempt.
+    """
+
+    def __init__(self, message: str, *details: Any, type: str | None = None,
+                 non_retryable: bool = False, next_retry_delay: timedelta | None = None,
+                 failure: dict[str, Any] | None = None) -> None:
+        super().__init__(message, failure=failure)
+        self.details: Sequence[Any] = details
+        self.type = type
+        self.non_retryable = non_retryable
+        self.next_retry_delay = next_retry_delay
+
+    def __repr__(self) -> str:
+        return (f"ApplicationError({self.message!r}, type={self.type!r}, "
+                f"non_retryable={self.non_retryable})")
+
+
+class CancelledError(FailureError):
+    """Raised inside a sync activity by ``activity.heartbeat()`` once the attempt is
+    cancelled; raise it (or let it propagate) to report the activity canceled."""
+
+    def __init__(self, message: str = "Cancelled", *details: Any,
+                 failure: dict[str, Any] | None = None) -> None:
+        super().__init__(message, failure=failure)
+        self.details: Sequence[Any] = details
+
+
+class TimeoutError(FailureError):  # noqa: A001 - Temporal's name, on purpose
+    """An activity timer fired: ``type`` says which, ``last_heartbeat_details`` what the
+    last heartbeat of the attempt carried."""
+
+    def __init__(self, message: str, *, type: TimeoutType | None = None,
+                 last_heartbeat_details: Sequence[Any] = (),
+                 failure: dict[str, Any] | None = None) -> None:
+        super().__init__(message, failure=failure)
+        self.type = type
+        self.last_heartbeat_details = last_heartbeat_details
+
+
+class TerminatedError(FailureError):
+    """The execution was terminated."""
+
+
+class ServerError(FailureError):
+    """The engine itself failed the activity."""
+
+    def __init__(self, message: str, *, non_retryable: bool = False,
+                 failure: dict[str, Any] | None = None) -> None:
+        super().__init__(message, failure=failure)
+        self.non_retryable = non_retryable
+
+
+class ActivityError(FailureError):
+    """The activity closed without a result; ``cause`` says why, ``retry_state`` why no
+    further attempt was made."""
+
+    def __init__(self, message: str, *, activity_id: str, activity_type: str,
+                 scheduled_event_id: int, started_event_id: int, identity: str,
+                 retry_state: RetryState) -> None:
+        super().__init__(message)
+        self.activity_id = activity_id
+        self.activity_type = activity_type
+        self.scheduled_event_id = scheduled_event_id
+        self.started_event_id = started_event_id
+        self.identity = identity
+        self.retry_state = retry_state
+
+    def __repr__(self) -> str:
+        return (f"ActivityError({self.message!r}, activity_id={self.activity_id!r}, "
+                f"retry_state={self.retry_state.name}, cause={self.cause!r})")
+
+
+class ActivityAlreadyStartedError(FailureError):
+    """An open activity already has this activity id."""
+
+    def __init__(self, message: str, *, activity_id: str) -> None:
+        super().__init__(message)
+        self.activity_id = activity_id
+
+
+class CommandRejectedError(Exception):
+    """The engine refused a command for a reason other than an invalid argument
+    (``NOT_FOUND``, ``INVALID_STATE`` ...): e.g. cancelling an activity that has closed."""
+
+    def __init__(self, rejection_type: str, reason: str) -> None:
+        super().__init__(f"{rejection_type}: {reason}")
+        self.rejection_type = rejection_type
+        self.reason = reason
+
+
+class WorkflowAlreadyStartedError(FailureError):
+    """A start found the workflow id taken, e.g. ``Workflow execution is already running.
+    WorkflowId: order-1, RunId: 9f....`` (the engine's message, as Temporal's server's)."""
+
+    def __init__(self, message: str, *, workflow_id: str, workflow_type: str, run_id: str = "") -> None:
+        super().__init__(message)
+        self.workflow_id = workflow_id
+        self.workflow_type = workflow_type
+        self.run_id = run_id
+
+
+class WorkflowFailureError(FailureError):
+    """The run did not complete: ``cause`` says how it ended."""
+
+    def __init__(self, *, cause: BaseException, workflow_id: str = "", run_id: str = "") -> None:
+        super().__init__("Workflow execution failed")
+        self.__cause__ = cause
+        self.workflow_id = workflow_id
+        self.run_id = run_id
+
+    def __repr__(self) -> str:
+        return f"WorkflowFailureError(workflow_id={self.workflow_id!r}, cause={self.cause!r})"
+
+
+class WorkflowContinuedAsNewError(FailureError):
+    """The run continued as new and the caller asked not to follow runs."""
+
+    def __init__(self, new_execution_run_id: str) -> None:
+        super().__init__("Workflow continued as new")
+        self.new_execution_run_id = new_execution_run_id
+
+
+class WorkflowNotFoundError(FailureError):
+    """No run of that workflow id (and run id) is known to the engine."""
+
+
+class RequestOutcomeUnknownError(builtins.TimeoutError):
+    """A request's deadline passed without the engine's answer, and its command may have
+    reached the log: it may have been applied, or may still be. Look the outcome up
+    (its `request_id` is in the events it produced) instead of assuming it failed.
+
+    ``delivered`` is True when a copy of the command is known to be on the log (the engine
+    will process it), None when no copy is known either way (the broker was away). A copy
+    still in the producer may reach the log until ``may_land_until`` (``time.time()``
+    seconds; its message timeout), never later."""
+
+    def __init__(self, message: str, *, intent: str, request_id: str, delivered: bool | None,
+                 may_land_until: float) -> None:
+        super().__init__(message)
+        self.intent = intent
+        self.request_id = request_id
+        self.delivered = delivered
+        self.may_land_until = may_land_until
+
+
+class WorkflowStartOutcomeUnknownError(RequestOutcomeUnknownError):
+    """A start without an answer that may have started the run: look it up with
+    ``client.get_workflow_handle(workflow_id).describe()``, or start again with the same
+    ``request_id``, which the engine answers with the run that request started."""
+
+    def __init__(self, message: str, *, workflow_id: str, workflow_type: str, **kwargs) -> None:
+        super().__init__(message, **kwargs)
+        self.workflow_id = workflow_id
+        self.workflow_type = workflow_type
+
+
+class RequestNotSentError(Exception):
+    """The command certainly never reached the log (the producer refused it, the broker
+    refused it for good, or the topic could not be found before the deadline): nothing
+    happened, and sending it again is safe."""
+
+    def __init__(self, message: str, *, intent: str, request_id: str) -> None:
+        super().__init__(message)
+        self.intent = intent
+        self.request_id = request_id
+
+
+class WorkflowNotStartedError(RequestNotSentError):
+    """The START never reached the log: no run was started by it."""
+
+    def __init__(self, message: str, *, workflow_id: str, **kwargs) -> None:
+        super().__init__(message, **kwargs)
+        self.workflow_id = workflow_id
+
+
+class CommandsNotDeliveredError(RuntimeError, builtins.TimeoutError):
+    """`Client.flush` found commands that are not known to be on the log (a RuntimeError
+    and a TimeoutError, what flush raised before for failed and for unfinished deliveries).
+
+    ``unknown``: request ids (or ``key:<job key>`` for commands about an existing job) of
+    commands that may be on the log or may still get there (a timed-out or unfinished
+    delivery); look them up before sending them again. ``not_sent``: those certainly not
+    on the log, with the reason; sending them again is safe."""
+
+    def __init__(self, unknown: list[str], not_sent: dict[str, str]) -> None:
+        parts = []
+        if unknown:
+            parts.append(f"{len(unknown)} with an unknown outcome (first {unknown[0]})")
+        if not_sent:
+            first = next(iter(not_sent.items()))
+            parts.append(f"{len(not_sent)} not sent (first {first[0]}: {first[1]})")
+        super().__init__("commands not delivered: " + "; ".join(parts))
+        self.unknown = unknown
+        self.not_sent = not_sent
+
+
+class NonDeterminismError(Exception):
+    """The workflow code issued commands that differ from the ones its history recorded.
+
+    The message starts with Temporal's error code ``[TMPRL1100]`` so operators can search
+    for it the way they would on Temporal.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"[TMPRL1100] Nondeterminism error: {detail}")
+        self.detail = detail
+
+
+class ContinueAsNewError(BaseException):
+    """Raised by ``workflow.continue_as_new``: ends the run and starts the next one.
+
+    A BaseException, as Temporal's, so that ``except Exception`` in workflow code does not
+    swallow it by accident.
+    """
+
+    def __init__(self, args: tuple[Any, ...], *, workflow_type: str | None,
+                 task_queue: str | None, run_timeout_ms: int, task_timeout_ms: int) -> None:
+        super().__init__("continue as new")
+        self.input_args = args
+        self.workflow_type = workflow_type
+        self.task_queue = task_queue
+        self.run_timeout_ms = run_timeout_ms
+        self.task_timeout_ms = task_timeout_ms
+
+
+class NondeterministicCallError(RuntimeError):
+    """Workflow code called something that depends on real time, threads or I/O."""
+
+
+class NotInWorkflowError(RuntimeError):
+    """A ``workflow.*`` function was called outside workflow code."""
