@@ -173,7 +173,7 @@ class TaskQueueMembership:
 
     def __init__(self, consumer: Consumer, overdue: OverdueAttempts, subscribe: Callable[[], None],
                  others_in_group: Callable[[], int | None], task_queue: str, identity: str,
-                 check_interval_s: float = 5.0, log_interval_s: float = 30.0,
+                 check_interval_s: float = 5.0, log_interval_s: float = 30.0, unassigned_rejoin_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._consumer = consumer
         self._overdue = overdue
@@ -188,6 +188,9 @@ class TaskQueueMembership:
         self._checked_at = float("-inf")
         self._others_seen: int | None = None
         self._logged_at = float("-inf")
+        self._unassigned_rejoin_s = unassigned_rejoin_s
+        #: Since when (clock) the member has had no partition; None while it has some.
+        self._unassigned_since: float | None = None
         self.member = False
 
     def join(self) -> None:
@@ -207,6 +210,8 @@ class TaskQueueMembership:
             if not self.member:
                 self._log.info("worker_rejoining_group")
                 self.join()
+            else:
+                self._rejoin_if_left_out()
             return True
         others = self._others()
         now = self._clock()
@@ -224,6 +229,25 @@ class TaskQueueMembership:
                               in_group=self.member, other_members=others)
             self._logged_at = now
         return self.member
+
+    def _rejoin_if_left_out(self) -> None:
+        """A member with no partition for `unassigned_rejoin_s` subscribes again. After
+        repeated broker restarts a worker's consumer was seen never getting back into its
+        group (its group requests queued behind an offset commit that outlived the
+        connection): it polled on, assigned nothing, while its queue filled. A worker idle
+        because the others hold every partition rejoins too: one cooperative rebalance per
+        interval, which moves no partition that has an owner."""
+        now = self._clock()
+        if self._consumer.assignment():
+            self._unassigned_since = None
+            return
+        if self._unassigned_since is None:
+            self._unassigned_since = now
+        elif now - self._unassigned_since >= self._unassigned_rejoin_s:
+            self._log.warning("worker_rejoining_group_unassigned", seconds=round(now - self._unassigned_since, 1))
+            self._consumer.unsubscribe()
+            self.join()
+            self._unassigned_since = now
 
     def _others(self) -> int | None:
         """Other members of the group, asked at most once per check interval."""

@@ -80,6 +80,11 @@ class Consumer:
     def __init__(self) -> None:
         self.subscriptions = 0
         self.unsubscriptions = 0
+        #: What the group gave this member (any non-empty list stands for partitions).
+        self.assigned = [0]
+
+    def assignment(self) -> list:
+        return self.assigned
 
     def subscribe(self) -> None:
         self.subscriptions += 1
@@ -168,3 +173,22 @@ def test_pending_starts_resend_unanswered_ones_and_take_only_the_first_answer():
     now[0] = 100.0
     starts.resend_due()
     assert len(sent) == 3
+
+
+def test_a_member_left_without_partitions_subscribes_again():
+    """A consumer that never got back into its group after broker restarts polls on with no
+    partition: after 30 s the worker subscribes again (and again every 30 s while it lasts)."""
+    now, others = [0.0], [1]
+    member, attempts, consumer = membership(others, now)
+    assert member.may_take_tasks() and consumer.subscriptions == 1
+    consumer.assigned = []
+    for t in (1.0, 20.0, 30.9):
+        now[0] = t
+        assert member.may_take_tasks() and consumer.unsubscriptions == 0
+    now[0] = 31.0
+    assert member.may_take_tasks() and (consumer.unsubscriptions, consumer.subscriptions) == (1, 2)
+    now[0] = 45.0
+    assert member.may_take_tasks() and consumer.subscriptions == 2
+    consumer.assigned = [0]  # back in the group
+    now[0] = 100.0
+    assert member.may_take_tasks() and consumer.subscriptions == 2
