@@ -9,7 +9,7 @@ touching the index, and a timer that fires early is re-armed at the real deadlin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
@@ -183,4 +183,4 @@ class ActivityTimers:
         return read_time_key(first)[0] if first is not None else None
 
 
-__all__ = ["Activities", "ActivityTimers", "replace", "to_datetime", "to_ms"]
+__all__ = ["Activities", "ActivityMeta", "ActivityTimers", "ArmedTimer", "WorkflowOwner"]

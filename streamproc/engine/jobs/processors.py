@@ -32,8 +32,9 @@ def create(cmd: Record, ctx: ProcessingContext) -> None:
     key = ctx.keys.next_key()
     job = Job.created(v)
     ctx.jobs.put(key, job)
-    ctx.out.event(JOB, JobIntent.CREATED, key, job.record())
-    ctx.out.task(job.type, key, job.record())
+    value = job.record()  # the writer copies it for each record
+    ctx.out.event(JOB, JobIntent.CREATED, key, value)
+    ctx.out.task(job.type, key, value)
 
 
 def _current(cmd: Record, ctx: ProcessingContext, verb: str) -> Job | None:
