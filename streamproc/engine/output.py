@@ -94,9 +94,10 @@ class RecordWriter:
         self._pending.commands.append(self._stamp(Record(RecordType.COMMAND, value_type, intent, dict(value), key=key)))
 
     def task(self, queue: str, key: int, value: dict[str, Any], value_type: str = "JOB",
-             intent: str = "ACTIVATABLE") -> None:
-        """A record for the workers of `queue`, on topic tasks.<queue>."""
-        record = Record(RecordType.EVENT, value_type, intent, dict(value), key=key)
+             intent: str = "ACTIVATABLE", reply_partition: int = -1) -> None:
+        """A record for the workers of `queue`, on topic tasks.<queue> (workflow-tasks.<queue>
+        for value type WORKFLOW); `reply_partition`: where its worker answers the caller."""
+        record = Record(RecordType.EVENT, value_type, intent, dict(value), key=key, reply_partition=reply_partition)
         self._pending.tasks.append((queue, self._stamp(record)))
 
     def encode_pending(self) -> None:

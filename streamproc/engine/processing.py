@@ -39,6 +39,8 @@ class Limits:
     max_retries: int = 1_000_000
     #: A workflow task's history travels in pages of at most this many bytes of events.
     max_history_page_bytes: int = 256 * 1024
+    #: Signals one run may record (Temporal's default per-execution limit).
+    max_signals_per_run: int = 10_000
     #: Event count and size limits of a workflow run's history (SEMANTICS.md 6.3).
     history: HistoryLimits = DEFAULT_HISTORY_LIMITS
     #: The task queues commands may name (STREAMPROC_TASK_QUEUES, STREAMPROC_MAX_TASK_QUEUES).

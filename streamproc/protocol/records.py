@@ -92,6 +92,10 @@ class WorkflowIntent(StrEnum):
     TERMINATE = "TERMINATE"
     DESCRIBE = "DESCRIBE"
     GET_HISTORY = "GET_HISTORY"
+    SIGNAL = "SIGNAL"
+    #: Answered by a workflow worker, not the engine: the engine checks the run and hands
+    #: the query to its task queue as a QUERY_TASK; the worker replies QUERY_ANSWERED.
+    QUERY = "QUERY"
     # commands from workflow workers
     TASK_COMPLETE = "TASK_COMPLETE"
     TASK_FAIL = "TASK_FAIL"
@@ -105,11 +109,19 @@ class WorkflowIntent(StrEnum):
     STARTED = "STARTED"
     DESCRIBED = "DESCRIBED"
     HISTORY_PAGE = "HISTORY_PAGE"
+    #: A SIGNAL's answer: recorded (now, or before under the same request id).
+    SIGNALED = "SIGNALED"
+    #: A QUERY's answer from the worker (`result`, or `failure` when its handler failed).
+    QUERY_ANSWERED = "QUERY_ANSWERED"
+    #: A QUERY refused by its reject condition (`attributes`: the run's status).
+    QUERY_REJECTED = "QUERY_REJECTED"
     #: The last answer to a TASK_COMPLETE that set a reply partition, after the
     #: ACTIVITY_TASK records of the activities it was given to run eagerly.
     TASK_PROCESSED = "TASK_PROCESSED"
     #: Not an event: the record a workflow worker receives on workflow-tasks.<queue>.
     WORKFLOW_TASK = "WORKFLOW_TASK"
+    #: Not an event: a query for a workflow worker on workflow-tasks.<queue>.
+    QUERY_TASK = "QUERY_TASK"
 
 
 class IncidentIntent(StrEnum):

@@ -24,6 +24,7 @@ class Family(IntEnum):
     WORKFLOW_HISTORY = 11  # (run key, event id) -> history event: append O(1), a page is a range scan
     WORKFLOW_TIMERS = 12  # (due_ms, run key, timer id) -> b"" : started user timers
     WORKFLOW_DEADLINES = 13  # (due_ms, run key, kind) -> b"" : task/run/execution timeouts, backoffs
+    WORKFLOW_SIGNAL_REQUESTS = 14  # (run key, request id) -> b"" : signals recorded, for deduplication
 
     @property
     def cf_name(self) -> str:

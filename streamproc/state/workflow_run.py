@@ -159,6 +159,8 @@ class WorkflowRun:
     limit_warned: bool = False
     #: The first event the next task ships (None: the whole history; stored only once set).
     task_history_from: int | None = None
+    #: Signals recorded so far (limited per run; stored only once set).
+    signal_count: int = 0
 
     @classmethod
     def begin(cls, start: RunStart, now_ms: int, run_expiration_ms: int, execution_time_ms: int) -> WorkflowRun:
@@ -250,6 +252,8 @@ class WorkflowRun:
         }
         if self.task_history_from is not None:
             doc["task_history_from"] = self.task_history_from
+        if self.signal_count:
+            doc["signal_count"] = self.signal_count
         return doc
 
     @classmethod
@@ -271,4 +275,4 @@ class WorkflowRun:
             timers={timer_id: RunTimer(**timer) for timer_id, timer in d["timers"].items()},
             deadlines=dict(d["deadlines"]), cancel_requested=d["cancel_requested"],
             new_execution_run_id=d["new_execution_run_id"], limit_warned=d["limit_warned"],
-            task_history_from=d.get("task_history_from"))
+            task_history_from=d.get("task_history_from"), signal_count=d.get("signal_count", 0))

@@ -48,3 +48,18 @@ class Workflows:
         if run is None or run.workflow_id != workflow_id:
             return None
         return run_key, run
+
+    # signals ------------------------------------------------------------------------------
+    def signal_recorded(self, run_key: int, request_id: str) -> bool:
+        """Whether the run already recorded a signal sent with `request_id`."""
+        return bool(request_id) and self._w.get(Family.WORKFLOW_SIGNAL_REQUESTS, _request_key(run_key, request_id)) is not None
+
+    def record_signal_request(self, run_key: int, request_id: str) -> None:
+        """Remember `request_id` so that the same signal sent again is not applied twice.
+        Kept as long as the run (and its history) is kept."""
+        if request_id:
+            self._w.put(Family.WORKFLOW_SIGNAL_REQUESTS, _request_key(run_key, request_id), b"")
+
+
+def _request_key(run_key: int, request_id: str) -> bytes:
+    return u64(run_key) + request_id.encode()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamproc.engine.workflows import requests
+from streamproc.engine.workflows import queries, requests, signals
 from streamproc.engine.workflows import tasks
 from streamproc.engine.workflows import timeouts
 from streamproc.engine.workflows.start import start
@@ -14,6 +14,8 @@ WORKFLOW_PROCESSORS = {
     W.TERMINATE: requests.terminate_request,
     W.DESCRIBE: requests.describe,
     W.GET_HISTORY: requests.get_history,
+    W.SIGNAL: signals.signal,
+    W.QUERY: queries.query,
     W.TASK_COMPLETE: tasks.task_complete,
     W.TASK_FAIL: tasks.task_fail,
     W.TASK_TIME_OUT: tasks.task_time_out,

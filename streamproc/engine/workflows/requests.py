@@ -11,7 +11,7 @@ from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.state.workflow_run import PendingEvent, RunActivity, WorkflowRun
 
 
-def _find(cmd: Record, ctx: ProcessingContext, *, running: bool) -> tuple[int, WorkflowRun] | None:
+def find_run(cmd: Record, ctx: ProcessingContext, *, running: bool) -> tuple[int, WorkflowRun] | None:
     v = cmd.value
     found = ctx.workflows.find(v["workflow_id"], v["run_id"])
     if found is None:
@@ -34,7 +34,7 @@ def _reply_event(ctx: ProcessingContext, run_key: int, run: WorkflowRun, event_t
 
 def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
     """WORKFLOW_EXECUTION_CANCEL_REQUESTED and a workflow task: the workflow decides."""
-    found = _find(cmd, ctx, running=True)
+    found = find_run(cmd, ctx, running=True)
     if found is None:
         return
     run_key, run = found
@@ -50,7 +50,7 @@ def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
 
 
 def terminate_request(cmd: Record, ctx: ProcessingContext) -> None:
-    found = _find(cmd, ctx, running=True)
+    found = find_run(cmd, ctx, running=True)
     if found is None:
         return
     run_key, run = found
@@ -61,7 +61,7 @@ def terminate_request(cmd: Record, ctx: ProcessingContext) -> None:
 
 
 def describe(cmd: Record, ctx: ProcessingContext) -> None:
-    found = _find(cmd, ctx, running=False)
+    found = find_run(cmd, ctx, running=False)
     if found is None:
         return
     run_key, run = found
@@ -98,7 +98,7 @@ def _pending_activity(ctx: ProcessingContext, scheduled_id: int, entry: RunActiv
 
 def get_history(cmd: Record, ctx: ProcessingContext) -> None:
     """The run's whole history as HISTORY_PAGE replies, pages of the task page size."""
-    found = _find(cmd, ctx, running=False)
+    found = find_run(cmd, ctx, running=False)
     if found is None:
         return
     run_key, run = found

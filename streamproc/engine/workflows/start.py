@@ -1,5 +1,9 @@
 """START: validate, resolve the workflow id against its current run (SEMANTICS.md 4 and 13),
 and start a run; `start_run` also starts the runs that follow a retry or continue-as-new.
+
+A START that names a signal is Temporal's SignalWithStart: the signal goes to the
+running run (conflict policy USE_EXISTING by default; FAIL is refused), or the new run
+records it right after WORKFLOW_EXECUTION_STARTED, before its first workflow task.
 """
 
 from __future__ import annotations
@@ -10,12 +14,14 @@ import orjson
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
+from streamproc.engine.workflows.signals import SignalRequest, check_signal, signal_run
 from streamproc.engine.workflows.runs import (
     EXECUTION_TIME_OUT,
     RUN_TIME_OUT,
     WF,
     BACKOFF_START,
     append,
+    append_all,
     schedule_task,
     terminate,
 )
@@ -54,12 +60,14 @@ def _enum(enum, name: str, what: str):
 
 def start(cmd: Record, ctx: ProcessingContext) -> None:
     v = cmd.value
+    with_signal = bool(v["signal_name"])
     try:
         validate_workflow_id(v["workflow_id"], max_length=ctx.limits.history.max_id_length)
         problem = (None if v["workflow_type"] else "WorkflowType is not set on request.") \
             or check_task_queue(v["task_queue"]) \
             or check_json(v["input"] if v["input"] is not None else "null", "input",
-                          ctx.limits.max_payload_bytes)
+                          ctx.limits.max_payload_bytes) \
+            or (check_signal(ctx, v["signal_name"], v["signal_input"]) if with_signal else None)
         if problem:
             raise InvalidArgument(problem)
         timeouts = normalize_workflow_timeouts(WorkflowTimeouts(*(timedelta(milliseconds=v[f]) for f in (
@@ -68,7 +76,8 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
             policy_from_record(v["retry_policy"]) if v["retry_policy"] is not None else None)
         policies = normalize_workflow_id_policies(
             _enum(WorkflowIdReusePolicy, v["id_reuse_policy"], "id_reuse_policy"),
-            _enum(WorkflowIdConflictPolicy, v["id_conflict_policy"], "id_conflict_policy"))
+            _enum(WorkflowIdConflictPolicy, v["id_conflict_policy"], "id_conflict_policy"),
+            signal_with_start=with_signal)
         # Last: a start with bad arguments does not take a place under the cap.
         problem = ctx.admit_task_queue(v["task_queue"])
         if problem:
@@ -77,6 +86,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, str(exc))
         return
     request_id = cmd.request_id or ""
+    signal = SignalRequest(v["signal_name"], v["signal_input"], v["identity"], request_id) if with_signal else None
     current = ctx.workflows.find(v["workflow_id"])
     new_run_id = str(uuid.uuid4())
     decision = resolve_duplicate_workflow_id(
@@ -88,6 +98,8 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         return
     if decision.action is WorkflowIdAction.RETURN_EXISTING:
         run_key, run = current
+        if signal is not None and run.is_open and not signal_run(cmd, ctx, run_key, run, signal):
+            return
         _reply_started(ctx, run_key, run, started=decision.started)
         return
     if decision.action is WorkflowIdAction.TERMINATE_EXISTING_AND_START:
@@ -99,7 +111,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         run_id=new_run_id, workflow_id=v["workflow_id"], workflow_type=v["workflow_type"],
         task_queue=v["task_queue"], input=v["input"], timeouts=timeouts,
         retry_policy=None if policy is None else policy_to_record(policy), attempt=1,
-        execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id))
+        execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id), signal)
     _reply_started(ctx, run_key, run, started=True)
 
 
@@ -110,9 +122,10 @@ def _reply_started(ctx: ProcessingContext, run_key: int, run: WorkflowRun, start
         "attributes": orjson.dumps({"started": started}).decode()})
 
 
-def start_run(ctx: ProcessingContext, start: RunStart) -> tuple[int, WorkflowRun]:
-    """A new run, current for its workflow id: WORKFLOW_EXECUTION_STARTED, its deadlines
-    armed, and its first workflow task scheduled (or its backoff armed)."""
+def start_run(ctx: ProcessingContext, start: RunStart, signal: SignalRequest | None = None) -> tuple[int, WorkflowRun]:
+    """A new run, current for its workflow id: WORKFLOW_EXECUTION_STARTED, the `signal` it
+    was started with, its deadlines armed, and its first workflow task scheduled (or its
+    backoff armed)."""
     run_key = ctx.keys.next_key()
     expiration_ms = start.execution_expiration_ms
     deadlines = workflow_run_deadlines(
@@ -131,6 +144,8 @@ def start_run(ctx: ProcessingContext, start: RunStart) -> tuple[int, WorkflowRun
         "identity": run.identity, "workflow_execution_expiration_time_ms": expiration_ms,
         "initiator": start.initiator.name, "first_workflow_task_backoff_ms": start.first_task_backoff_ms,
         "continued_failure": start.continued_failure})
+    if signal is not None:
+        append_all(ctx, run_key, run, [signal.event(ctx, run_key, run)])
     if run.run_expiration_ms:
         kind = EXECUTION_TIME_OUT if run.run_expiration_ms == expiration_ms else RUN_TIME_OUT
         ctx.workflow_timers.arm(run_key, run, kind, run.run_expiration_ms)

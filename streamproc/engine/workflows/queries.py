@@ -1,0 +1,73 @@
+"""QUERY: read a workflow's state through its code, without writing anything.
+
+The engine only checks the run (it exists; the caller's reject condition; the query is
+well formed) and hands the query to the run's task queue as a QUERY_TASK, on the task
+partition of the workflow id, where the worker that has the run cached usually is. The
+worker runs the query handler and answers the caller directly on its replies partition
+(QUERY_ANSWERED); no history event, no state change, as in Temporal. A query that the
+reject condition refuses is answered QUERY_REJECTED with the run's status.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import orjson
+
+from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.validation import check_json
+from streamproc.engine.workflows.requests import find_run
+from streamproc.engine.workflows.runs import WF
+from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
+from streamproc.semantics.workflow_ids import WorkflowExecutionStatus as Status
+
+__all__ = ["QueryRejectCondition", "query"]
+
+
+class QueryRejectCondition(IntEnum):
+    """Temporal's QueryRejectCondition: which closed runs refuse queries."""
+
+    NONE = 1
+    NOT_OPEN = 2
+    NOT_COMPLETED_CLEANLY = 3
+
+    def rejects(self, status: Status) -> bool:
+        if self is QueryRejectCondition.NOT_OPEN:
+            return status is not Status.RUNNING
+        if self is QueryRejectCondition.NOT_COMPLETED_CLEANLY:
+            return status not in (Status.RUNNING, Status.COMPLETED)
+        return False
+
+
+def _problem(ctx: ProcessingContext, cmd: Record) -> str | None:
+    v = cmd.value
+    if not v["query_type"]:
+        return "QueryType is not set on request."
+    if v["query_reject_condition"] and v["query_reject_condition"] not in QueryRejectCondition.__members__:
+        return (f"query_reject_condition must be one of {', '.join(QueryRejectCondition.__members__)}, "
+                f"got {v['query_reject_condition']!r}")
+    if cmd.reply_partition < 0:
+        return "a query needs a reply partition: its answer is only ever a reply"
+    return check_json(v["input"] if v["input"] is not None else "null", "query input", ctx.limits.max_payload_bytes)
+
+
+def query(cmd: Record, ctx: ProcessingContext) -> None:
+    problem = _problem(ctx, cmd)
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
+        return
+    found = find_run(cmd, ctx, running=False)
+    if found is None:
+        return
+    run_key, run = found
+    v = cmd.value
+    condition = QueryRejectCondition[v["query_reject_condition"] or "NONE"]
+    if condition.rejects(run.status):
+        ctx.out.reply(WF, WorkflowIntent.QUERY_REJECTED, run_key, {
+            "workflow_id": run.workflow_id, "run_id": run.run_id,
+            "attributes": orjson.dumps({"status": run.status.name}).decode()})
+        return
+    ctx.out.task(run.task_queue, run_key, {
+        "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
+        "task_queue": run.task_queue, "query_type": v["query_type"], "input": v["input"]},
+        WF, WorkflowIntent.QUERY_TASK, reply_partition=cmd.reply_partition)

@@ -1,0 +1,83 @@
+"""SIGNAL: a message for a running workflow, recorded as WORKFLOW_EXECUTION_SIGNALED.
+
+The event is written (or buffered while a workflow task is out, then written after it,
+followed by a new task) before the sender is answered, so an acknowledged signal is
+never lost. A signal sent again with the same request id (a client across a broker
+outage) is answered SIGNALED again and not applied twice. A signal to a closed run
+is refused as Temporal refuses it; a run records at most `Limits.max_signals_per_run`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.validation import check_json
+from streamproc.engine.workflows.requests import find_run
+from streamproc.engine.workflows.runs import WF, E, deliver
+from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
+from streamproc.state.workflow_run import PendingEvent, WorkflowRun
+
+__all__ = ["SignalRequest", "check_signal", "signal", "signal_run", "reply_signaled"]
+
+#: Temporal's message when a run has recorded as many signals as it may.
+SIGNAL_LIMIT_MESSAGE = "exceeded workflow execution limit for signal events"
+
+
+def check_signal(ctx: ProcessingContext, name: str, signal_input: str | None) -> str | None:
+    """Why a signal with this name and input may not be sent, or None."""
+    if not name:
+        return "SignalName is not set on request."
+    return check_json(signal_input if signal_input is not None else "null", "signal input",
+                      ctx.limits.max_payload_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class SignalRequest:
+    """A signal as a SIGNAL or a signal-with-start START carries it."""
+
+    name: str
+    input: str | None
+    identity: str
+    request_id: str
+
+    def event(self, ctx: ProcessingContext, run_key: int, run: WorkflowRun) -> PendingEvent:
+        """Count the signal, remember its request id; the WORKFLOW_EXECUTION_SIGNALED to deliver."""
+        run.signal_count += 1
+        ctx.workflows.record_signal_request(run_key, self.request_id)
+        return PendingEvent(E.WORKFLOW_EXECUTION_SIGNALED.name, {
+            "signal_name": self.name, "input": self.input, "identity": self.identity,
+            "external_workflow_execution": None})
+
+
+def signal(cmd: Record, ctx: ProcessingContext) -> None:
+    v = cmd.value
+    problem = check_signal(ctx, v["signal_name"], v["input"])
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
+        return
+    found = find_run(cmd, ctx, running=True)
+    if found is not None:
+        run_key, run = found
+        request = SignalRequest(v["signal_name"], v["input"], v["identity"], cmd.request_id or "")
+        if signal_run(cmd, ctx, run_key, run, request):
+            reply_signaled(ctx, run_key, run, request.name)
+
+
+def signal_run(cmd: Record, ctx: ProcessingContext, run_key: int, run: WorkflowRun, request: SignalRequest) -> bool:
+    """Deliver `request` to the open run (once per request id); False after rejecting `cmd`
+    (the run recorded as many signals as it may)."""
+    if ctx.workflows.signal_recorded(run_key, request.request_id):
+        return True
+    if run.signal_count >= ctx.limits.max_signals_per_run:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, SIGNAL_LIMIT_MESSAGE)
+        return False
+    deliver(ctx, run_key, run, [request.event(ctx, run_key, run)])
+    ctx.workflows.put(run_key, run)
+    return True
+
+
+def reply_signaled(ctx: ProcessingContext, run_key: int, run: WorkflowRun, name: str) -> None:
+    """The sender's answer: the signal is in the run's history (or buffered for it)."""
+    ctx.out.reply(WF, WorkflowIntent.SIGNALED, run_key, {"workflow_id": run.workflow_id, "run_id": run.run_id,
+                                                         "signal_name": name})
