@@ -11,6 +11,8 @@
     │   ├── WorkflowAlreadyStartedError   a workflow id taken under the id policies
     │   ├── WorkflowFailureError          a caller's view of a failed run (cause: one of the above)
     │   ├── WorkflowContinuedAsNewError, WorkflowNotFoundError
+    ├── WorkflowQueryFailedError          a query's handler failed, or no worker answered in time
+    ├── WorkflowQueryRejectedError        the run's status met the query's reject condition
     ├── CommandRejectedError              the engine refused a command (rejection type and reason)
     ├── RequestNotSentError               certainly not on the log: sending again is safe
     │   └── WorkflowNotStartedError
@@ -19,6 +21,7 @@
     │   └── InvalidArgument               a bad request field, the server's own words
     ├── RuntimeError
     │   ├── NondeterministicCallError, NotInWorkflowError
+    │   ├── ReadOnlyContextError          a query handler tried to change the workflow
     │   └── CommandsNotDeliveredError     (also a TimeoutError) flush could not deliver everything
     └── builtins.TimeoutError
         └── RequestOutcomeUnknownError    no answer in time; it may have been applied
@@ -64,6 +67,9 @@ __all__ = [
     "ContinueAsNewError",
     "NondeterministicCallError",
     "NotInWorkflowError",
+    "ReadOnlyContextError",
+    "WorkflowQueryFailedError",
+    "WorkflowQueryRejectedError",
     "InvalidArgument",
 ]
 
@@ -321,3 +327,21 @@ class NondeterministicCallError(RuntimeError):
 
 class NotInWorkflowError(RuntimeError):
     """A ``workflow.*`` function was called outside workflow code."""
+
+
+class ReadOnlyContextError(RuntimeError):
+    """Code that may only read the workflow's state (a query handler) tried to change it:
+    issue a command, draw a random number, check a patch."""
+
+
+class WorkflowQueryFailedError(Exception):
+    """A query was not answered: its handler raised (the message says what), no handler
+    takes its name, the worker could not replay the run, or no worker answered in time."""
+
+
+class WorkflowQueryRejectedError(Exception):
+    """The run's status met the query's reject condition; ``status`` is that status."""
+
+    def __init__(self, status: Any) -> None:
+        super().__init__(f"Query rejected, workflow status: {getattr(status, 'name', status)}")
+        self.status = status

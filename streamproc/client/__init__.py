@@ -11,8 +11,11 @@ from streamproc.client.errors import (
     WorkflowFailureError,
     WorkflowNotFoundError,
     WorkflowNotStartedError,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
     WorkflowStartOutcomeUnknownError,
 )
+from streamproc.semantics.workflow_ids import QueryRejectCondition
 from streamproc.client.events import EventReader
 from streamproc.client.workflow_handle import WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
 
@@ -20,4 +23,5 @@ __all__ = ["Client", "EventReader", "ActivityClient", "ActivityHandle", "Workflo
            "WorkflowHistory", "WorkflowExecutionDescription", "WorkflowAlreadyStartedError",
            "WorkflowFailureError", "WorkflowContinuedAsNewError", "WorkflowNotFoundError",
            "WorkflowStartOutcomeUnknownError", "WorkflowNotStartedError", "RequestOutcomeUnknownError",
-           "RequestNotSentError", "CommandsNotDeliveredError"]
+           "RequestNotSentError", "CommandsNotDeliveredError",
+           "WorkflowQueryFailedError", "WorkflowQueryRejectedError", "QueryRejectCondition"]

@@ -10,6 +10,8 @@ waits in the producer (librdkafka's idempotent retries, up to its `message.timeo
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 import uuid
@@ -38,9 +40,12 @@ def _ms(value: timedelta) -> int:
 
 class Client(WorkflowOperations):
     def __init__(self, bootstrap: str | None = None, namespace: str | None = None, *,
-                 data_converter: DataConverter | None = None, **producer_overrides: Any) -> None:
+                 data_converter: DataConverter | None = None, identity: str | None = None,
+                 **producer_overrides: Any) -> None:
         settings = Settings.from_env(bootstrap=bootstrap, namespace=namespace)
         self.bootstrap = settings.bootstrap
+        #: Who sends this client's signals (recorded in their events), as Temporal's client.
+        self.identity = identity or f"{os.getpid()}@{socket.gethostname()}"
         self.topics = Topics(settings.namespace)
         #: Turns workflow and activity arguments, results and details into payloads.
         self.data_converter = data_converter or DataConverter.default()
@@ -125,8 +130,8 @@ class Client(WorkflowOperations):
         self.send(Record.command(ValueType.JOB, intent, value, key=key), partition_of_key(key))
 
     # transport --------------------------------------------------------------------------
-    def send(self, record: Record, partition: int) -> None:
-        """Queue `record` for the log. Raises `RequestNotSentError` if the producer refused
+    def send(self, record: Record, partition: int, topic: str | None = None) -> None:
+        """Queue `record` for the log (the commands topic, or `topic`). Raises `RequestNotSentError` if the producer refused
         it (its queue stayed full for `send_timeout_s`, or it is dead): then it is certainly
         not on the log. `flush()` tells what became of the rest."""
         key = str(record.key if record.key >= 0 else record.request_id).encode()
@@ -135,7 +140,7 @@ class Client(WorkflowOperations):
         deadline = time.monotonic() + self.send_timeout_s
         while True:
             try:
-                self._producer.produce(self.topics.commands, codec.encode(record), key,
+                self._producer.produce(topic or self.topics.commands, codec.encode(record), key,
                                        partition=partition, headers=codec.AVRO_HEADERS,
                                        on_delivery=delivery.report)
                 break

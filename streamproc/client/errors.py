@@ -24,6 +24,8 @@ from streamproc.exceptions import (
     WorkflowFailureError,
     WorkflowNotFoundError,
     WorkflowNotStartedError,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
     WorkflowStartOutcomeUnknownError,
 )
 from streamproc.protocol.records import Record, RejectionType
@@ -33,6 +35,8 @@ __all__ = [
     "WorkflowFailureError",
     "WorkflowContinuedAsNewError",
     "WorkflowNotFoundError",
+    "WorkflowQueryFailedError",
+    "WorkflowQueryRejectedError",
     "ApplicationError",
     "CancelledError",
     "TerminatedError",

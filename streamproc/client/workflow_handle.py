@@ -1,9 +1,11 @@
-"""A handle on a workflow execution: its result, description, history, cancel and terminate.
+"""A handle on a workflow execution: its result, description, history, signals, queries,
+cancel and terminate.
 
 Commands about a workflow go to the partition of its id with our replies partition:
 DESCRIBE is answered by one DESCRIBED record, GET_HISTORY by HISTORY_PAGE records (one
 per page, a long history being several), REQUEST_CANCEL and TERMINATE by their event or
-a rejection. The result is not a reply: it is the run's close event, read from the
+a rejection, SIGNAL by SIGNALED once the signal is recorded, QUERY by the QUERY_ANSWERED
+of the worker that ran the handler (or QUERY_REJECTED from the engine). The result is not a reply: it is the run's close event, read from the
 events partition of the workflow id, following continue-as-new and retries to the last
 run as Temporal's ``result()`` does.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,8 @@ from streamproc.converter import DataConverter
 from streamproc.client.errors import (
     CancelledError,
     FailureError,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
     TerminatedError,
     TimeoutError,
     WorkflowContinuedAsNewError,
@@ -36,7 +40,8 @@ from streamproc.client.workflow_events import WorkflowEvent, WorkflowEventScanne
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType, WorkflowIntent
 from streamproc.semantics import TimeoutType
-from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
+from streamproc.semantics.workflow_ids import QueryRejectCondition, WorkflowExecutionStatus
+from streamproc.workflow.definition import query_name_of, signal_name_of
 
 if TYPE_CHECKING:
     from streamproc.kafka.replies import Reply
@@ -48,9 +53,12 @@ _CONTINUED = "WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
 
 
 #: Requests the engine answers alike however often they arrive with one request id: a
-#: START (the run that request id started) and DESCRIBE (reads only). They are sent again
+#: START (the run that request id started), a SIGNAL (recorded once per request id),
+#: DESCRIBE and QUERY (read only). They are sent again
 #: when a copy reached the log without an answer; the others only when a copy did not.
-IDEMPOTENT_INTENTS = frozenset({WorkflowIntent.START, WorkflowIntent.DESCRIBE})
+IDEMPOTENT_INTENTS = frozenset({WorkflowIntent.START, WorkflowIntent.DESCRIBE, WorkflowIntent.QUERY,
+                                WorkflowIntent.SIGNAL})
+_UNSET: Any = object()
 
 
 class WorkflowRequests:
@@ -195,6 +203,43 @@ class WorkflowHandle:
             raise _rejection(answer, self.id)
         return WorkflowHistory(self.id, [e for page in answer for e in orjson.loads(page.value["history"])])
 
+    def signal(self, signal: str | Callable[..., Any], arg: Any = _UNSET, *, args: Sequence[Any] = (),
+               request_id: str | None = None, rpc_timeout: float = 30) -> None:
+        """Send the signal (a name, or the ``@workflow.signal`` method) with its arguments.
+        Returns once the run recorded it. Sent again across a broker outage with the same
+        `request_id`, it is still recorded once."""
+        name = signal_name_of(signal)
+        self._command(WorkflowIntent.SIGNAL, {
+            "signal_name": name, "input": self._requests.client.data_converter.encode_args(_args(arg, args)),
+            "identity": self._requests.client.identity}, rpc_timeout, WorkflowIntent.SIGNALED, request_id=request_id)
+
+    def query(self, query: str | Callable[..., Any], arg: Any = _UNSET, *, args: Sequence[Any] = (),
+              reject_condition: QueryRejectCondition | None = None, rpc_timeout: float = 30) -> Any:
+        """The answer of the query handler (a name, or the ``@workflow.query`` method), run
+        by a worker on the run's state. Raises `WorkflowQueryRejectedError` when the run's
+        status meets `reject_condition`, `WorkflowQueryFailedError` when the handler raised
+        or no worker answered within `rpc_timeout` seconds."""
+        name = query_name_of(query)
+        converter = self._requests.client.data_converter
+        condition = "" if not reject_condition else QueryRejectCondition(reject_condition).name
+        reply = self._requests.request(
+            WorkflowIntent.QUERY, {"workflow_id": self.id, "run_id": self.run_id or "", "query_type": name,
+                                   "input": converter.encode_args(_args(arg, args)),
+                                   "query_reject_condition": condition}, rpc_timeout,
+            accept=lambda r: r.intent in (WorkflowIntent.QUERY_ANSWERED, WorkflowIntent.QUERY_REJECTED),
+            unknown=lambda message, delivered, until: WorkflowQueryFailedError(
+                f"query {name!r} of workflow {self.id!r} was not answered within {rpc_timeout} s: is a workflow "
+                f"worker polling the workflow's task queue? ({message})"))
+        record = reply.record
+        if record.record_type is RecordType.COMMAND_REJECTION:
+            raise _rejection(record, self.id)
+        if record.intent == WorkflowIntent.QUERY_REJECTED:
+            status = orjson.loads(record.value["attributes"] or "{}").get("status", "UNSPECIFIED")
+            raise WorkflowQueryRejectedError(WorkflowExecutionStatus[status])
+        if record.value.get("failure") is not None:
+            raise WorkflowQueryFailedError(record.value["failure"].get("message") or "query failed")
+        return converter.decode(record.value["result"])
+
     def cancel(self, reason: str = "", rpc_timeout: float = 30) -> None:
         """Ask the run to cancel; the workflow code decides what that means."""
         self._command(WorkflowIntent.REQUEST_CANCEL, {"reason": reason}, rpc_timeout)
@@ -204,16 +249,24 @@ class WorkflowHandle:
         self._command(WorkflowIntent.TERMINATE, {"reason": reason}, rpc_timeout)
 
     def _command(self, intent: str, value: dict[str, Any], rpc_timeout: float,
-                 answer_intent: str | None = None) -> Record:
+                 answer_intent: str | None = None, request_id: str | None = None) -> Record:
         reply = self._requests.request(
             intent, {"workflow_id": self.id, "run_id": self.run_id or "", **value}, rpc_timeout,
-            accept=None if answer_intent is None else (lambda r: r.intent == answer_intent))
+            request_id=request_id, accept=None if answer_intent is None else (lambda r: r.intent == answer_intent))
         if reply.record.record_type is RecordType.COMMAND_REJECTION:
             raise _rejection(reply.record, self.id)
         return reply.record
 
     def __repr__(self) -> str:
         return f"WorkflowHandle(id={self.id!r}, run_id={self.run_id!r})"
+
+
+def _args(arg: Any, args: Sequence[Any]) -> list[Any]:
+    if arg is not _UNSET:
+        if args:
+            raise ValueError("give either arg or args, not both")
+        return [arg]
+    return list(args)
 
 
 def outcome_of_close(event: WorkflowEvent, converter: DataConverter | None = None) -> Any:

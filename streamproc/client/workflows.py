@@ -38,6 +38,7 @@ from streamproc.semantics.workflow_ids import (
     validate_workflow_id,
 )
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, normalize_workflow_timeouts
+from streamproc.workflow.definition import signal_name_of
 
 __all__ = ["WorkflowOperations", "workflow_type_of"]
 
@@ -58,6 +59,7 @@ class WorkflowOperations:
                        id_reuse_policy: WorkflowIdReusePolicy = WorkflowIdReusePolicy.ALLOW_DUPLICATE,
                        id_conflict_policy: WorkflowIdConflictPolicy = WorkflowIdConflictPolicy.UNSPECIFIED,
                        identity: str = "", request_id: str | None = None,
+                       start_signal: str | Callable[..., Any] | None = None, start_signal_args: Sequence[Any] = (),
                        rpc_timeout: float = 30) -> WorkflowHandle:
         """Start a run of `workflow` (``MyWorkflow.run``, the class, or the type name).
 
@@ -81,8 +83,10 @@ class WorkflowOperations:
         if problem:
             raise InvalidArgument(problem)
         normalize_workflow_timeouts(requested)
+        signal_name = signal_name_of(start_signal) if start_signal is not None else ""
         normalize_workflow_id_policies(WorkflowIdReusePolicy(id_reuse_policy),
-                                       WorkflowIdConflictPolicy(id_conflict_policy))
+                                       WorkflowIdConflictPolicy(id_conflict_policy),
+                                       signal_with_start=bool(signal_name))
         normalize_workflow_retry_policy(retry_policy)
         value = {
             "workflow_id": id, "workflow_type": workflow_type, "task_queue": task_queue,
@@ -94,6 +98,8 @@ class WorkflowOperations:
             "id_reuse_policy": _policy_name(WorkflowIdReusePolicy(id_reuse_policy)),
             "id_conflict_policy": _policy_name(WorkflowIdConflictPolicy(id_conflict_policy)),
             "identity": identity,
+            "signal_name": signal_name,
+            "signal_input": self.data_converter.encode_args(start_signal_args) if signal_name else None,
         }
         request_id = request_id or uuid.uuid4().hex
         reply = self.workflow_requests.request(

@@ -27,6 +27,7 @@ __all__ = [
     "WorkflowIdReusePolicy",
     "WorkflowIdConflictPolicy",
     "WorkflowExecutionStatus",
+    "QueryRejectCondition",
     "AlreadyStarted",
     "WorkflowIdPolicies",
     "CurrentRun",
@@ -337,3 +338,19 @@ def resolve_duplicate_workflow_id(
             " Workflow Id reuse policy: allow duplicate workflow Id if last run failed."
         )
     return WorkflowIdDecision(WorkflowIdAction.START, workflow_id, new_run_id, started=True)
+
+
+class QueryRejectCondition(IntEnum):
+    """Temporal's QueryRejectCondition: which closed runs refuse queries."""
+
+    UNSPECIFIED = 0
+    NONE = 1
+    NOT_OPEN = 2
+    NOT_COMPLETED_CLEANLY = 3
+
+    def rejects(self, status: WorkflowExecutionStatus) -> bool:
+        if self is QueryRejectCondition.NOT_OPEN:
+            return status is not WorkflowExecutionStatus.RUNNING
+        if self is QueryRejectCondition.NOT_COMPLETED_CLEANLY:
+            return status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED)
+        return False

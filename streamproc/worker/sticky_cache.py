@@ -78,6 +78,11 @@ class StickyCache(Generic[Instance]):
         while len(self._entries) > self.max_runs:
             self._entries.popitem(last=False)
 
+    def peek(self, run_id: str) -> Instance | None:
+        """The run's cached instance, left in place (a query reads it)."""
+        entry = self._entries.get(run_id)
+        return entry.instance if entry is not None else None
+
     def evict(self, run_id: str) -> None:
         self._entries.pop(run_id, None)
 

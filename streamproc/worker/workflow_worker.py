@@ -43,6 +43,7 @@ from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_activation import InstanceFactory, WorkflowTaskHandler
+from streamproc.worker.workflow_queries import QueryAnswerer
 from streamproc.worker.workflow_task_pages import TaskPageAssembler, WorkflowTask
 
 log = structlog.get_logger("streamproc.worker")
@@ -75,6 +76,8 @@ class WorkflowWorkerStats:
     #: Records that could not be used (undecodable, not a task), and tasks missing pages.
     skipped: int = 0
     incomplete: int = 0
+    #: Queries answered (from a cached run / after a replay).
+    queries: int = 0
 
 
 class WorkflowWorker:
@@ -103,6 +106,7 @@ class WorkflowWorker:
         new_instance = new_instance or functools.partial(_new_instance, data_converter=self.client.data_converter)
         self.handler = WorkflowTaskHandler(definitions, self.identity, new_instance,
                                            StickyCache(max_cached_workflows), self._fetch_history)
+        self.queries = QueryAnswerer(definitions, self.handler.cache, new_instance, self._whole_history)
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self._pages = TaskPageAssembler()
@@ -224,6 +228,9 @@ class WorkflowWorker:
     def _answer(self, msg: Message) -> None:
         try:
             record = codec.decode(msg.value(), msg.headers())
+            if record.value_type == ValueType.WORKFLOW and record.intent == WorkflowIntent.QUERY_TASK:
+                self._answer_query(record)
+                return
             if record.value_type != ValueType.WORKFLOW or record.intent != WorkflowIntent.WORKFLOW_TASK:
                 raise ValueError(f"not a workflow task: {record.value_type} {record.intent}")
             task = self._pages.add(record, msg.partition(), msg.offset())
@@ -250,8 +257,16 @@ class WorkflowWorker:
         self.stats.history_fetches = self.handler.fetches
         self.stats.incomplete = self._pages.dropped
 
+    def _answer_query(self, record) -> None:
+        """Straight to the caller's replies partition: a query's answer is no command."""
+        self.client.send(self.queries.answer(record), record.reply_partition, topic=self.client.topics.replies)
+        self.stats.queries += 1
+
     def _fetch_history(self, task: WorkflowTask) -> list[dict[str, Any]]:
-        handle = self.client.get_workflow_handle(task.workflow_id, run_id=task.run_id)
+        return self._whole_history(task.workflow_id, task.run_id)
+
+    def _whole_history(self, workflow_id: str, run_id: str) -> list[dict[str, Any]]:
+        handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
         return handle.fetch_history(rpc_timeout=HISTORY_FETCH_TIMEOUT_S).events
 
 

@@ -36,6 +36,7 @@ from streamproc.workflow.activities import (
     start_activity,
 )
 from streamproc.workflow.context import (
+    all_handlers_finished,
     continue_as_new,
     deprecate_patch,
     info,
@@ -43,14 +44,19 @@ from streamproc.workflow.context import (
     now,
     patched,
     random,
+    set_dynamic_query_handler,
+    set_dynamic_signal_handler,
+    set_query_handler,
+    set_signal_handler,
     uuid4,
 )
-from streamproc.workflow.definition import WorkflowDefinition, defn, run
+from streamproc.workflow.definition import WorkflowDefinition, defn, query, run, signal
 from streamproc.workflow.errors import (
     ContinueAsNewError,
     NondeterministicCallError,
     NonDeterminismError,
     NotInWorkflowError,
+    ReadOnlyContextError,
 )
 from streamproc.workflow.run_info import Info
 from streamproc.workflow.timers import sleep, wait_condition
@@ -58,6 +64,13 @@ from streamproc.workflow.timers import sleep, wait_condition
 __all__ = [
     "defn",
     "run",
+    "signal",
+    "query",
+    "set_signal_handler",
+    "set_dynamic_signal_handler",
+    "set_query_handler",
+    "set_dynamic_query_handler",
+    "all_handlers_finished",
     "WorkflowDefinition",
     "execute_activity",
     "start_activity",
@@ -86,4 +99,5 @@ __all__ = [
     "NonDeterminismError",
     "NondeterministicCallError",
     "NotInWorkflowError",
+    "ReadOnlyContextError",
 ]

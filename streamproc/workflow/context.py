@@ -9,6 +9,7 @@ from __future__ import annotations
 import random as _random
 import uuid
 from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from streamproc.protocol.wire_values import ceil_ms
@@ -17,7 +18,8 @@ from streamproc.workflow.run_info import Info
 from streamproc.workflow.runtime import current_runtime
 
 __all__ = ["info", "now", "random", "uuid4", "is_replaying", "patched", "deprecate_patch",
-           "continue_as_new"]
+           "continue_as_new", "set_signal_handler", "set_dynamic_signal_handler", "set_query_handler",
+           "set_dynamic_query_handler", "all_handlers_finished"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -34,7 +36,9 @@ def now() -> datetime:
 
 def random() -> _random.Random:
     """A random number generator seeded from the run, so replays draw the same numbers."""
-    return current_runtime().random
+    runtime = current_runtime()
+    runtime.assert_writable("random")
+    return runtime.random
 
 
 def uuid4() -> uuid.UUID:
@@ -78,3 +82,31 @@ def continue_as_new(*args: Any, workflow_type: str | None = None, task_queue: st
 
 def _ms(value: timedelta | None) -> int:
     return 0 if value is None else ceil_ms(value)
+
+
+def set_signal_handler(name: str, handler: Callable[..., Any] | None) -> None:
+    """Handle the signal `name` with `handler` from now on (None: stop handling it).
+    Signals of that name that arrived with no handler are given to it at once, in order."""
+    current_runtime().handlers.set_signal_handler(name, handler)
+
+
+def set_dynamic_signal_handler(handler: Callable[..., Any] | None) -> None:
+    """Handle every signal no named handler takes, as ``handler(name, args)``."""
+    current_runtime().handlers.set_dynamic_signal_handler(handler)
+
+
+def set_query_handler(name: str, handler: Callable[..., Any] | None) -> None:
+    """Answer the query `name` with `handler` (a plain function) from now on (None: stop)."""
+    current_runtime().handlers.set_query_handler(name, handler)
+
+
+def set_dynamic_query_handler(handler: Callable[..., Any] | None) -> None:
+    """Answer every query no named handler takes, as ``handler(name, args)``."""
+    current_runtime().handlers.set_dynamic_query_handler(handler)
+
+
+def all_handlers_finished() -> bool:
+    """Whether every signal handler that started has returned: wait for it
+    (``await workflow.wait_condition(workflow.all_handlers_finished)``) before the run
+    returns, so no handler is cut off half way."""
+    return not current_runtime().handlers.running

@@ -1,4 +1,5 @@
-"""`@workflow.defn` on a class and `@workflow.run` on its async entry point."""
+"""`@workflow.defn` on a class, `@workflow.run` on its async entry point, and the
+`@workflow.signal` and `@workflow.query` handlers it declares, as in Temporal's SDK."""
 
 from __future__ import annotations
 
@@ -7,22 +8,43 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-__all__ = ["WorkflowDefinition", "defn", "run"]
+__all__ = ["WorkflowDefinition", "HandlerDefinition", "defn", "run", "signal", "query", "signal_name_of",
+           "query_name_of"]
 
 C = TypeVar("C", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
 
 _DEFINITION = "__streamproc_workflow_definition__"
 _RUN = "__streamproc_workflow_run__"
+_SIGNAL = "__streamproc_workflow_signal__"
+_QUERY = "__streamproc_workflow_query__"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HandlerDefinition:
+    """A signal or query handler: the name it answers to (None: dynamic, any name not
+    handled otherwise, called with the name and the list of arguments) and its method."""
+
+    name: str | None
+    method: str
+
+    @property
+    def dynamic(self) -> bool:
+        return self.name is None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class WorkflowDefinition:
-    """A workflow type: the class a worker instantiates per run and its run method."""
+    """A workflow type: the class a worker instantiates per run, its run method, and its
+    signal and query handlers by name."""
 
     name: str
     cls: type
     run_method: str
+    signals: dict[str, HandlerDefinition] = dataclasses.field(default_factory=dict)
+    queries: dict[str, HandlerDefinition] = dataclasses.field(default_factory=dict)
+    dynamic_signal: HandlerDefinition | None = None
+    dynamic_query: HandlerDefinition | None = None
 
     @staticmethod
     def of(cls: type) -> WorkflowDefinition:
@@ -59,7 +81,10 @@ def defn(cls: C | None = None, *, name: str | None = None) -> C | Callable[[C], 
         if len(runs) != 1:
             raise TypeError(f"workflow {c.__qualname__} needs exactly one @workflow.run method, "
                             f"found {len(runs)}: {runs}")
-        setattr(c, _DEFINITION, WorkflowDefinition(workflow_type, c, runs[0]))
+        signals, dynamic_signal = _handlers(c, _SIGNAL, "signal")
+        queries, dynamic_query = _handlers(c, _QUERY, "query")
+        setattr(c, _DEFINITION, WorkflowDefinition(workflow_type, c, runs[0], signals, queries,
+                                                   dynamic_signal, dynamic_query))
         return c
 
     return decorate(cls) if cls is not None else decorate
@@ -71,3 +96,86 @@ def run(fn: F) -> F:
         raise TypeError(f"@workflow.run needs an async method, got {getattr(fn, '__qualname__', fn)!r}")
     setattr(fn, _RUN, True)
     return fn
+
+
+def _handlers(c: type, marker: str, kind: str) -> tuple[dict[str, HandlerDefinition], HandlerDefinition | None]:
+    named: dict[str, HandlerDefinition] = {}
+    dynamic: HandlerDefinition | None = None
+    for attr, value in inspect.getmembers(c):
+        handler = getattr(value, marker, None)
+        if not isinstance(handler, HandlerDefinition):
+            continue
+        handler = dataclasses.replace(handler, method=attr)
+        if handler.dynamic:
+            if dynamic is not None:
+                raise TypeError(f"workflow {c.__qualname__} has two dynamic {kind} handlers: "
+                                f"{dynamic.method} and {attr}")
+            dynamic = handler
+        elif handler.name in named:
+            raise TypeError(f"workflow {c.__qualname__} has two {kind} handlers named {handler.name!r}: "
+                            f"{named[handler.name].method} and {attr}")
+        else:
+            named[handler.name] = handler
+    return named, dynamic
+
+
+def _handler_decorator(marker: str, kind: str, fn: F | None, name: str | None, dynamic: bool,
+                       check: Callable[[Callable[..., Any]], None]) -> F | Callable[[F], F]:
+    if name is not None and dynamic:
+        raise ValueError(f"a {kind} handler has a name or is dynamic, not both")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ValueError(f"{kind} name must be a non-empty string, got {name!r}")
+
+    def decorate(f: F) -> F:
+        if not callable(f):
+            raise TypeError(f"@workflow.{kind} needs a method, got {f!r}")
+        check(f)
+        setattr(f, marker, HandlerDefinition(None if dynamic else (name or f.__name__), f.__name__))
+        return f
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def signal(fn: F | None = None, *, name: str | None = None, dynamic: bool = False) -> F | Callable[[F], F]:
+    """Mark a method as the handler of the signal `name` (default: the method's name).
+
+    The handler may be ``def`` or ``async def``; it runs on the workflow's event loop, in
+    the order signals were recorded, before the code waiting on other events resumes.
+    With ``dynamic=True`` it gets every signal no other handler takes, as
+    ``handler(self, name, args)``.
+    """
+    return _handler_decorator(_SIGNAL, "signal", fn, name, dynamic, lambda f: None)
+
+
+def _check_query(f: Callable[..., Any]) -> None:
+    if inspect.iscoroutinefunction(f):
+        raise TypeError(f"@workflow.query handler {f.__qualname__} must not be async: a query only reads state")
+
+
+def query(fn: F | None = None, *, name: str | None = None, dynamic: bool = False) -> F | Callable[[F], F]:
+    """Mark a plain (not async) method as the handler of the query `name` (default: the
+    method's name). A query reads the workflow's state: it may not issue commands, draw
+    random numbers or wait. With ``dynamic=True`` it answers every query no other handler
+    takes, as ``handler(self, name, args)``."""
+    return _handler_decorator(_QUERY, "query", fn, name, dynamic, _check_query)
+
+
+def _name_of(handler: str | Callable[..., Any], marker: str, kind: str) -> str:
+    if isinstance(handler, str):
+        if not handler:
+            raise ValueError(f"{kind} name must be a non-empty string")
+        return handler
+    definition = getattr(handler, marker, None)
+    if not isinstance(definition, HandlerDefinition) or definition.dynamic:
+        raise TypeError(f"expected a {kind} name or a @workflow.{kind} method, got {handler!r}")
+    return definition.name
+
+
+def signal_name_of(handler: str | Callable[..., Any]) -> str:
+    """The name of a signal given as a name or as its @workflow.signal method."""
+    return _name_of(handler, _SIGNAL, "signal")
+
+
+def query_name_of(handler: str | Callable[..., Any]) -> str:
+    """The name of a query given as a name or as its @workflow.query method."""
+    return _name_of(handler, _QUERY, "query")

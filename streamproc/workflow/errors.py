@@ -4,13 +4,20 @@ task-failure causes. Workflow code sees the same ``ApplicationError`` and
 
 from __future__ import annotations
 
-from streamproc.exceptions import ContinueAsNewError, NonDeterminismError, NondeterministicCallError, NotInWorkflowError
+from streamproc.exceptions import (
+    ContinueAsNewError,
+    NonDeterminismError,
+    NondeterministicCallError,
+    NotInWorkflowError,
+    ReadOnlyContextError,
+)
 
 __all__ = [
     "NonDeterminismError",
     "ContinueAsNewError",
     "NondeterministicCallError",
     "NotInWorkflowError",
+    "ReadOnlyContextError",
     "NON_DETERMINISTIC_ERROR",
     "WORKFLOW_WORKER_UNHANDLED_FAILURE",
 ]

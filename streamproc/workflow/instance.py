@@ -22,6 +22,7 @@ from typing import Any
 
 from streamproc.activity.failures import failure_from_exception
 from streamproc.converter import DataConverter
+from streamproc.exceptions import WorkflowQueryFailedError
 from streamproc.semantics.workflow_events import COMMAND_EVENT_TYPES, EventType
 from streamproc.workflow.commands import Command, describe, describe_event, is_patch_marker, mismatch, patch_id_of
 from streamproc.workflow.definition import WorkflowDefinition
@@ -108,6 +109,26 @@ class WorkflowInstance:
         self._diverged = outcome.failed
         self._outcome = outcome
         return outcome
+
+    def query(self, query_type: str, query_input: str | None) -> str:
+        """The encoded answer of the query handler `query_type` to `query_input` (a JSON
+        list of arguments), on the run's state after the history this instance was given
+        (replayed first if it was not yet). Nothing the run does changes: a query is
+        read-only. Raises WorkflowQueryFailedError."""
+        outcome = self.activate() if self._outcome is None else self._outcome
+        if outcome.failed:
+            raise WorkflowQueryFailedError(f"the workflow cannot answer queries: its last task failed: "
+                                           f"{outcome.failure.get('message') if outcome.failure else outcome.error}")
+        if self._runtime is None or not self._runtime.started:
+            raise WorkflowQueryFailedError("workflow execution not ready to handle the request: "
+                                           "its first workflow task has not run yet")
+        try:
+            args = list(self.data_converter.decode_args(query_input))
+            return self.data_converter.encode(self._runtime.query(query_type, args))
+        except WorkflowQueryFailedError:
+            raise
+        except Exception as exc:  # the handler's own error is the query's failure
+            raise WorkflowQueryFailedError(f"{type(exc).__name__}: {exc}") from exc
 
     # -- the walk -------------------------------------------------------------------------
     def _start_over(self) -> None:

@@ -21,13 +21,15 @@ from typing import Any
 from streamproc.activity import errors
 from streamproc.activity.failures import failure_from_exception
 from streamproc.converter import DataConverter, PayloadEncodingError
+from streamproc.exceptions import WorkflowQueryFailedError
 from streamproc.protocol.workflow_commands import WorkflowCommandType as CommandType
 from streamproc.semantics.workflow_events import EventType
 from streamproc.workflow.activity_outcomes import ACTIVITY_CLOSE_EVENTS, activity_error, activity_result
 from streamproc.workflow.commands import PATCH_MARKER, Command
 from streamproc.workflow.definition import WorkflowDefinition
-from streamproc.workflow.errors import ContinueAsNewError, NotInWorkflowError
+from streamproc.workflow.errors import ContinueAsNewError, NotInWorkflowError, ReadOnlyContextError
 from streamproc.workflow.event_loop import WorkflowEventLoop
+from streamproc.workflow.handlers import WorkflowHandlers
 from streamproc.workflow.run_info import Info
 
 __all__ = ["WorkflowRuntime", "OpenActivity", "OpenTimer", "current_runtime"]
@@ -93,6 +95,9 @@ class WorkflowRuntime:
         self._conditions: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._patches: dict[str, bool] = {}
         self._patches_recorded: frozenset[str] = frozenset()
+        self.handlers = WorkflowHandlers(self)
+        #: Set while a query runs: the run's state may be read, not changed.
+        self._read_only = False
 
     # -- driven by the instance -----------------------------------------------------------
     def activate(self, resolutions: list[dict[str, Any]], now_ms: int, replaying: bool,
@@ -105,14 +110,57 @@ class WorkflowRuntime:
         if self._main is None:
             self._main = self.loop.create_task(self._run_workflow(), name="workflow run")
             self._main.add_done_callback(self._on_main_done)
+        # Signals first, in the order recorded, then what resolves activities and timers,
+        # as Temporal orders an activation's jobs.
+        for event in resolutions:
+            if event["event_type"] == _E.WORKFLOW_EXECUTION_SIGNALED.name:
+                self.handlers.signal(event)
         for event in resolutions:
             self._resolve(event)
         self.loop.run_until_idle(self._check_conditions)
+        if self._close is not None:
+            self.handlers.drop_waiting()
         return self._commands + ([self._close] if self._close is not None else [])
+
+    def query(self, name: str, args: list[Any]) -> Any:
+        """Run the query handler `name` on the run's state as it is now, read-only."""
+        outcome: list[Any] = []
+
+        async def run() -> None:
+            outcome.append(self.handlers.query(name, args))
+
+        self._read_only = True
+        try:
+            task = self.loop.create_task(run(), name=f"query {name}")
+            self.loop.run_until_idle()
+        finally:
+            self._read_only = False
+        if not task.done():
+            task.cancel()
+            self.loop.run_until_idle()
+            raise WorkflowQueryFailedError(f"query handler {name!r} did not return at once: a query may not wait")
+        task.result()  # what the handler raised
+        return outcome[0]
+
+    def assert_writable(self, action: str) -> None:
+        """Raise ReadOnlyContextError while a query runs (Temporal's message)."""
+        if self._read_only:
+            raise ReadOnlyContextError(f"While in read-only function, action attempted: {action}")
+
+    def handler_failed(self, error: BaseException) -> None:
+        """A signal handler raised: a workflow failure fails the run, anything else the task."""
+        if isinstance(error, asyncio.CancelledError):
+            return
+        self._end_with(error)
 
     @property
     def closed(self) -> bool:
         return self._close is not None
+
+    @property
+    def started(self) -> bool:
+        """Whether the workflow code has run (its first workflow task was activated)."""
+        return self._main is not None
 
     def command_recorded(self, command: Command, event: dict[str, Any]) -> None:
         """The engine recorded `command` as `event`: remember the event id close events use."""
@@ -132,6 +180,7 @@ class WorkflowRuntime:
 
     # -- called by workflow code ----------------------------------------------------------
     def schedule_activity(self, command: Command, activity_id: str | None) -> OpenActivity:
+        self.assert_writable("schedule activity")
         activity_id = activity_id or self._next_id()
         command = {"type": CommandType.SCHEDULE_ACTIVITY_TASK, "activity_id": activity_id, **command}
         activity = OpenActivity(activity_id, command["activity_type"], self.loop.create_future(), command)
@@ -142,6 +191,7 @@ class WorkflowRuntime:
     def request_cancel_activity(self, activity: OpenActivity) -> bool:
         """Ask the engine to cancel `activity`; False if there is nothing to wait for
         (it closed already, or was never sent and is now dropped)."""
+        self.assert_writable("cancel activity")
         if activity.future.done():
             return False
         if activity.command in self._commands and activity.scheduled_event_id is None:
@@ -157,6 +207,7 @@ class WorkflowRuntime:
         return True
 
     def start_timer(self, duration_ms: int) -> OpenTimer:
+        self.assert_writable("start timer")
         timer_id = self._next_id()
         command = {"type": CommandType.START_TIMER, "timer_id": timer_id, "start_to_fire_timeout_ms": duration_ms}
         timer = OpenTimer(timer_id, self.loop.create_future(), command)
@@ -185,6 +236,7 @@ class WorkflowRuntime:
     def patched(self, patch_id: str, *, deprecated: bool) -> bool:
         """Temporal's rule: new code paths run on first execution (and record a marker);
         on replay only where the marker was recorded. Memoised per run."""
+        self.assert_writable("patch")
         if patch_id in self._patches:
             return self._patches[patch_id]
         use = not self.replaying or patch_id in self._patches_recorded
@@ -197,6 +249,7 @@ class WorkflowRuntime:
         return use
 
     def uuid4(self) -> uuid.UUID:
+        self.assert_writable("uuid4")
         return uuid.UUID(int=self.random.getrandbits(128), version=4)
 
     # -- internals ------------------------------------------------------------------------
@@ -215,6 +268,8 @@ class WorkflowRuntime:
 
     async def _run_workflow(self) -> Any:
         workflow = self.definition.cls()
+        if self.handlers.bind(workflow):
+            await asyncio.sleep(0)  # signals recorded before the first task run before the run method
         return await getattr(workflow, self.definition.run_method)(*self.converter.decode_args(self._input))
 
     def _on_main_done(self, main: asyncio.Task[Any]) -> None:
@@ -225,7 +280,14 @@ class WorkflowRuntime:
                 self._close = {"type": CommandType.COMPLETE_WORKFLOW_EXECUTION, "result": self.converter.encode(main.result())}
             except TypeError as exc:
                 self.task_failure = exc
-        elif isinstance(error, ContinueAsNewError):
+        else:
+            self._end_with(error)
+
+    def _end_with(self, error: BaseException) -> None:
+        """How an exception out of workflow code ends the run (or fails the task)."""
+        if self._close is not None:
+            return
+        if isinstance(error, ContinueAsNewError):
             self._close = {
                 "type": CommandType.CONTINUE_AS_NEW_WORKFLOW_EXECUTION,
                 "workflow_type": error.workflow_type or self.info.workflow_type,

@@ -33,7 +33,7 @@ _COMMAND_EVENTS = {
 class History:
     def __init__(self, workflow_type: str, *args: Any, workflow_id: str = "wf-1",
                  run_id: str = "run-1", task_queue: str = "orders", start_ms: int = START_MS,
-                 run_timeout_ms: int = 0) -> None:
+                 run_timeout_ms: int = 0, start_signal: tuple[str, list[Any]] | None = None) -> None:
         self.events: list[dict[str, Any]] = []
         self.now_ms = start_ms
         self._scheduled_task = 0
@@ -44,6 +44,8 @@ class History:
                  original_execution_run_id=run_id, first_execution_run_id=run_id,
                  continued_execution_run_id="", retry_policy=None, identity="client",
                  workflow_execution_expiration_time_ms=0)
+        if start_signal is not None:  # signal-with-start: recorded before the first task
+            self.signaled(*start_signal)
         self.schedule_task()
 
     def add(self, event_type: str, **attributes: Any) -> dict[str, Any]:
@@ -115,6 +117,10 @@ class History:
         started = next(e["event_id"] for e in self.events if e["event_type"] == "TIMER_STARTED"
                        and e["attributes"]["timer_id"] == timer_id)
         self.add("TIMER_FIRED", timer_id=timer_id, started_event_id=started)
+
+    def signaled(self, name: str, args: list[Any] | tuple[Any, ...] = ()) -> None:
+        self.add("WORKFLOW_EXECUTION_SIGNALED", signal_name=name, input=encode_args(list(args)), identity="client",
+                 external_workflow_execution=None)
 
     def cancel_requested(self) -> None:
         self.add("WORKFLOW_EXECUTION_CANCEL_REQUESTED", cause="", identity="client")

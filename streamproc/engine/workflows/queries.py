@@ -10,8 +10,6 @@ reject condition refuses is answered QUERY_REJECTED with the run's status.
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
@@ -19,33 +17,18 @@ from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.requests import find_run
 from streamproc.engine.workflows.runs import WF
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
-from streamproc.semantics.workflow_ids import WorkflowExecutionStatus as Status
+from streamproc.semantics.workflow_ids import QueryRejectCondition
 
-__all__ = ["QueryRejectCondition", "query"]
-
-
-class QueryRejectCondition(IntEnum):
-    """Temporal's QueryRejectCondition: which closed runs refuse queries."""
-
-    NONE = 1
-    NOT_OPEN = 2
-    NOT_COMPLETED_CLEANLY = 3
-
-    def rejects(self, status: Status) -> bool:
-        if self is QueryRejectCondition.NOT_OPEN:
-            return status is not Status.RUNNING
-        if self is QueryRejectCondition.NOT_COMPLETED_CLEANLY:
-            return status not in (Status.RUNNING, Status.COMPLETED)
-        return False
+__all__ = ["query"]
 
 
 def _problem(ctx: ProcessingContext, cmd: Record) -> str | None:
     v = cmd.value
     if not v["query_type"]:
         return "QueryType is not set on request."
-    if v["query_reject_condition"] and v["query_reject_condition"] not in QueryRejectCondition.__members__:
-        return (f"query_reject_condition must be one of {', '.join(QueryRejectCondition.__members__)}, "
-                f"got {v['query_reject_condition']!r}")
+    allowed = [c.name for c in QueryRejectCondition if c]
+    if v["query_reject_condition"] and v["query_reject_condition"] not in allowed:
+        return f"query_reject_condition must be one of {', '.join(allowed)}, got {v['query_reject_condition']!r}"
     if cmd.reply_partition < 0:
         return "a query needs a reply partition: its answer is only ever a reply"
     return check_json(v["input"] if v["input"] is not None else "null", "query input", ctx.limits.max_payload_bytes)

@@ -1,0 +1,220 @@
+"""Signal and query handlers in the SDK: order, timing, buffering, read-only queries."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from streamproc import workflow
+from streamproc.exceptions import WorkflowQueryFailedError
+from streamproc.workflow.instance import WorkflowInstance
+from tests.workflow.history import Run
+
+
+@workflow.defn
+class Order:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.approved = False
+        self.seen_at_start: list[str] | None = None
+
+    @workflow.run
+    async def run(self, customer: str) -> dict:
+        self.seen_at_start = list(self.items)
+        await workflow.wait_condition(lambda: self.approved, timeout=timedelta(days=3))
+        return {"customer": customer, "items": self.items}
+
+    @workflow.signal
+    def add_item(self, item: str) -> None:
+        self.items.append(item)
+
+    @workflow.signal(name="approve")
+    async def approve_it(self) -> None:
+        self.approved = True
+
+    @workflow.query
+    def count(self) -> int:
+        return len(self.items)
+
+    @workflow.query(name="first")
+    def first_item(self) -> str:
+        return self.items[0]
+
+    @workflow.query
+    def sneaky(self) -> None:
+        workflow.start_activity("charge", start_to_close_timeout=timedelta(seconds=5))
+
+
+def _complete(commands):
+    return [c for c in commands if c["type"] == "COMPLETE_WORKFLOW_EXECUTION"]
+
+
+def test_signals_reach_their_handlers_in_the_order_recorded_and_complete_the_run():
+    run = Run(Order, "ann")
+    run.step()
+    for item in ("a", "b", "c"):
+        run.history.signaled("add_item", [item])
+    run.history.signaled("approve")
+    run.history.schedule_task()
+    (close,) = _complete(run.step())
+    assert close["result"] == '{"customer":"ann","items":["a","b","c"]}'
+    assert run.replay().commands == []  # the recorded history replays without a mismatch
+
+
+def test_signals_recorded_before_the_first_task_run_before_the_run_method():
+    run = Run(Order, "ann", start_signal=("add_item", ["early"]))
+    run.step()
+    assert run.instance._runtime._main is not None
+    assert run.instance.query("count", "[]") == "1"
+    instance = WorkflowInstance(run.definition, run.history.events)
+    instance.activate()
+    # seen_at_start proves the handler ran before the run method's first line
+    assert instance._runtime.handlers._signals["add_item"].__self__.seen_at_start == ["early"]
+
+
+def test_a_signal_with_no_handler_waits_for_one_set_later():
+    @workflow.defn
+    class Late:
+        def __init__(self) -> None:
+            self.got: list[str] = []
+
+        @workflow.run
+        async def run(self) -> list:
+            await workflow.sleep(timedelta(seconds=1))
+            workflow.set_signal_handler("late", lambda x: self.got.append(x))
+            await workflow.wait_condition(lambda: len(self.got) == 2)
+            return self.got
+
+    run = Run(Late)
+    run.step()
+    run.history.signaled("late", ["one"])
+    run.history.signaled("late", ["two"])
+    run.history.timer_fired("1")
+    run.history.schedule_task()
+    (close,) = _complete(run.step())
+    assert close["result"] == '["one","two"]'
+
+
+def test_a_dynamic_signal_handler_gets_the_name_and_the_arguments():
+    @workflow.defn
+    class Dyn:
+        def __init__(self) -> None:
+            self.got: list = []
+
+        @workflow.run
+        async def run(self) -> list:
+            await workflow.wait_condition(lambda: len(self.got) == 2)
+            return self.got
+
+        @workflow.signal(dynamic=True)
+        def anything(self, name: str, args: list) -> None:
+            self.got.append([name, *args])
+
+    run = Run(Dyn)
+    run.step()
+    run.history.signaled("x", [1])
+    run.history.signaled("y", [2, 3])
+    run.history.schedule_task()
+    (close,) = _complete(run.step())
+    assert close["result"] == '[["x",1],["y",2,3]]'
+
+
+def test_a_signal_handler_that_raises_an_application_error_fails_the_run():
+    @workflow.defn
+    class Strict:
+        @workflow.run
+        async def run(self) -> None:
+            await workflow.wait_condition(lambda: False)
+
+        @workflow.signal
+        def refuse(self) -> None:
+            raise workflow.ApplicationError("not now", type="Refused")
+
+    run = Run(Strict)
+    run.step()
+    run.history.signaled("refuse")
+    run.history.schedule_task()
+    (fail,) = [c for c in run.step() if c["type"] == "FAIL_WORKFLOW_EXECUTION"]
+    assert fail["failure"]["message"] == "not now"
+
+
+def test_queries_read_state_and_fail_clearly():
+    run = Run(Order, "ann")
+    run.step()
+    run.history.signaled("add_item", ["a"])
+    run.history.schedule_task()
+    run.step()
+    assert run.instance.query("count", "[]") == "1"
+    assert run.instance.query("first", "[]") == '"a"'
+    with pytest.raises(WorkflowQueryFailedError, match=r"Query handler for 'nope' expected but not found, "
+                                                        r"known queries: \[__stack_trace count first sneaky\]"):
+        run.instance.query("nope", "[]")
+    with pytest.raises(WorkflowQueryFailedError, match="While in read-only function, action attempted: schedule activity"):
+        run.instance.query("sneaky", "[]")
+    # the failed query changed nothing: the next task still replays and completes
+    run.history.signaled("approve")
+    run.history.schedule_task()
+    assert _complete(run.step())
+    assert run.replay().commands == []
+
+
+def test_a_query_on_a_closed_run_replays_it_and_stack_trace_shows_waiting_coroutines():
+    run = Run(Order, "ann")
+    run.step()
+    stack = run.instance.query("__stack_trace", "[]")
+    assert "wait_condition" in stack
+    run.history.signaled("add_item", ["a"])
+    run.history.signaled("approve")
+    run.history.schedule_task()
+    run.step()
+    fresh = WorkflowInstance(run.definition, run.history.events)
+    assert fresh.query("count", "[]") == "1"
+
+
+def test_query_handlers_may_not_be_async_and_names_are_unique():
+    with pytest.raises(TypeError, match="must not be async"):
+        class Bad:
+            @workflow.query
+            async def q(self) -> int:
+                return 1
+    with pytest.raises(TypeError, match="two signal handlers named 's'"):
+        @workflow.defn
+        class Twice:
+            @workflow.run
+            async def run(self) -> None: ...
+
+            @workflow.signal(name="s")
+            def a(self) -> None: ...
+
+            @workflow.signal(name="s")
+            def b(self) -> None: ...
+
+
+def test_all_handlers_finished_waits_for_async_handlers():
+    @workflow.defn
+    class Patient:
+        def __init__(self) -> None:
+            self.done = False
+
+        @workflow.run
+        async def run(self) -> bool:
+            await workflow.wait_condition(lambda: self.done)
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            return True
+
+        @workflow.signal
+        async def slow(self) -> None:
+            self.done = True
+            await workflow.sleep(timedelta(seconds=5))
+
+    run = Run(Patient)
+    run.step()
+    run.history.signaled("slow")
+    run.history.schedule_task()
+    commands = run.step()
+    assert [c["type"] for c in commands] == ["START_TIMER"]  # not complete: the handler still sleeps
+    run.history.timer_fired(commands[0]["timer_id"])
+    run.history.schedule_task()
+    assert _complete(run.step())
