@@ -1,4 +1,5 @@
-"""`streamproc workflow start|result|describe|show|cancel|terminate|list`.
+"""`streamproc workflow start|result|describe|show|cancel|terminate|list` (signal, query and
+stack are in `workflow_messages.py`).
 
 Options are named as Temporal's CLI names them (``--workflow-id/-w``, ``--type``,
 ``--task-queue/-t``, ``--input/-i``, ``--run-id/-r``). Every command prints a human
@@ -18,7 +19,14 @@ import orjson
 
 from streamproc.cli.params import json_value
 from streamproc.client.client import Client
-from streamproc.client.errors import FailureError, RequestNotSentError, WorkflowFailureError
+from streamproc.client.errors import (
+    CommandRejectedError,
+    FailureError,
+    RequestNotSentError,
+    WorkflowFailureError,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
 from streamproc.semantics.workflow_ids import (
     WorkflowIdConflictPolicy,
     WorkflowIdReusePolicy,
@@ -196,7 +204,8 @@ def _guarded(call):
     """Run a client call; an error the user can act on becomes a message, not a traceback."""
     try:
         return call()
-    except (FailureError, TimeoutError, ValueError, RequestNotSentError) as exc:
+    except (FailureError, TimeoutError, ValueError, RequestNotSentError, CommandRejectedError,
+            WorkflowQueryFailedError, WorkflowQueryRejectedError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -40,6 +40,25 @@ class Waiter:
         await workflow.sleep(timedelta(days=1))
 
 
+@workflow.defn
+class Mailbox:
+    def __init__(self) -> None:
+        self.letters: list = []
+
+    @workflow.run
+    async def run(self) -> list:
+        await workflow.wait_condition(lambda: "stop" in self.letters)
+        return self.letters
+
+    @workflow.signal
+    def post(self, letter: object) -> None:
+        self.letters.append(letter)
+
+    @workflow.query
+    def letters_from(self, who: str) -> list:
+        return [letter for letter in self.letters if isinstance(letter, dict) and letter.get("from") == who]
+
+
 @pytest.fixture
 def cli(bootstrap, namespace, tmp_path, monkeypatch):
     monkeypatch.setenv("STREAMPROC_BOOTSTRAP", bootstrap)
@@ -57,7 +76,7 @@ def cli(bootstrap, namespace, tmp_path, monkeypatch):
         return result.stdout if code == 0 else result.output
 
     with EngineThread(settings, idle_poll_ms=10), Client(bootstrap, namespace) as client, \
-            Worker(client, task_queue=QUEUE, workflows=[Greeter, Waiter], activities=[greet]):
+            Worker(client, task_queue=QUEUE, workflows=[Greeter, Waiter, Mailbox], activities=[greet]):
         yield run
 
 
@@ -95,3 +114,23 @@ def test_a_duplicate_start_and_a_terminated_run_are_reported(cli):
     running = orjson.loads(cli("list", "--status", "RUNNING", "-o", "json"))
     assert running == []
     assert "not found" in cli("describe", "-w", "no-such-workflow", code=1).lower()
+
+
+def test_signal_query_and_stack(cli):
+    cli("start", "--type", "Mailbox", "-t", QUEUE, "-w", "mail-1")
+    assert "signal post sent to mail-1" in cli("signal", "-w", "mail-1", "--name", "post", "-i", '{"from": "ann"}')
+    cli("signal", "-w", "mail-1", "--name", "post", "-i", '{"from": "bob"}')
+    assert orjson.loads(cli("query", "-w", "mail-1", "--type", "letters_from", "-i", '"ann"')) == [{"from": "ann"}]
+    answer = orjson.loads(cli("query", "-w", "mail-1", "--type", "letters_from", "-i", '"bob"', "-o", "json"))
+    assert answer == {"workflow_id": "mail-1", "query_type": "letters_from", "result": [{"from": "bob"}]}
+    assert "wait_condition" in cli("stack", "-w", "mail-1")
+    # errors are one line, never a traceback
+    unknown = cli("query", "-w", "mail-1", "--type", "nope", code=1)
+    assert "Query handler for 'nope' expected but not found" in unknown and "Traceback" not in unknown
+    cli("signal", "-w", "mail-1", "--name", "post", "-i", '"stop"')
+    assert orjson.loads(cli("result", "-w", "mail-1", "--timeout", "60")) == [{"from": "ann"}, {"from": "bob"}, "stop"]
+    closed = cli("signal", "-w", "mail-1", "--name", "post", "-i", "1", code=1)
+    assert "workflow execution already completed" in closed and "Traceback" not in closed
+    rejected = cli("query", "-w", "mail-1", "--type", "letters_from", "-i", '"ann"',
+                   "--reject-condition", "NOT_OPEN", code=1)
+    assert "Query rejected, workflow status: COMPLETED" in rejected

@@ -1,0 +1,67 @@
+"""`streamproc workflow signal|query|stack`: talk to a running (or, for queries, closed) run.
+
+Named as Temporal's CLI names them: ``signal --name``, ``query --type``, ``stack``
+(the built-in ``__stack_trace`` query); arguments are JSON values, one ``--input`` each.
+"""
+
+from __future__ import annotations
+
+import click
+import orjson
+
+from streamproc.cli.params import json_value
+from streamproc.cli.workflow_commands import _OUTPUT, _RUN_ID, _WORKFLOW_ID, _echo_json, _guarded, workflow
+from streamproc.client.client import Client
+from streamproc.semantics.workflow_ids import QueryRejectCondition
+
+_INPUTS = click.option("--input", "-i", "inputs", multiple=True,
+                       help="JSON value of an argument; repeat for several arguments.")
+
+
+@workflow.command("signal")
+@_WORKFLOW_ID
+@_RUN_ID
+@click.option("--name", required=True, help="Signal name.")
+@_INPUTS
+def workflow_signal(workflow_id: str, run_id: str | None, name: str, inputs: tuple[str, ...]) -> None:
+    """Send a signal; returns once the run recorded it."""
+    with Client(identity="streamproc-cli") as client:
+        _guarded(lambda: client.get_workflow_handle(workflow_id, run_id=run_id).signal(
+            name, args=[json_value(text) for text in inputs]))
+    click.echo(f"signal {name} sent to {workflow_id}")
+
+
+@workflow.command("query")
+@_WORKFLOW_ID
+@_RUN_ID
+@click.option("--type", "query_type", required=True, help="Query name.")
+@_INPUTS
+@click.option("--reject-condition", type=click.Choice([c.name for c in QueryRejectCondition if c]), default=None,
+              help="Refuse the query when the run is not open (NOT_OPEN) or did not complete (NOT_COMPLETED_CLEANLY).")
+@click.option("--timeout", type=click.FloatRange(0), default=30.0, show_default=True,
+              help="Seconds to wait for a worker's answer.")
+@_OUTPUT
+def workflow_query(workflow_id: str, run_id: str | None, query_type: str, inputs: tuple[str, ...],
+                   reject_condition: str | None, timeout: float, output: str) -> None:
+    """Ask the workflow's code (through a worker) a question about its state."""
+    with Client() as client:
+        result = _guarded(lambda: client.get_workflow_handle(workflow_id, run_id=run_id).query(
+            query_type, args=[json_value(text) for text in inputs],
+            reject_condition=QueryRejectCondition[reject_condition] if reject_condition else None,
+            rpc_timeout=timeout))
+    if output == "json":
+        _echo_json({"workflow_id": workflow_id, "query_type": query_type, "result": result})
+    else:
+        click.echo(orjson.dumps(result).decode())
+
+
+@workflow.command("stack")
+@_WORKFLOW_ID
+@_RUN_ID
+@click.option("--timeout", type=click.FloatRange(0), default=30.0, show_default=True,
+              help="Seconds to wait for a worker's answer.")
+def workflow_stack(workflow_id: str, run_id: str | None, timeout: float) -> None:
+    """Show where each of the workflow's coroutines waits (the __stack_trace query)."""
+    with Client() as client:
+        click.echo(_guarded(lambda: client.get_workflow_handle(workflow_id, run_id=run_id).query(
+            "__stack_trace", rpc_timeout=timeout)))

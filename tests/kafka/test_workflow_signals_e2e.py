@@ -1,0 +1,171 @@
+"""Signals and queries end to end on a real broker: engine (manual clock), Worker, client."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from streamproc import workflow
+from streamproc.client import (
+    Client,
+    QueryRejectCondition,
+    WorkflowAlreadyStartedError,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
+from streamproc.client.errors import CommandRejectedError
+from streamproc.clock import ManualClock
+from streamproc.semantics.workflow_history import check_well_formed
+from streamproc.semantics.workflow_events import EventType
+from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
+from streamproc.settings import Settings
+from streamproc.worker import Worker
+from tests.support.engines import EngineThread
+
+pytestmark = pytest.mark.kafka
+
+QUEUE = "signals"
+SENDERS, PER_SENDER = 10, 100
+
+
+@workflow.defn
+class Order:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.approved = False
+
+    @workflow.run
+    async def run(self, customer: str) -> dict:
+        await workflow.wait_condition(lambda: self.approved, timeout=timedelta(days=3))
+        return {"customer": customer, "items": self.items}
+
+    @workflow.signal
+    def add_item(self, item: str) -> None:
+        self.items.append(item)
+
+    @workflow.signal(name="approve")
+    async def approve(self) -> None:
+        self.approved = True
+
+    @workflow.query
+    def count(self) -> int:
+        return len(self.items)
+
+    @workflow.query
+    def broken(self) -> int:
+        raise ValueError("no answer today")
+
+
+@workflow.defn
+class Collector:
+    """Keeps every signal's value, in the order the workflow saw them, until `expected`."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @workflow.run
+    async def run(self, expected: int) -> list[str]:
+        await workflow.wait_condition(lambda: len(self.seen) >= expected)
+        return self.seen
+
+    @workflow.signal
+    def put(self, value: str) -> None:
+        self.seen.append(value)
+
+
+@pytest.fixture
+def client(bootstrap, namespace, tmp_path):
+    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path,
+                        engine_id="signals")
+    with EngineThread(settings, clock=ManualClock(), idle_poll_ms=10), Client(bootstrap, namespace) as c, \
+            Worker(c, task_queue=QUEUE, workflows=[Order, Collector], identity="signals-worker"):
+        yield c
+
+
+def _signaled(handle) -> list[dict]:
+    return [e["attributes"] for e in handle.fetch_history().events if e["event_type"] == "WORKFLOW_EXECUTION_SIGNALED"]
+
+
+def test_the_order_workflow_is_driven_by_signals_and_read_by_queries(client):
+    handle = client.start_workflow(Order.run, "ann", id="order-1", task_queue=QUEUE)
+    handle.signal(Order.add_item, "apple")
+    handle.signal("add_item", "pear")
+    assert handle.query(Order.count) == 2
+    with pytest.raises(WorkflowQueryFailedError, match="ValueError: no answer today"):
+        handle.query(Order.broken)
+    with pytest.raises(WorkflowQueryFailedError, match="Query handler for 'nope' expected but not found"):
+        handle.query("nope")
+    assert "wait_condition" in handle.query("__stack_trace")
+    handle.signal(Order.approve)
+    assert handle.result(60) == {"customer": "ann", "items": ["apple", "pear"]}
+
+    history = [(e["event_id"], EventType[e["event_type"]], e["attributes"]) for e in handle.fetch_history().events]
+    assert check_well_formed(history) == []
+    assert [a["signal_name"] for a in _signaled(handle)] == ["add_item", "add_item", "approve"]
+    assert {a["identity"] for a in _signaled(handle)} == {client.identity}
+    # A closed run: queries replay it; a reject condition refuses; a signal is refused.
+    assert handle.query(Order.count) == 2
+    with pytest.raises(WorkflowQueryRejectedError) as rejected:
+        handle.query(Order.count, reject_condition=QueryRejectCondition.NOT_OPEN)
+    assert rejected.value.status is WorkflowExecutionStatus.COMPLETED
+    with pytest.raises(CommandRejectedError, match="workflow execution already completed"):
+        handle.signal(Order.add_item, "late")
+
+
+def test_a_thousand_signals_from_ten_senders_are_each_applied_once_in_one_order(client):
+    handle = client.start_workflow(Collector.run, SENDERS * PER_SENDER, id="collector", task_queue=QUEUE)
+    errors: list[BaseException] = []
+
+    def send(sender: int) -> None:
+        try:
+            with Client(client.bootstrap, client.topics.namespace) as own:
+                mine = own.get_workflow_handle("collector")
+                for n in range(PER_SENDER):
+                    mine.signal(Collector.put, f"{sender}-{n}")
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=send, args=(s,)) for s in range(SENDERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert errors == []
+    seen = handle.result(120)
+    assert sorted(seen) == sorted(f"{s}-{n}" for s in range(SENDERS) for n in range(PER_SENDER))
+    recorded = [a["input"] for a in _signaled(handle)]
+    assert [f'["{v}"]' for v in seen] == recorded  # the code saw them in history's order
+    for s in range(SENDERS):  # and each sender's in the order it sent them
+        mine = [v for v in seen if v.startswith(f"{s}-")]
+        assert mine == [f"{s}-{n}" for n in range(PER_SENDER)]
+
+
+def test_signal_with_start_racing_a_start_makes_one_run_that_gets_the_signal_once(client):
+    outcomes: dict[str, object] = {}
+
+    def plain() -> None:
+        try:
+            outcomes["start"] = client.start_workflow(Order.run, "bob", id="race", task_queue=QUEUE).run_id
+        except WorkflowAlreadyStartedError as exc:
+            outcomes["start"] = exc
+
+    def with_signal() -> None:
+        outcomes["sws"] = client.start_workflow(Order.run, "bob", id="race", task_queue=QUEUE,
+                                                start_signal=Order.add_item, start_signal_args=["gift"]).run_id
+
+    threads = [threading.Thread(target=plain), threading.Thread(target=with_signal)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    handle = client.get_workflow_handle("race")
+    if isinstance(outcomes["start"], WorkflowAlreadyStartedError):
+        assert outcomes["start"].run_id == outcomes["sws"]
+    else:
+        assert outcomes["start"] == outcomes["sws"]  # the signal went to the run the start made
+    assert handle.query(Order.count) == 1
+    handle.signal("approve")
+    assert handle.result(60) == {"customer": "bob", "items": ["gift"]}
+    assert [a["signal_name"] for a in _signaled(handle)] == ["add_item", "approve"]
