@@ -343,5 +343,5 @@ class WorkflowQueryRejectedError(Exception):
     """The run's status met the query's reject condition; ``status`` is that status."""
 
     def __init__(self, status: Any) -> None:
-        super().__init__(f"Query rejected, workflow status: {getattr(status, 'name', status)}")
+        super().__init__(f"Query rejected, status: {getattr(status, 'name', status)}")
         self.status = status

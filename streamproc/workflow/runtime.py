@@ -180,7 +180,7 @@ class WorkflowRuntime:
 
     # -- called by workflow code ----------------------------------------------------------
     def schedule_activity(self, command: Command, activity_id: str | None) -> OpenActivity:
-        self.assert_writable("schedule activity")
+        self.assert_writable("start activity")
         activity_id = activity_id or self._next_id()
         command = {"type": CommandType.SCHEDULE_ACTIVITY_TASK, "activity_id": activity_id, **command}
         activity = OpenActivity(activity_id, command["activity_type"], self.loop.create_future(), command)

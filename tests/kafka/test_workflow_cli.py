@@ -133,4 +133,4 @@ def test_signal_query_and_stack(cli):
     assert "workflow execution already completed" in closed and "Traceback" not in closed
     rejected = cli("query", "-w", "mail-1", "--type", "letters_from", "-i", '"ann"',
                    "--reject-condition", "NOT_OPEN", code=1)
-    assert "Query rejected, workflow status: COMPLETED" in rejected
+    assert "Query rejected, status: COMPLETED" in rejected

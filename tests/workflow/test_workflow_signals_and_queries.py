@@ -151,7 +151,7 @@ def test_queries_read_state_and_fail_clearly():
     with pytest.raises(WorkflowQueryFailedError, match=r"Query handler for 'nope' expected but not found, "
                                                         r"known queries: \[__stack_trace count first sneaky\]"):
         run.instance.query("nope", "[]")
-    with pytest.raises(WorkflowQueryFailedError, match="While in read-only function, action attempted: schedule activity"):
+    with pytest.raises(WorkflowQueryFailedError, match="While in read-only function, action attempted: start activity"):
         run.instance.query("sneaky", "[]")
     # the failed query changed nothing: the next task still replays and completes
     run.history.signaled("approve")
