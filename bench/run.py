@@ -28,10 +28,12 @@ SCENARIOS = {
     "workflow_latency_single": "bench.workflow_latency:run",
     "timer_accuracy": "bench.workflow_timers:run",
     "broker_restart_recovery": "bench.broker_restart_recovery",
+    "signal_throughput": "bench.workflow_messages:run_signals",
+    "query_latency": "bench.workflow_messages:run_queries",
 }
 #: Scenarios that take --workers and --profile (worker processes; py-spy files prefix).
 WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflow_latency_single",
-                      "timer_accuracy"}
+                      "timer_accuracy", "signal_throughput", "query_latency"}
 
 
 def main() -> int:

@@ -43,5 +43,50 @@ class OneTimer:
         return sleep_ms
 
 
-WORKFLOWS = [OneActivity, SequentialActivities, OneTimer]
+@workflow.defn(name="BenchSignalSink")
+class SignalSink:
+    """Counts `ping` signals until `stop`; `count` answers how many it got."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.stopped = False
+
+    @workflow.run
+    async def run(self, _: int) -> int:
+        await workflow.wait_condition(lambda: self.stopped)
+        return self.received
+
+    @workflow.signal
+    def ping(self, value: str) -> None:
+        self.received += 1
+
+    @workflow.signal
+    def stop(self) -> None:
+        self.stopped = True
+
+    @workflow.query
+    def count(self) -> int:
+        return self.received
+
+
+@workflow.defn(name="BenchLongHistory")
+class LongHistory:
+    """`steps` 1 ms sleeps: five history events each (a long history for replays)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    @workflow.run
+    async def run(self, steps: int) -> int:
+        for _ in range(steps):
+            await workflow.sleep(timedelta(milliseconds=1))
+            self.steps += 1
+        return steps
+
+    @workflow.query
+    def count(self) -> int:
+        return self.steps
+
+
+WORKFLOWS = [OneActivity, SequentialActivities, OneTimer, SignalSink, LongHistory]
 ACTIVITIES = [echo]

@@ -1,0 +1,170 @@
+"""Signals and queries (issue 16): how many signals a second reach running workflows, how
+long a signal takes to reach its handler, and how long a query takes.
+
+signal_throughput: 100 running `BenchSignalSink` workflows, one engine and one worker
+process. The bench sends SIGNAL commands itself (no reply asked: the events tell), round
+robin over the workflows, keeping `window` signals whose handler has not run yet.
+  signals_per_sec     = signals / (last handler run seen - first signal sent)
+  recorded_p50/p99_ms = WORKFLOW_EXECUTION_SIGNALED read - SIGNAL sent (what handle.signal waits)
+  handler_p50/p99_ms  = the WORKFLOW_TASK_COMPLETED after the signal read - SIGNAL sent (its
+                        handler ran in that task)
+First one signal at a time (`single_*`: the path's own latency), then with the window
+full (`saturated_*`).
+
+query_latency: `handle.query` round trips through the engine and the worker (the Python
+client, one at a time). cached: 20 running `BenchSignalSink` workflows the worker has
+in its sticky cache. uncached: completed `BenchLongHistory` runs of about 1,000 events
+(200 timers): the worker dropped them when they closed, so each query fetches the whole
+history (GET_HISTORY) and replays it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench.common import Bench, loadavg, now_ms, peek, percentiles
+from bench.workflow_common import PARTITIONS, WorkflowRig, report
+from streamproc.activity.payloads import encode_args
+from streamproc.protocol import codec
+from streamproc.protocol.partitioning import partition_for
+from streamproc.protocol.records import Record, ValueType, WorkflowIntent
+
+SINKS = 100
+_SIGNALED = b"WORKFLOW_EXECUTION_SIGNALED"
+_TASK_COMPLETED = b"WORKFLOW_TASK_COMPLETED"
+_CLOSED = b"WORKFLOW_EXECUTION_COMPLETED"
+
+
+class SignalTracker:
+    """Signals in flight per workflow: when each was sent, recorded, handled."""
+
+    def __init__(self, rig: WorkflowRig) -> None:
+        self.rig = rig
+        self.pending: dict[str, dict[str, dict]] = {}  # workflow id -> value -> times
+        self.done: list[dict] = []
+
+    def send(self, workflow_id: str, value: str) -> None:
+        self.pending.setdefault(workflow_id, {})[value] = {"sent": now_ms()}
+        self.rig.client.send(Record.command(ValueType.WORKFLOW, WorkflowIntent.SIGNAL, {
+            "workflow_id": workflow_id, "run_id": "", "signal_name": "ping", "input": encode_args([value]),
+            "identity": "bench"}, request_id=value), partition_for(workflow_id, self.rig.partitions))
+
+    @property
+    def in_flight(self) -> int:
+        return sum(len(p) for p in self.pending.values())
+
+    def poll(self) -> None:
+        for raw in self.rig.events.poll(0.005):
+            intent = peek(raw)[1]
+            if intent not in (_SIGNALED, _TASK_COMPLETED):
+                continue
+            record = codec.decode(raw, codec.AVRO_HEADERS)
+            mine = self.pending.get(record.value["workflow_id"], {})
+            if intent == _SIGNALED:
+                value = codec.decode(raw, codec.AVRO_HEADERS).value
+                entry = mine.get(_value_of(value["attributes"]))
+                if entry is not None:
+                    entry.update(recorded=now_ms(), event_id=value["event_id"])
+            else:
+                handled = [v for v, e in mine.items() if e.get("event_id", 1 << 62) < record.value["event_id"]]
+                for v in handled:
+                    entry = mine.pop(v)
+                    entry["handled"] = now_ms()
+                    self.done.append(entry)
+
+    def wait_all(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.in_flight:
+            if time.monotonic() > deadline:
+                self.rig.check_alive()
+                raise TimeoutError(f"{self.in_flight} signals not handled within {timeout_s} s")
+            self.poll()
+
+
+def _value_of(attributes: str) -> str:
+    import orjson
+
+    return orjson.loads(orjson.loads(attributes)["input"])[0]
+
+
+def _latencies(entries: list[dict], prefix: str) -> dict:
+    recorded = percentiles([e["recorded"] - e["sent"] for e in entries if "recorded" in e])
+    handled = percentiles([e["handled"] - e["sent"] for e in entries])
+    return {f"{prefix}_recorded_p50_ms": recorded["p50"], f"{prefix}_recorded_p99_ms": recorded["p99"],
+            f"{prefix}_handler_p50_ms": handled["p50"], f"{prefix}_handler_p99_ms": handled["p99"]}
+
+
+def _start_and_wait(rig: WorkflowRig, ids: list[str], workflow_type: str, arg: object, event: bytes,
+                    timeout_s: float) -> None:
+    """Start the runs; wait until each wrote `event` once."""
+    rig.events.poll(0.05)
+    for workflow_id in ids:
+        rig.send_start(workflow_id, workflow_type, arg)
+    waiting = set(ids)
+    deadline = time.monotonic() + timeout_s
+    while waiting:
+        for raw in rig.events.poll(0.02):
+            if peek(raw)[1] == event:
+                waiting.discard(codec.decode(raw, codec.AVRO_HEADERS).value["workflow_id"])
+        if time.monotonic() > deadline:
+            rig.check_alive()
+            raise TimeoutError(f"{len(waiting)} runs did not reach {event.decode()} in {timeout_s} s")
+
+
+def run_signals(bench: Bench, quick: bool, workers: int = 1, engines: int = 1, profile: str | None = None,
+                profile_idle: bool = False, partitions: int = PARTITIONS) -> dict:
+    single, saturated, window = (100, 2_000, 200) if quick else (300, 10_000, 200)
+    out: dict = {"workflows": SINKS, "partitions": partitions, "window": window, "load1_at_start": loadavg()}
+    rig = WorkflowRig(bench, partitions, workers, engines)
+    try:
+        sinks = [f"sink-{n}" for n in range(SINKS)]
+        _start_and_wait(rig, sinks, "BenchSignalSink", 0, _TASK_COMPLETED, 120)
+        tracker = SignalTracker(rig)
+        for n in range(single):
+            tracker.send(sinks[n % SINKS], f"one-{n}")
+            tracker.wait_all(60)
+        out.update(_latencies(tracker.done, "single"))
+        tracker.done = []
+        cpu_before = rig.cpu()
+        first = now_ms()
+        sent = 0
+        while sent < saturated or tracker.in_flight:
+            while sent < saturated and tracker.in_flight < window:
+                tracker.send(sinks[sent % SINKS], f"many-{sent}")
+                sent += 1
+            tracker.poll()
+        seconds = (max(e["handled"] for e in tracker.done) - first) / 1000
+        cpu = {k: round(v - cpu_before[k], 2) for k, v in rig.cpu().items()}
+        out.update({"signals": saturated, "signals_per_sec": round(saturated / seconds, 1),
+                    **_latencies(tracker.done, "saturated"),
+                    "cpu_ms_per_signal": {k: round(v * 1000 / saturated, 3) for k, v in cpu.items()},
+                    "peak_rss_mb": rig.peak_rss()})
+    finally:
+        rig.close()
+    return report("signals", out)
+
+
+def run_queries(bench: Bench, quick: bool, workers: int = 1, engines: int = 1, profile: str | None = None,
+                profile_idle: bool = False, partitions: int = PARTITIONS) -> dict:
+    cached_n, uncached_n, long_runs, steps = (100, 20, 5, 200) if quick else (500, 100, 10, 200)
+    out: dict = {"partitions": partitions, "history_events": steps * 5 + 6, "load1_at_start": loadavg()}
+    rig = WorkflowRig(bench, partitions, workers, engines)
+    try:
+        sinks = [f"qsink-{n}" for n in range(20)]
+        _start_and_wait(rig, sinks, "BenchSignalSink", 0, _TASK_COMPLETED, 120)
+        longs = [f"long-{n}" for n in range(long_runs)]
+        _start_and_wait(rig, longs, "BenchLongHistory", steps, _CLOSED, 600)
+        for name, ids, count in (("cached", sinks, cached_n), ("uncached", longs, uncached_n)):
+            times = []
+            for n in range(count + 5):
+                handle = rig.client.get_workflow_handle(ids[n % len(ids)])
+                began = time.perf_counter()
+                answer = handle.query("count")
+                if n >= 5:  # the first ones warm the client's reply listener
+                    times.append((time.perf_counter() - began) * 1000)
+                assert answer == (0 if name == "cached" else steps), answer
+            p = percentiles(times)
+            out.update({f"{name}_p50_ms": p["p50"], f"{name}_p99_ms": p["p99"], f"{name}_queries": count})
+    finally:
+        rig.close()
+    return report("queries", out)
