@@ -72,6 +72,15 @@ class RecordWriter:
             record = self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key))
             self._pending.replies.append((self._command.reply_partition, record))
 
+    def answer(self, reply_partition: int, request_id: str, value_type: str, intent: str, key: int,
+               value: dict[str, Any]) -> None:
+        """An answer for a caller of an earlier command that waits for it (an update's
+        stage): to that caller's reply partition, under its request id."""
+        if reply_partition >= 0:
+            record = self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key,
+                                        request_id=request_id))
+            self._pending.replies.append((reply_partition, record))
+
     @property
     def caller_listens(self) -> bool:
         """Whether the command being processed asked for replies (set a reply partition)."""

@@ -41,6 +41,9 @@ class Limits:
     max_history_page_bytes: int = 256 * 1024
     #: Signals one run may record (Temporal's default per-execution limit).
     max_signals_per_run: int = 10_000
+    #: Updates of one run not completed yet, and in all (Temporal's defaults).
+    max_in_flight_updates: int = 10
+    max_updates_per_run: int = 2_000
     #: Event count and size limits of a workflow run's history (SEMANTICS.md 6.3).
     history: HistoryLimits = DEFAULT_HISTORY_LIMITS
     #: The task queues commands may name (STREAMPROC_TASK_QUEUES, STREAMPROC_MAX_TASK_QUEUES).

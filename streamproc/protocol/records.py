@@ -96,6 +96,9 @@ class WorkflowIntent(StrEnum):
     #: Answered by a workflow worker, not the engine: the engine checks the run and hands
     #: the query to its task queue as a QUERY_TASK; the worker replies QUERY_ANSWERED.
     QUERY = "QUERY"
+    #: A change the workflow validates and applies (Temporal's update); answered with
+    #: UPDATE_ACCEPTED, UPDATE_COMPLETED or UPDATE_REJECTED at the stage asked for.
+    UPDATE = "UPDATE"
     # commands from workflow workers
     TASK_COMPLETE = "TASK_COMPLETE"
     TASK_FAIL = "TASK_FAIL"
@@ -115,6 +118,11 @@ class WorkflowIntent(StrEnum):
     QUERY_ANSWERED = "QUERY_ANSWERED"
     #: A QUERY refused by its reject condition (`attributes`: the run's status).
     QUERY_REJECTED = "QUERY_REJECTED"
+    #: Answers to an UPDATE: accepted by its validator; done (`result` or `failure`);
+    #: refused by its validator or never handled (`failure`).
+    UPDATE_ACCEPTED = "UPDATE_ACCEPTED"
+    UPDATE_COMPLETED = "UPDATE_COMPLETED"
+    UPDATE_REJECTED = "UPDATE_REJECTED"
     #: The last answer to a TASK_COMPLETE that set a reply partition, after the
     #: ACTIVITY_TASK records of the activities it was given to run eagerly.
     TASK_PROCESSED = "TASK_PROCESSED"

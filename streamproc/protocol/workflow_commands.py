@@ -30,6 +30,12 @@ class WorkflowCommandType(StrEnum):
     FAIL_WORKFLOW_EXECUTION = "FAIL_WORKFLOW_EXECUTION"
     CANCEL_WORKFLOW_EXECUTION = "CANCEL_WORKFLOW_EXECUTION"
     CONTINUE_AS_NEW_WORKFLOW_EXECUTION = "CONTINUE_AS_NEW_WORKFLOW_EXECUTION"
+    # Temporal sends an update's outcome as protocol messages; here each is a command, so
+    # that it takes its place among the task's other commands.
+    ACCEPT_UPDATE = "ACCEPT_UPDATE"
+    COMPLETE_UPDATE = "COMPLETE_UPDATE"
+    #: Writes no event (a rejected update leaves no history, as in Temporal).
+    REJECT_UPDATE = "REJECT_UPDATE"
 
     @classmethod
     def parse(cls, value: object) -> WorkflowCommandType | None:
@@ -50,8 +56,8 @@ class WorkflowCommandType(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CommandSpec:
-    #: The history event the engine appends for the command.
-    event: EventType
+    #: The history event the engine appends for the command (None: it appends none).
+    event: EventType | None
     #: The cause of WORKFLOW_TASK_FAILED when the command's attributes are bad.
     bad_attributes_cause: str
     #: Whether it must be the task's last command (the run closes).
@@ -82,6 +88,11 @@ COMMAND_SPECS: dict[WorkflowCommandType, CommandSpec] = {
         E.WORKFLOW_EXECUTION_CANCELED, "BAD_CANCEL_WORKFLOW_EXECUTION_ATTRIBUTES", closes_run=True),
     T.CONTINUE_AS_NEW_WORKFLOW_EXECUTION: CommandSpec(
         E.WORKFLOW_EXECUTION_CONTINUED_AS_NEW, "BAD_CONTINUE_AS_NEW_ATTRIBUTES", closes_run=True),
+    T.ACCEPT_UPDATE: CommandSpec(E.WORKFLOW_EXECUTION_UPDATE_ACCEPTED, "BAD_UPDATE_WORKFLOW_EXECUTION_MESSAGE",
+                                 identity=(("update_id", "protocol_instance_id"),)),
+    T.COMPLETE_UPDATE: CommandSpec(E.WORKFLOW_EXECUTION_UPDATE_COMPLETED, "BAD_UPDATE_WORKFLOW_EXECUTION_MESSAGE",
+                                   identity=(("update_id", "update_id"),)),
+    T.REJECT_UPDATE: CommandSpec(None, "BAD_UPDATE_WORKFLOW_EXECUTION_MESSAGE"),
 }
 
 #: The commands that close the run (each must be the task's last).
@@ -91,3 +102,9 @@ CLOSE_COMMANDS = frozenset(t for t in WorkflowCommandType if t.closes_run)
 def command_of_event(event_type: EventType) -> WorkflowCommandType | None:
     """The command whose event `event_type` is, if any."""
     return next((t for t, spec in COMMAND_SPECS.items() if spec.event is event_type), None)
+
+
+def has_event(command_type: object) -> bool:
+    """Whether the command of this wire type leaves an event in history (REJECT_UPDATE does not)."""
+    kind = WorkflowCommandType.parse(command_type)
+    return kind is None or kind.spec.event is not None

@@ -47,14 +47,24 @@ class WorkflowTaskOut:
     attempt: int
     scheduled_time_ms: int
     transient: bool
+    #: Ids of the updates the task carries to the workflow.
+    updates: list[str] = field(default_factory=list)
+    #: Scheduled only to carry updates: if every one is rejected, nothing is written.
+    speculative: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"scheduled_event_id": self.scheduled_event_id, "attempt": self.attempt,
-                "scheduled_time_ms": self.scheduled_time_ms, "transient": self.transient}
+        doc = {"scheduled_event_id": self.scheduled_event_id, "attempt": self.attempt,
+               "scheduled_time_ms": self.scheduled_time_ms, "transient": self.transient}
+        if self.updates:
+            doc["updates"] = list(self.updates)
+        if self.speculative:
+            doc["speculative"] = True
+        return doc
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> WorkflowTaskOut:
-        return cls(d["scheduled_event_id"], d["attempt"], d["scheduled_time_ms"], d.get("transient", False))
+        return cls(d["scheduled_event_id"], d["attempt"], d["scheduled_time_ms"], d.get("transient", False),
+                   list(d.get("updates", ())), d.get("speculative", False))
 
 
 @dataclass(slots=True)
@@ -98,6 +108,27 @@ class PendingEvent:
 
     def to_json(self) -> list[Any]:
         return [self.type_name, self.attributes, self.links_started]
+
+
+@dataclass(slots=True)
+class RunUpdate:
+    """An update sent to the run (by update id in `updates`): ADMITTED (waiting for a
+    workflow task to carry it to the code), ACCEPTED by its validator, or COMPLETED.
+    Callers waiting for a stage are answered when the update reaches it."""
+
+    name: str
+    input: str | None
+    identity: str
+    state: str = "ADMITTED"
+    accepted_event_id: int = 0
+    completed_event_id: int = 0
+    #: [request id, reply partition, stage] of each caller still waiting
+    waiters: list[list[Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "input": self.input, "identity": self.identity, "state": self.state,
+                "accepted_event_id": self.accepted_event_id, "completed_event_id": self.completed_event_id,
+                "waiters": [list(w) for w in self.waiters]}
 
 
 @dataclass(slots=True)
@@ -161,6 +192,8 @@ class WorkflowRun:
     task_history_from: int | None = None
     #: Signals recorded so far (limited per run; stored only once set).
     signal_count: int = 0
+    #: Updates by update id, admitted, accepted or completed (stored only once set).
+    updates: dict[str, RunUpdate] = field(default_factory=dict)
 
     @classmethod
     def begin(cls, start: RunStart, now_ms: int, run_expiration_ms: int, execution_time_ms: int) -> WorkflowRun:
@@ -229,6 +262,14 @@ class WorkflowRun:
     def pending_activities(self) -> dict[int, RunActivity]:
         return {s: a for s, a in self.activities.items() if not a.closed}
 
+    def admitted_updates(self) -> list[str]:
+        """Ids of updates no workflow task has carried to the code yet, oldest first."""
+        carried = set(self.task.updates) if self.task is not None else set()
+        return [u for u, update in self.updates.items() if update.state == "ADMITTED" and u not in carried]
+
+    def in_flight_updates(self) -> int:
+        return sum(1 for update in self.updates.values() if update.state != "COMPLETED")
+
     def pending_timers(self) -> dict[str, RunTimer]:
         return {t: timer for t, timer in self.timers.items() if not timer.fired}
 
@@ -254,6 +295,8 @@ class WorkflowRun:
             doc["task_history_from"] = self.task_history_from
         if self.signal_count:
             doc["signal_count"] = self.signal_count
+        if self.updates:
+            doc["updates"] = {u: update.to_json() for u, update in self.updates.items()}
         return doc
 
     @classmethod
@@ -275,4 +318,5 @@ class WorkflowRun:
             timers={timer_id: RunTimer(**timer) for timer_id, timer in d["timers"].items()},
             deadlines=dict(d["deadlines"]), cancel_requested=d["cancel_requested"],
             new_execution_run_id=d["new_execution_run_id"], limit_warned=d["limit_warned"],
-            task_history_from=d.get("task_history_from"), signal_count=d.get("signal_count", 0))
+            task_history_from=d.get("task_history_from"), signal_count=d.get("signal_count", 0),
+            updates={u: RunUpdate(**update) for u, update in d.get("updates", {}).items()})

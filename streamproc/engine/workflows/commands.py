@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from streamproc.engine.workflows import activities as workflow_activities
+from streamproc.engine.workflows import updates
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.runs import E, append, close
@@ -49,6 +50,8 @@ class _Open:
     timers: set[str]
     #: scheduled event ids of activities whose cancellation was not requested yet
     cancelable: set[int]
+    #: update id -> ADMITTED / ACCEPTED / COMPLETED, as the earlier commands leave it
+    update_states: dict[str, str]
 
 
 Validated = tuple[WorkflowCommandType, dict[str, Any]]
@@ -59,7 +62,8 @@ def validate(ctx: ProcessingContext, run: WorkflowRun, commands: Any) -> list[Va
     if not isinstance(commands, list) or not all(isinstance(c, dict) for c in commands):
         raise BadCommand("UNHANDLED_COMMAND", "commands must be a JSON list of objects")
     still_open = _Open(activity_ids=run.open_activity_ids(), timers=set(run.timers),
-                       cancelable=run.cancelable_activities())
+                       cancelable=run.cancelable_activities(),
+                       update_states={u: entry.state for u, entry in run.updates.items()})
     closed_by: WorkflowCommandType | None = None
     out: list[Validated] = []
     for command in commands:
@@ -285,5 +289,8 @@ _HANDLERS = {
     T.FAIL_WORKFLOW_EXECUTION: (_check_fail, _fail),
     T.CANCEL_WORKFLOW_EXECUTION: (_check_cancel, _cancel),
     T.CONTINUE_AS_NEW_WORKFLOW_EXECUTION: (_check_continue_as_new, _continue_as_new),
+    T.ACCEPT_UPDATE: (updates.check_accept, updates.accept),
+    T.COMPLETE_UPDATE: (updates.check_complete, updates.complete),
+    T.REJECT_UPDATE: (updates.check_reject, updates.reject),
 }
 assert set(_HANDLERS) == set(WorkflowCommandType), "every command type needs a check and an apply"

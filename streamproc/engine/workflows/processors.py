@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamproc.engine.workflows import queries, requests, signals
+from streamproc.engine.workflows import queries, requests, signals, updates
 from streamproc.engine.workflows import tasks
 from streamproc.engine.workflows import timeouts
 from streamproc.engine.workflows.start import start
@@ -16,6 +16,7 @@ WORKFLOW_PROCESSORS = {
     W.GET_HISTORY: requests.get_history,
     W.SIGNAL: signals.signal,
     W.QUERY: queries.query,
+    W.UPDATE: updates.update,
     W.TASK_COMPLETE: tasks.task_complete,
     W.TASK_FAIL: tasks.task_fail,
     W.TASK_TIME_OUT: tasks.task_time_out,

@@ -28,6 +28,7 @@ import orjson
 import structlog
 
 from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.workflows.update_answers import abort_updates
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history_limits import LimitAction, check_history_limits
@@ -122,12 +123,16 @@ def _scheduled_attributes(run: WorkflowRun, attempt: int) -> dict[str, Any]:
             "attempt": attempt}
 
 
-def schedule_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun) -> None:
+def schedule_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, *, speculative: bool = False) -> None:
     """WORKFLOW_TASK_SCHEDULED (or, for a retried attempt, its transient copy shown only to
-    the worker), its timeout armed, and the task published with the history."""
+    the worker), its timeout armed, and the task published with the history and the
+    updates waiting for the code. A `speculative` task only carries updates: its
+    Scheduled is written (like a transient one's) only if it completes with more than
+    rejections, so a rejected update leaves no history, as in Temporal."""
     attempt = run.task_attempt
     attributes = _scheduled_attributes(run, attempt)
-    transient = attempt >= 2
+    transient = attempt >= 2 or speculative
+    updates = run.admitted_updates()
     if transient:
         # Its id is the next one: nothing is appended while a task is out (events are
         # buffered), so the id is still free when the attempt completes.
@@ -137,7 +142,7 @@ def schedule_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun) -> Non
     else:
         event_id = append(ctx, run_key, run, E.WORKFLOW_TASK_SCHEDULED, attributes)
         shown = []
-    run.task = WorkflowTaskOut(event_id, attempt, ctx.now_ms, transient)
+    run.task = WorkflowTaskOut(event_id, attempt, ctx.now_ms, transient, updates, speculative)
     ctx.workflow_timers.arm(run_key, run, TASK_TIME_OUT, ctx.now_ms + attributes["start_to_close_timeout_ms"])
     first_event_id = run.task_history_from or 1
     pages = history_pages(ctx, run_key, first_event_id, run.next_event_id - 1, shown)
@@ -146,8 +151,18 @@ def schedule_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun) -> Non
             "workflow_id": run.workflow_id, "run_id": run.run_id,
             "workflow_type": run.workflow_type, "task_queue": run.task_queue,
             "attempt": attempt, "scheduled_event_id": event_id, "event_time_ms": ctx.now_ms,
-            "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages)},
+            "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages),
+            "attributes": _carried_updates(run, updates)},
             WF, WorkflowIntent.WORKFLOW_TASK)
+
+
+def _carried_updates(run: WorkflowRun, update_ids: list[str]) -> str | None:
+    """The updates a task carries to the code, as the worker reads them (None: none)."""
+    if not update_ids:
+        return None
+    return orjson.dumps({"updates": [
+        {"update_id": u, "name": run.updates[u].name, "input": run.updates[u].input,
+         "identity": run.updates[u].identity} for u in update_ids]}).decode()
 
 
 def history_pages(ctx: ProcessingContext, run_key: int, first_event_id: int, last_event_id: int,
@@ -214,6 +229,7 @@ def close(ctx: ProcessingContext, run_key: int, run: WorkflowRun, status: Workfl
     """Write the close event and forget everything that could still fire for the run:
     its deadlines, timers and open activities (closed silently, as Temporal does)."""
     event_id = append(ctx, run_key, run, event_type, attributes)
+    abort_updates(ctx, run_key, run)
     ctx.workflow_timers.disarm_all(run_key, run)
     for entry in run.activities.values():
         found = ctx.activities.get(entry.key)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.workflows import updates
 from streamproc.engine.workflows.commands import BadCommand, apply, validate
 from streamproc.engine.workflows.runs import (
     TASK_TIME_OUT,
@@ -24,6 +25,7 @@ from streamproc.engine.workflows.runs import (
 )
 from streamproc.protocol.failures import check_failure_record
 from streamproc.protocol.records import Record, RejectionType, ValueType, WorkflowIntent
+from streamproc.protocol.workflow_commands import WorkflowCommandType
 from streamproc.semantics.enums import TimeoutType
 from streamproc.semantics.workflow_timeout_outcomes import fail_workflow_task, fire_workflow_task_timeout
 from streamproc.state.workflow_run import WorkflowRun
@@ -68,21 +70,42 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
         fail_task(ctx, cmd.key, run, bad.cause, {"message": bad.message, "kind": "APPLICATION",
                                                  "type": bad.cause, "non_retryable": False}, identity)
     else:
-        scheduled_id, started_id = end_task(ctx, cmd.key, run, identity)
-        completed_id = append(ctx, cmd.key, run, E.WORKFLOW_TASK_COMPLETED, {
-            "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
-        run.task_attempt = 1
-        run.task_history_from = scheduled_id  # the next task shows the worker what follows its answer
-        eager_for = identity if ctx.out.caller_listens else None
-        needs_task = apply(ctx, cmd.key, run, validated, completed_id, eager_for)
-        if run.is_open and (flush_buffer(ctx, cmd.key, run) or needs_task):
-            schedule_task(ctx, cmd.key, run)
+        carried = list(run.task.updates)
+        if run.task.speculative and all(kind is WorkflowCommandType.REJECT_UPDATE for kind, _ in validated):
+            _drop_speculative_task(ctx, cmd.key, run, validated)
+        else:
+            scheduled_id, started_id = end_task(ctx, cmd.key, run, identity)
+            completed_id = append(ctx, cmd.key, run, E.WORKFLOW_TASK_COMPLETED, {
+                "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
+            run.task_attempt = 1
+            run.task_history_from = scheduled_id  # the next task shows the worker what follows its answer
+            eager_for = identity if ctx.out.caller_listens else None
+            needs_task = apply(ctx, cmd.key, run, validated, completed_id, eager_for)
+            if run.is_open:
+                updates.reject_unhandled(ctx, cmd.key, run, carried)
+                if flush_buffer(ctx, cmd.key, run) or needs_task or run.admitted_updates():
+                    schedule_task(ctx, cmd.key, run)
     ctx.workflows.put(cmd.key, run)
     # The last answer to a worker that listens: the eager activity tasks it got (if any)
     # came before, so it can give back the slots it held for the others.
     ctx.out.reply(ValueType.WORKFLOW, WorkflowIntent.TASK_PROCESSED, cmd.key, {
         "workflow_id": run.workflow_id, "run_id": run.run_id,
         "scheduled_event_id": cmd.value["scheduled_event_id"]})
+
+
+def _drop_speculative_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, rejections: list) -> None:
+    """A task scheduled only for updates, whose answer rejected every one: it leaves no
+    event (Temporal's speculative task). What came in meanwhile gets a task of its own."""
+    carried = list(run.task.updates)
+    ctx.workflow_timers.disarm(run_key, run, TASK_TIME_OUT)
+    run.task = None
+    apply(ctx, run_key, run, rejections, 0)
+    updates.reject_unhandled(ctx, run_key, run, carried)
+    if run.buffered:
+        flush_buffer(ctx, run_key, run)
+        schedule_task(ctx, run_key, run)
+    elif run.admitted_updates():
+        schedule_task(ctx, run_key, run, speculative=True)
 
 
 def fail_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, cause: str, failure: dict | None,
