@@ -11,6 +11,7 @@
     │   ├── WorkflowAlreadyStartedError   a workflow id taken under the id policies
     │   ├── WorkflowFailureError          a caller's view of a failed run (cause: one of the above)
     │   ├── WorkflowContinuedAsNewError, WorkflowNotFoundError
+    │   ├── WorkflowUpdateFailedError     an update was rejected or its handler failed (cause: why)
     ├── WorkflowQueryFailedError          a query's handler failed, or no worker answered in time
     ├── WorkflowQueryRejectedError        the run's status met the query's reject condition
     ├── CommandRejectedError              the engine refused a command (rejection type and reason)
@@ -70,6 +71,7 @@ __all__ = [
     "ReadOnlyContextError",
     "WorkflowQueryFailedError",
     "WorkflowQueryRejectedError",
+    "WorkflowUpdateFailedError",
     "InvalidArgument",
 ]
 
@@ -208,6 +210,17 @@ class WorkflowFailureError(FailureError):
 
     def __repr__(self) -> str:
         return f"WorkflowFailureError(workflow_id={self.workflow_id!r}, cause={self.cause!r})"
+
+
+class WorkflowUpdateFailedError(FailureError):
+    """An update did not succeed: its validator rejected it, its handler raised, or the run
+    ended first. ``cause`` is the failure (an ApplicationError, usually)."""
+
+    def __init__(self, *, cause: BaseException | None, update_id: str = "", update_name: str = "") -> None:
+        super().__init__("Workflow update failed")
+        self.__cause__ = cause
+        self.update_id = update_id
+        self.update_name = update_name
 
 
 class WorkflowContinuedAsNewError(FailureError):

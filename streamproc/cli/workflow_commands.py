@@ -26,6 +26,7 @@ from streamproc.client.errors import (
     WorkflowFailureError,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
 )
 from streamproc.semantics.workflow_ids import (
     WorkflowIdConflictPolicy,
@@ -204,6 +205,8 @@ def _guarded(call):
     """Run a client call; an error the user can act on becomes a message, not a traceback."""
     try:
         return call()
+    except WorkflowUpdateFailedError as exc:
+        raise click.ClickException(f"{exc}: {exc.cause}") from None
     except (FailureError, TimeoutError, ValueError, RequestNotSentError, CommandRejectedError,
             WorkflowQueryFailedError, WorkflowQueryRejectedError) as exc:
         raise click.ClickException(str(exc)) from None

@@ -1,7 +1,9 @@
-"""`streamproc workflow signal|query|stack`: talk to a running (or, for queries, closed) run.
+"""`streamproc workflow signal|query|update|stack`: talk to a running (or, for queries,
+closed) run.
 
-Named as Temporal's CLI names them: ``signal --name``, ``query --type``, ``stack``
-(the built-in ``__stack_trace`` query); arguments are JSON values, one ``--input`` each.
+Named as Temporal's CLI names them: ``signal --name``, ``query --type``, ``update --name``
+(``--update-id``), ``stack`` (the built-in ``__stack_trace`` query); arguments are JSON
+values, one ``--input`` each.
 """
 
 from __future__ import annotations
@@ -51,6 +53,28 @@ def workflow_query(workflow_id: str, run_id: str | None, query_type: str, inputs
             rpc_timeout=timeout))
     if output == "json":
         _echo_json({"workflow_id": workflow_id, "query_type": query_type, "result": result})
+    else:
+        click.echo(orjson.dumps(result).decode())
+
+
+@workflow.command("update")
+@_WORKFLOW_ID
+@_RUN_ID
+@click.option("--name", required=True, help="Update name.")
+@_INPUTS
+@click.option("--update-id", default=None, help="Update id (default: a new one); the same id is applied once.")
+@click.option("--timeout", type=click.FloatRange(0), default=60.0, show_default=True,
+              help="Seconds to wait for the update's result.")
+@_OUTPUT
+def workflow_update(workflow_id: str, run_id: str | None, name: str, inputs: tuple[str, ...],
+                    update_id: str | None, timeout: float, output: str) -> None:
+    """Send an update and wait for its result (the workflow's validator may reject it)."""
+    with Client(identity="streamproc-cli") as client:
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        result = _guarded(lambda: handle.execute_update(name, args=[json_value(text) for text in inputs],
+                                                        id=update_id, timeout=timeout))
+    if output == "json":
+        _echo_json({"workflow_id": workflow_id, "update_name": name, "result": result})
     else:
         click.echo(orjson.dumps(result).decode())
 

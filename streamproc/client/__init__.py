@@ -13,8 +13,10 @@ from streamproc.client.errors import (
     WorkflowNotStartedError,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
     WorkflowStartOutcomeUnknownError,
 )
+from streamproc.client.workflow_updates import WorkflowUpdateHandle, WorkflowUpdateStage
 from streamproc.semantics.workflow_ids import QueryRejectCondition
 from streamproc.client.events import EventReader
 from streamproc.client.workflow_handle import WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
@@ -24,4 +26,5 @@ __all__ = ["Client", "EventReader", "ActivityClient", "ActivityHandle", "Workflo
            "WorkflowFailureError", "WorkflowContinuedAsNewError", "WorkflowNotFoundError",
            "WorkflowStartOutcomeUnknownError", "WorkflowNotStartedError", "RequestOutcomeUnknownError",
            "RequestNotSentError", "CommandsNotDeliveredError",
-           "WorkflowQueryFailedError", "WorkflowQueryRejectedError", "QueryRejectCondition"]
+           "WorkflowQueryFailedError", "WorkflowQueryRejectedError", "QueryRejectCondition",
+           "WorkflowUpdateFailedError", "WorkflowUpdateHandle", "WorkflowUpdateStage"]

@@ -26,6 +26,7 @@ from streamproc.exceptions import (
     WorkflowNotStartedError,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
     WorkflowStartOutcomeUnknownError,
 )
 from streamproc.protocol.records import Record, RejectionType
@@ -37,6 +38,7 @@ __all__ = [
     "WorkflowNotFoundError",
     "WorkflowQueryFailedError",
     "WorkflowQueryRejectedError",
+    "WorkflowUpdateFailedError",
     "ApplicationError",
     "CancelledError",
     "TerminatedError",

@@ -41,7 +41,10 @@ from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType, WorkflowIntent
 from streamproc.semantics import TimeoutType
 from streamproc.semantics.workflow_ids import QueryRejectCondition, WorkflowExecutionStatus
-from streamproc.workflow.definition import query_name_of, signal_name_of
+from streamproc.client.workflow_updates import WorkflowUpdateHandle, WorkflowUpdateStage
+from streamproc.client.workflow_updates import outcome_of as update_outcome
+from streamproc.client.workflow_updates import send as send_update
+from streamproc.workflow.definition import query_name_of, signal_name_of, update_name_of
 
 if TYPE_CHECKING:
     from streamproc.kafka.replies import Reply
@@ -53,11 +56,11 @@ _CONTINUED = "WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
 
 
 #: Requests the engine answers alike however often they arrive with one request id: a
-#: START (the run that request id started), a SIGNAL (recorded once per request id),
-#: DESCRIBE and QUERY (read only). They are sent again
+#: START (the run that request id started), a SIGNAL (recorded once per request id), an
+#: UPDATE (applied once per update id), DESCRIBE and QUERY (read only). They are sent again
 #: when a copy reached the log without an answer; the others only when a copy did not.
 IDEMPOTENT_INTENTS = frozenset({WorkflowIntent.START, WorkflowIntent.DESCRIBE, WorkflowIntent.QUERY,
-                                WorkflowIntent.SIGNAL})
+                                WorkflowIntent.SIGNAL, WorkflowIntent.UPDATE})
 _UNSET: Any = object()
 
 
@@ -239,6 +242,37 @@ class WorkflowHandle:
         if record.value.get("failure") is not None:
             raise WorkflowQueryFailedError(record.value["failure"].get("message") or "query failed")
         return converter.decode(record.value["result"])
+
+    def start_update(self, update: str | Callable[..., Any], arg: Any = _UNSET, *, args: Sequence[Any] = (),
+                     id: str | None = None, wait_for_stage: WorkflowUpdateStage = WorkflowUpdateStage.ACCEPTED,
+                     rpc_timeout: float = 30) -> WorkflowUpdateHandle:
+        """Send an update (a name, or the ``@workflow.update`` method) and wait until it
+        reaches `wait_for_stage` (ACCEPTED: its validator accepted it; COMPLETED: its
+        handler returned). Raises `WorkflowUpdateFailedError` if it was rejected. `id` (a
+        new uuid by default) makes sending it again safe: it is applied once."""
+        name = update_name_of(update)
+        update_id = id or str(uuid.uuid4())
+        encoded = self._requests.client.data_converter.encode_args(_args(arg, args))
+        record = send_update(self, update_id, name, encoded, WorkflowUpdateStage(wait_for_stage), rpc_timeout)
+        finished = record.intent in (WorkflowIntent.UPDATE_COMPLETED, WorkflowIntent.UPDATE_REJECTED)
+        if record.intent == WorkflowIntent.UPDATE_REJECTED:
+            update_outcome(record, self, update_id, name)  # raises
+        return WorkflowUpdateHandle(self, update_id, name, encoded, record if finished else None)
+
+    def execute_update(self, update: str | Callable[..., Any], arg: Any = _UNSET, *, args: Sequence[Any] = (),
+                       id: str | None = None, rpc_timeout: float = 30, timeout: float | None = None) -> Any:
+        """Send an update and wait for its result (`timeout` seconds at most; None: as long
+        as it takes). Raises `WorkflowUpdateFailedError` when it was rejected or failed."""
+        return self.start_update(update, arg, args=args, id=id, wait_for_stage=WorkflowUpdateStage.COMPLETED,
+                                 rpc_timeout=rpc_timeout).result(timeout)
+
+    @property
+    def requests(self) -> WorkflowRequests:
+        return self._requests
+
+    def rejection(self, record: Record) -> Exception:
+        """The exception for the engine's refusal of a command about this workflow."""
+        return _rejection(record, self.id)
 
     def cancel(self, reason: str = "", rpc_timeout: float = 30) -> None:
         """Ask the run to cancel; the workflow code decides what that means."""

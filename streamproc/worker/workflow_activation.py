@@ -46,6 +46,8 @@ class Instance(Protocol):
 
     def extend(self, events: list[dict[str, Any]]) -> None: ...
 
+    def offer_updates(self, updates: list[dict[str, Any]]) -> None: ...
+
 
 #: Builds a run's instance from its definition, whole history and run id (a full replay follows).
 InstanceFactory = Callable[[Any, list[dict[str, Any]], str], Instance]
@@ -95,6 +97,8 @@ class WorkflowTaskHandler:
                 f"workflows: {', '.join(sorted(self.definitions)) or '(none)'}", type="NotFoundError")))
         try:
             instance = self._instance_for(task, definition)
+            if hasattr(instance, "offer_updates"):  # test doubles may lack it
+                instance.offer_updates(list(task.updates))
             outcome = instance.activate()
         except HistoryUnavailable as exc:
             self.cache.evict(task.run_id)

@@ -43,6 +43,8 @@ class WorkflowTask:
     scheduled_event_id: int
     history: list[dict[str, Any]]
     first_event_id: int = 1
+    #: Updates the task carries to the code (update_id, name, input, identity).
+    updates: tuple[dict[str, Any], ...] = ()
 
     @property
     def is_whole(self) -> bool:
@@ -54,7 +56,8 @@ class WorkflowTask:
         return cls(key=record.key, workflow_id=v["workflow_id"], run_id=v["run_id"],
                    workflow_type=v["workflow_type"], task_queue=v["task_queue"], attempt=v["attempt"],
                    scheduled_event_id=v["scheduled_event_id"], history=history,
-                   first_event_id=v.get("first_event_id") or 1)
+                   first_event_id=v.get("first_event_id") or 1,
+                   updates=tuple(orjson.loads(v["attributes"]).get("updates", ())) if v.get("attributes") else ())
 
 
 #: What identifies the pages of one task.

@@ -50,7 +50,7 @@ from streamproc.workflow.context import (
     set_signal_handler,
     uuid4,
 )
-from streamproc.workflow.definition import WorkflowDefinition, defn, query, run, signal
+from streamproc.workflow.definition import WorkflowDefinition, defn, query, run, signal, update
 from streamproc.workflow.errors import (
     ContinueAsNewError,
     NondeterministicCallError,
@@ -66,6 +66,7 @@ __all__ = [
     "run",
     "signal",
     "query",
+    "update",
     "set_signal_handler",
     "set_dynamic_signal_handler",
     "set_query_handler",

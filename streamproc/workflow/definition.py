@@ -8,8 +8,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-__all__ = ["WorkflowDefinition", "HandlerDefinition", "defn", "run", "signal", "query", "signal_name_of",
-           "query_name_of"]
+__all__ = ["WorkflowDefinition", "HandlerDefinition", "defn", "run", "signal", "query", "update",
+           "signal_name_of", "query_name_of", "update_name_of"]
 
 C = TypeVar("C", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -18,6 +18,8 @@ _DEFINITION = "__streamproc_workflow_definition__"
 _RUN = "__streamproc_workflow_run__"
 _SIGNAL = "__streamproc_workflow_signal__"
 _QUERY = "__streamproc_workflow_query__"
+_UPDATE = "__streamproc_workflow_update__"
+_VALIDATOR = "__streamproc_workflow_update_validator__"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -27,6 +29,8 @@ class HandlerDefinition:
 
     name: str | None
     method: str
+    #: An update's validator method, if it has one.
+    validator: str | None = None
 
     @property
     def dynamic(self) -> bool:
@@ -45,6 +49,8 @@ class WorkflowDefinition:
     queries: dict[str, HandlerDefinition] = dataclasses.field(default_factory=dict)
     dynamic_signal: HandlerDefinition | None = None
     dynamic_query: HandlerDefinition | None = None
+    updates: dict[str, HandlerDefinition] = dataclasses.field(default_factory=dict)
+    dynamic_update: HandlerDefinition | None = None
 
     @staticmethod
     def of(cls: type) -> WorkflowDefinition:
@@ -83,8 +89,9 @@ def defn(cls: C | None = None, *, name: str | None = None) -> C | Callable[[C], 
                             f"found {len(runs)}: {runs}")
         signals, dynamic_signal = _handlers(c, _SIGNAL, "signal")
         queries, dynamic_query = _handlers(c, _QUERY, "query")
+        updates, dynamic_update = _handlers(c, _UPDATE, "update")
         setattr(c, _DEFINITION, WorkflowDefinition(workflow_type, c, runs[0], signals, queries,
-                                                   dynamic_signal, dynamic_query))
+                                                   dynamic_signal, dynamic_query, updates, dynamic_update))
         return c
 
     return decorate(cls) if cls is not None else decorate
@@ -105,7 +112,8 @@ def _handlers(c: type, marker: str, kind: str) -> tuple[dict[str, HandlerDefinit
         handler = getattr(value, marker, None)
         if not isinstance(handler, HandlerDefinition):
             continue
-        handler = dataclasses.replace(handler, method=attr)
+        validator = getattr(value, _VALIDATOR, None)
+        handler = dataclasses.replace(handler, method=attr, validator=validator)
         if handler.dynamic:
             if dynamic is not None:
                 raise TypeError(f"workflow {c.__qualname__} has two dynamic {kind} handlers: "
@@ -147,6 +155,32 @@ def signal(fn: F | None = None, *, name: str | None = None, dynamic: bool = Fals
     return _handler_decorator(_SIGNAL, "signal", fn, name, dynamic, lambda f: None)
 
 
+def update(fn: F | None = None, *, name: str | None = None, dynamic: bool = False) -> F | Callable[[F], F]:
+    """Mark a method as the handler of the update `name` (default: the method's name).
+
+    A caller sends the update and waits for its result. The handler (``def`` or
+    ``async def``) may change state, issue commands and wait; what it returns is the
+    update's result, and a `FailureError` it raises is the update's failure. Give it a
+    validator with ``@<handler>.validator``: a plain method taking the same arguments that
+    raises to reject the update before anything is written. With ``dynamic=True`` it
+    takes every update no other handler takes, as ``handler(self, name, args)``.
+    """
+
+    def decorate(f: F) -> F:
+        decorated = _handler_decorator(_UPDATE, "update", f, name, dynamic, lambda _: None)
+
+        def validator(v: Callable[..., Any]) -> Callable[..., Any]:
+            if inspect.iscoroutinefunction(v):
+                raise TypeError(f"update validator {v.__qualname__} must not be async: it only reads state")
+            setattr(f, _VALIDATOR, v.__name__)
+            return v
+
+        f.validator = validator  # type: ignore[attr-defined]
+        return decorated
+
+    return decorate(fn) if fn is not None else decorate
+
+
 def _check_query(f: Callable[..., Any]) -> None:
     if inspect.iscoroutinefunction(f):
         raise TypeError(f"@workflow.query handler {f.__qualname__} must not be async: a query only reads state")
@@ -179,3 +213,8 @@ def signal_name_of(handler: str | Callable[..., Any]) -> str:
 def query_name_of(handler: str | Callable[..., Any]) -> str:
     """The name of a query given as a name or as its @workflow.query method."""
     return _name_of(handler, _QUERY, "query")
+
+
+def update_name_of(handler: str | Callable[..., Any]) -> str:
+    """The name of an update given as a name or as its @workflow.update method."""
+    return _name_of(handler, _UPDATE, "update")

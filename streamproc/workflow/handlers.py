@@ -8,6 +8,11 @@ signal no handler takes waits (in order) until one is set with `set_signal_handl
 a dynamic one exists; whatever still waits when the run ends is dropped with a warning,
 as Temporal does.
 
+An update (carried by a workflow task, or on replay by its WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+event) starts a task that runs its validator read-only (first execution only: history
+holds only accepted updates), then issues ACCEPT_UPDATE, runs the handler and issues
+COMPLETE_UPDATE with its result or failure; a validator that raises issues REJECT_UPDATE.
+
 A query runs its handler on the run's current state, in a read-only mode: it may not
 issue commands or draw from the run's random generator, since a query must leave the
 run exactly as it found it (a cached run carries on from that state). The built-in
@@ -23,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from streamproc.activity.failures import failure_from_exception
 from streamproc.converter import PayloadEncodingError
-from streamproc.exceptions import WorkflowQueryFailedError
+from streamproc.exceptions import ApplicationError, FailureError, WorkflowQueryFailedError
+from streamproc.protocol.workflow_commands import WorkflowCommandType as CommandType
 
 if TYPE_CHECKING:
     from streamproc.workflow.runtime import WorkflowRuntime
@@ -46,6 +53,10 @@ class WorkflowHandlers:
         self._queries: dict[str, Handler] = {}
         self._dynamic_signal: Handler | None = None
         self._dynamic_query: Handler | None = None
+        self._updates: dict[str, tuple[Handler, Handler | None]] = {}
+        self._dynamic_update: tuple[Handler, Handler | None] | None = None
+        #: Updates that arrived before the workflow object existed: (request, replaying).
+        self._waiting_updates: list[tuple[dict[str, Any], bool]] = []
         #: Signals recorded before the workflow object existed, or that no handler took.
         self._waiting: list[tuple[str, list[Any]]] = []
         self._bound = False
@@ -63,8 +74,15 @@ class WorkflowHandlers:
             self._dynamic_signal = getattr(workflow, definition.dynamic_signal.method)
         if definition.dynamic_query is not None and self._dynamic_query is None:
             self._dynamic_query = getattr(workflow, definition.dynamic_query.method)
+        self._updates.update({n: _with_validator(workflow, h) for n, h in definition.updates.items()})
+        if definition.dynamic_update is not None:
+            self._dynamic_update = _with_validator(workflow, definition.dynamic_update)
         self._bound = True
-        return self._start_waiting()
+        started = self._start_waiting()
+        waiting, self._waiting_updates = self._waiting_updates, []
+        for request, replaying in waiting:
+            self.update(request, replaying)
+        return started or bool(waiting)
 
     # -- signals --------------------------------------------------------------------------
     def signal(self, event: dict[str, Any]) -> None:
@@ -130,6 +148,56 @@ class WorkflowHandlers:
                         hint="no handler took it before the run ended; add @workflow.signal or a dynamic one")
         self._waiting = []
 
+    # -- updates --------------------------------------------------------------------------
+    def update(self, request: dict[str, Any], replaying: bool) -> None:
+        """An update reached the code: validate (unless replaying), accept, run, complete."""
+        if not self._bound:
+            self._waiting_updates.append((request, replaying))
+            return
+        runtime = self._runtime
+        update_id, name = request["update_id"], request["name"]
+        found = self._updates.get(name)
+        dynamic = found is None and self._dynamic_update is not None
+        handler, validator = found or self._dynamic_update or (None, None)
+        if handler is None:
+            known = " ".join(sorted(self._updates))
+            runtime.issue({"type": CommandType.REJECT_UPDATE, "update_id": update_id, "failure": failure_from_exception(
+                ApplicationError(f"Update handler for {name!r} expected but not found, known updates: [{known}]",
+                                 type="NotFoundError"))})
+            return
+        try:
+            args = list(runtime.converter.decode_args(request.get("input")))
+        except PayloadEncodingError as exc:
+            runtime.issue({"type": CommandType.REJECT_UPDATE, "update_id": update_id,
+                           "failure": failure_from_exception(ApplicationError(str(exc), type="PayloadEncodingError"))})
+            return
+        if dynamic:
+            args = [name, args]
+
+        async def run() -> None:
+            if validator is not None and not replaying:
+                try:
+                    runtime.read_only(validator, *args)
+                except Exception as exc:  # the validator's refusal is the update's rejection
+                    runtime.issue({"type": CommandType.REJECT_UPDATE, "update_id": update_id,
+                                   "failure": failure_from_exception(exc, converter=runtime.converter)})
+                    return
+            runtime.issue({"type": CommandType.ACCEPT_UPDATE, "update_id": update_id})
+            try:
+                result = handler(*args)
+                if inspect.isawaitable(result):
+                    result = await result
+            except FailureError as exc:
+                runtime.issue({"type": CommandType.COMPLETE_UPDATE, "update_id": update_id,
+                               "failure": failure_from_exception(exc, converter=runtime.converter)})
+                return
+            runtime.issue({"type": CommandType.COMPLETE_UPDATE, "update_id": update_id,
+                           "result": runtime.converter.encode(result)})
+
+        task = runtime.loop.create_task(run(), name=f"update {name} {update_id}")
+        self.running.add(task)
+        task.add_done_callback(self._finished)
+
     # -- queries --------------------------------------------------------------------------
     def set_query_handler(self, name: str, handler: Handler | None) -> None:
         if handler is None:
@@ -169,6 +237,11 @@ class WorkflowHandlers:
             blocks.append("\n".join(lines))
         return "\n\n".join(blocks)
 
-    def _where(self) -> dict[str, str]:
+    def _where(self) -> dict[str, str]:  # noqa: D401 - log context
         info = self._runtime.info
         return {"workflow_id": info.workflow_id, "run_id": info.run_id}
+
+
+def _with_validator(workflow: object, handler: Any) -> tuple[Handler, Handler | None]:
+    return (getattr(workflow, handler.method),
+            getattr(workflow, handler.validator) if handler.validator is not None else None)

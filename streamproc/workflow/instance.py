@@ -32,7 +32,7 @@ from streamproc.workflow.errors import (
     NonDeterminismError,
 )
 from streamproc.workflow.runtime import WorkflowRuntime
-from streamproc.protocol.workflow_commands import WorkflowCommandType
+from streamproc.protocol.workflow_commands import WorkflowCommandType, has_event
 
 __all__ = ["TaskOutcome", "WorkflowInstance"]
 
@@ -75,12 +75,19 @@ class WorkflowInstance:
         self.data_converter = data_converter or DataConverter.default()
         self._history: list[dict[str, Any]] = list(history_events)
         self._run_id = run_id
+        self._live_updates: list[dict[str, Any]] = []
         self._runtime: WorkflowRuntime | None = None
         self._start_over()
 
     @property
     def history_length(self) -> int:
         return len(self._history)
+
+    def offer_updates(self, updates: list[dict[str, Any]]) -> None:
+        """The updates the task being answered carries (update_id, name, input, identity):
+        delivered to the code with the task's activation."""
+        self._live_updates = list(updates)
+        self._outcome = None
 
     def extend(self, new_events: Iterable[dict[str, Any]]) -> None:
         """Append the events written since the history this instance has seen."""
@@ -155,9 +162,11 @@ class WorkflowInstance:
                 self._check_all_matched(event)
                 end = self._task_end(index)
                 if end == _PENDING:
-                    return self._run_activation(event, replaying=False, patches=frozenset())
+                    return self._run_activation(event, replaying=False, patches=frozenset(),
+                                                updates=self._live_updates)
                 if end != _ABANDONED and events[end]["event_type"] == _E.WORKFLOW_TASK_COMPLETED.name:
-                    self._run_activation(event, replaying=True, patches=self._patches_after(end))
+                    self._run_activation(event, replaying=True, patches=self._patches_after(end),
+                                         updates=self._updates_after(end))
             elif kind == _E.WORKFLOW_TASK_COMPLETED.name:
                 self._matching = self._scheduled_id(event) == self._activated_task
             elif kind in _TASK_ENDS:
@@ -174,15 +183,16 @@ class WorkflowInstance:
         return []  # the history's last workflow task is answered already
 
     def _run_activation(self, scheduled: dict[str, Any], *, replaying: bool,
-                        patches: frozenset[str]) -> list[Command]:
+                        patches: frozenset[str], updates: list[dict[str, Any]]) -> list[Command]:
         if self._runtime is None:
             raise ValueError("a history must begin with WORKFLOW_EXECUTION_STARTED")
         resolutions, self._resolutions = self._resolutions, []
         commands = self._runtime.activate(resolutions, scheduled.get("event_time_ms", 0),
-                                          replaying, patches)
+                                          replaying, patches, updates)
         if self._runtime.task_failure is not None:
             raise _WorkflowCodeFailed(self._runtime.task_failure)
-        self._unmatched = collections.deque(commands)
+        # A rejected update leaves no event to match.
+        self._unmatched = collections.deque(c for c in commands if has_event(c["type"]))
         self._matching = False
         self._activated_task = scheduled["event_id"]
         self._activated_live = not replaying
@@ -210,6 +220,21 @@ class WorkflowInstance:
             if is_patch_marker(event):
                 found.add(patch_id_of(event))
         return frozenset(found)
+
+    def _updates_after(self, completed_index: int) -> list[dict[str, Any]]:
+        """The updates the task completed at `completed_index` accepted, as their requests:
+        on replay they reach the code again in that task's activation, unvalidated."""
+        found = []
+        for index in range(completed_index + 1, len(self._history)):
+            event = self._history[index]
+            if event["event_type"] == _E.WORKFLOW_TASK_SCHEDULED.name:
+                break
+            if event["event_type"] == _E.WORKFLOW_EXECUTION_UPDATE_ACCEPTED.name:
+                request = (event.get("attributes") or {}).get("accepted_request") or {}
+                meta, given = request.get("meta") or {}, request.get("input") or {}
+                found.append({"update_id": meta.get("update_id"), "name": given.get("name"),
+                              "input": given.get("args"), "identity": meta.get("identity", "")})
+        return found
 
     # -- matching commands to the events they produced ------------------------------------
     def _match(self, event: dict[str, Any]) -> None:

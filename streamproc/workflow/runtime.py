@@ -101,8 +101,9 @@ class WorkflowRuntime:
 
     # -- driven by the instance -----------------------------------------------------------
     def activate(self, resolutions: list[dict[str, Any]], now_ms: int, replaying: bool,
-                 patches_recorded: frozenset[str]) -> list[Command]:
-        """Deliver `resolutions`, run the code until it blocks, return the commands issued."""
+                 patches_recorded: frozenset[str], updates: list[dict[str, Any]] = ()) -> list[Command]:
+        """Deliver `resolutions` and `updates`, run the code until it blocks, return the
+        commands issued."""
         self.now_ms = now_ms
         self.replaying = replaying
         self._patches_recorded = patches_recorded
@@ -115,6 +116,8 @@ class WorkflowRuntime:
         for event in resolutions:
             if event["event_type"] == _E.WORKFLOW_EXECUTION_SIGNALED.name:
                 self.handlers.signal(event)
+        for request in updates:
+            self.handlers.update(request, replaying)
         for event in resolutions:
             self._resolve(event)
         self.loop.run_until_idle(self._check_conditions)
@@ -141,6 +144,18 @@ class WorkflowRuntime:
             raise WorkflowQueryFailedError(f"query handler {name!r} did not return at once: a query may not wait")
         task.result()  # what the handler raised
         return outcome[0]
+
+    def issue(self, command: Command) -> None:
+        """A command from a handler (an update's outcome): in order with the code's others."""
+        self._add(command)
+
+    def read_only(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call `fn` (a validator) unable to change the run."""
+        self._read_only = True
+        try:
+            return fn(*args)
+        finally:
+            self._read_only = False
 
     def assert_writable(self, action: str) -> None:
         """Raise ReadOnlyContextError while a query runs (Temporal's message)."""

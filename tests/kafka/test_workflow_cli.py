@@ -54,6 +54,16 @@ class Mailbox:
     def post(self, letter: object) -> None:
         self.letters.append(letter)
 
+    @workflow.update
+    def burn(self, index: int) -> int:
+        self.letters.pop(index)
+        return len(self.letters)
+
+    @burn.validator
+    def _can_burn(self, index: int) -> None:
+        if not 0 <= index < len(self.letters):
+            raise ValueError(f"no letter {index}")
+
     @workflow.query
     def letters_from(self, who: str) -> list:
         return [letter for letter in self.letters if isinstance(letter, dict) and letter.get("from") == who]
@@ -127,6 +137,10 @@ def test_signal_query_and_stack(cli):
     # errors are one line, never a traceback
     unknown = cli("query", "-w", "mail-1", "--type", "nope", code=1)
     assert "Query handler for 'nope' expected but not found" in unknown and "Traceback" not in unknown
+    cli("signal", "-w", "mail-1", "--name", "post", "-i", '"junk"')
+    assert cli("update", "-w", "mail-1", "--name", "burn", "-i", "2", "--update-id", "b-1").strip() == "2"
+    refused = cli("update", "-w", "mail-1", "--name", "burn", "-i", "7", code=1)
+    assert "Workflow update failed: no letter 7" in refused and "Traceback" not in refused
     cli("signal", "-w", "mail-1", "--name", "post", "-i", '"stop"')
     assert orjson.loads(cli("result", "-w", "mail-1", "--timeout", "60")) == [{"from": "ann"}, {"from": "bob"}, "stop"]
     closed = cli("signal", "-w", "mail-1", "--name", "post", "-i", "1", code=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -14,6 +15,8 @@ from streamproc.client import (
     WorkflowAlreadyStartedError,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
 )
 from streamproc.client.errors import CommandRejectedError
 from streamproc.clock import ManualClock
@@ -57,6 +60,16 @@ class Order:
     def broken(self) -> int:
         raise ValueError("no answer today")
 
+    @workflow.update
+    async def remove_item(self, item: str) -> int:
+        self.items.remove(item)
+        return len(self.items)
+
+    @remove_item.validator
+    def _check(self, item: str) -> None:
+        if item not in self.items:
+            raise ValueError(f"no item {item}")
+
 
 @workflow.defn
 class Collector:
@@ -82,6 +95,16 @@ def client(bootstrap, namespace, tmp_path):
     with EngineThread(settings, clock=ManualClock(), idle_poll_ms=10), Client(bootstrap, namespace) as c, \
             Worker(c, task_queue=QUEUE, workflows=[Order, Collector], identity="signals-worker"):
         yield c
+
+
+def _settled(handle, timeout: float = 30) -> list[str]:
+    """The run's event types once its last workflow task completed (nothing is out)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        types = [e["event_type"] for e in handle.fetch_history().events]
+        if types[-1] == "WORKFLOW_TASK_COMPLETED" or time.monotonic() > deadline:
+            return types
+        time.sleep(0.05)
 
 
 def _signaled(handle) -> list[dict]:
@@ -169,3 +192,26 @@ def test_signal_with_start_racing_a_start_makes_one_run_that_gets_the_signal_onc
     handle.signal("approve")
     assert handle.result(60) == {"customer": "bob", "items": ["gift"]}
     assert [a["signal_name"] for a in _signaled(handle)] == ["add_item", "approve"]
+
+
+def test_updates_are_validated_applied_once_and_leave_no_trace_when_rejected(client):
+    handle = client.start_workflow(Order.run, "cy", id="order-upd", task_queue=QUEUE)
+    handle.signal(Order.add_item, "a")
+    handle.signal(Order.add_item, "b")
+    before = _settled(handle)
+    with pytest.raises(WorkflowUpdateFailedError) as rejected:
+        handle.execute_update(Order.remove_item, "zzz")
+    assert str(rejected.value.cause) == "no item zzz" and rejected.value.cause.type == "ValueError"
+    assert [e["event_type"] for e in handle.fetch_history().events] == before  # no trace
+
+    assert handle.execute_update(Order.remove_item, "a", id="u-1") == 1
+    assert handle.execute_update(Order.remove_item, "a", id="u-1") == 1  # the same id: applied once
+    accepted = handle.start_update("remove_item", "b", id="u-2", wait_for_stage=WorkflowUpdateStage.ACCEPTED)
+    assert accepted.result(30) == 0
+    assert handle.query(Order.count) == 0
+    handle.signal(Order.approve)
+    assert handle.result(60) == {"customer": "cy", "items": []}
+    types = [e["event_type"] for e in handle.fetch_history().events]
+    assert types.count("WORKFLOW_EXECUTION_UPDATE_ACCEPTED") == 2 and types.count("WORKFLOW_EXECUTION_UPDATE_COMPLETED") == 2
+    history = [(e["event_id"], EventType[e["event_type"]], e["attributes"]) for e in handle.fetch_history().events]
+    assert check_well_formed(history) == []

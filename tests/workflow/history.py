@@ -38,6 +38,7 @@ class History:
         self.now_ms = start_ms
         self._scheduled_task = 0
         self._activities: dict[str, int] = {}  # activity id -> scheduled event id
+        self._updates: dict[str, dict[str, Any]] = {}  # update id -> request, once sent
         self.add("WORKFLOW_EXECUTION_STARTED", workflow_id=workflow_id, workflow_type=workflow_type,
                  task_queue=task_queue, input=encode_args(args), workflow_execution_timeout_ms=0,
                  workflow_run_timeout_ms=run_timeout_ms, workflow_task_timeout_ms=10_000, attempt=1,
@@ -70,11 +71,35 @@ class History:
         completed = self.add("WORKFLOW_TASK_COMPLETED", scheduled_event_id=self._scheduled_task,
                              started_event_id=started, identity="worker")["event_id"]
         for command in commands:
+            if command["type"].endswith("_UPDATE"):
+                self._update_outcome(command)
+                continue
             attributes = {k: v for k, v in command.items() if k != "type"}
             attributes["workflow_task_completed_event_id"] = completed
             event = self.add(_COMMAND_EVENTS[command["type"]], **attributes)
             if command["type"] == "SCHEDULE_ACTIVITY_TASK":
                 self._activities[command["activity_id"]] = event["event_id"]
+
+    def send_update(self, update_id: str, name: str, args: list[Any] = ()) -> dict[str, Any]:
+        """An update for the next task to carry (no event: the engine admits it in state)."""
+        request = {"update_id": update_id, "name": name, "input": encode_args(list(args)), "identity": "client"}
+        self._updates[update_id] = request
+        return request
+
+    def _update_outcome(self, command: dict[str, Any]) -> None:
+        request = self._updates.get(command["update_id"])
+        if command["type"] == "ACCEPT_UPDATE":
+            event = self.add("WORKFLOW_EXECUTION_UPDATE_ACCEPTED", protocol_instance_id=request["update_id"],
+                             accepted_request_message_id=f"{request['update_id']}/request",
+                             accepted_request_sequencing_event_id=self._scheduled_task,
+                             accepted_request={"meta": {"update_id": request["update_id"], "identity": "client"},
+                                               "input": {"name": request["name"], "args": request["input"]}})
+            request["accepted_event_id"] = event["event_id"]
+        elif command["type"] == "COMPLETE_UPDATE":
+            outcome = {"failure": command["failure"]} if "failure" in command else {"success": command["result"]}
+            self.add("WORKFLOW_EXECUTION_UPDATE_COMPLETED", meta={"update_id": request["update_id"]},
+                     update_id=request["update_id"], accepted_event_id=request["accepted_event_id"], outcome=outcome)
+        # REJECT_UPDATE writes nothing
 
     def fail_task(self, cause: str = "WORKFLOW_WORKER_UNHANDLED_FAILURE") -> None:
         started = self.add("WORKFLOW_TASK_STARTED", scheduled_event_id=self._scheduled_task,
@@ -149,17 +174,18 @@ class Run:
         self.instance = WorkflowInstance(self.definition, self.history.events)
         self._seen = len(self.history.events)
 
-    def activate(self) -> TaskOutcome:
-        """Answer the open task with the sticky instance."""
+    def activate(self, updates: list[dict[str, Any]] = ()) -> TaskOutcome:
+        """Answer the open task with the sticky instance (carrying `updates`, as a worker's task)."""
         new = self.history.events[self._seen:]
         self._seen = len(self.history.events)
         if new:
             self.instance.extend(new)
+        self.instance.offer_updates(list(updates))
         return self.instance.activate()
 
-    def step(self) -> list[dict[str, Any]]:
+    def step(self, updates: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
         """Answer the open task and let the engine record the commands; returns them."""
-        outcome = self.activate()
+        outcome = self.activate(updates)
         assert not outcome.failed, outcome.failure
         assert outcome.commands is not None
         self.history.complete_task(outcome.commands)
@@ -168,3 +194,4 @@ class Run:
     def replay(self) -> TaskOutcome:
         """Answer the open task with a fresh instance that replays the whole history."""
         return WorkflowInstance(self.definition, self.history.events).activate()
+

@@ -218,3 +218,73 @@ def test_all_handlers_finished_waits_for_async_handlers():
     run.history.timer_fired(commands[0]["timer_id"])
     run.history.schedule_task()
     assert _complete(run.step())
+
+
+@workflow.defn
+class Cart:
+    def __init__(self) -> None:
+        self.items = ["a", "b"]
+        self.done = False
+
+    @workflow.run
+    async def run(self) -> list:
+        await workflow.wait_condition(lambda: self.done)
+        return self.items
+
+    @workflow.update
+    async def remove_item(self, item: str) -> int:
+        await workflow.sleep(timedelta(seconds=1))
+        self.items.remove(item)
+        return len(self.items)
+
+    @remove_item.validator
+    def _check(self, item: str) -> None:
+        if item not in self.items:
+            raise ValueError(f"no item {item}")
+
+    @workflow.update
+    def finish(self) -> str:
+        self.done = True
+        return "ok"
+
+
+def test_an_update_the_validator_rejects_issues_only_a_rejection():
+    run = Run(Cart)
+    run.step()
+    request = run.history.send_update("u-1", "remove_item", ["zzz"])
+    run.history.schedule_task()
+    (reject,) = run.step([request])
+    assert reject["type"] == "REJECT_UPDATE" and reject["update_id"] == "u-1"
+    assert reject["failure"]["message"] == "no item zzz"
+    assert run.instance.query("__stack_trace", "[]")  # the run is untouched and goes on
+    assert run.replay().commands == []
+
+
+def test_an_accepted_update_runs_its_handler_across_tasks_and_replays():
+    run = Run(Cart)
+    run.step()
+    request = run.history.send_update("u-1", "remove_item", ["a"])
+    run.history.schedule_task()
+    commands = run.step([request])
+    assert [c["type"] for c in commands] == ["ACCEPT_UPDATE", "START_TIMER"]
+    run.history.timer_fired(commands[1]["timer_id"])
+    run.history.schedule_task()
+    (complete,) = run.step()
+    assert complete == {"type": "COMPLETE_UPDATE", "update_id": "u-1", "result": "1"}
+    finish = run.history.send_update("u-2", "finish")
+    run.history.schedule_task()
+    commands = run.step([finish])
+    assert [c["type"] for c in commands] == ["ACCEPT_UPDATE", "COMPLETE_UPDATE", "COMPLETE_WORKFLOW_EXECUTION"]
+    assert commands[-1]["result"] == '["b"]'
+    # a fresh worker replays the accepted updates without their validators, and matches
+    assert run.replay().commands == []
+
+
+def test_an_unknown_update_is_rejected_with_temporals_message():
+    run = Run(Cart)
+    run.step()
+    request = run.history.send_update("u-9", "nope")
+    run.history.schedule_task()
+    (reject,) = run.step([request])
+    assert reject["failure"]["message"] == ("Update handler for 'nope' expected but not found, "
+                                            "known updates: [finish remove_item]")
