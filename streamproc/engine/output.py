@@ -99,8 +99,12 @@ class RecordWriter:
         self._pending.events.append(self._stamp(record))
         self._reply_with(record)
 
-    def command(self, value_type: str, intent: str, key: int, value: dict[str, Any]) -> None:
-        self._pending.commands.append(self._stamp(Record(RecordType.COMMAND, value_type, intent, dict(value), key=key)))
+    def command(self, value_type: str, intent: str, key: int, value: dict[str, Any],
+                request_id: str | None = None) -> None:
+        """A command for the log, committed with this one: a WORKFLOW command goes to the
+        partition of its `workflow_id` (another partition's engine, or this one)."""
+        self._pending.commands.append(self._stamp(Record(RecordType.COMMAND, value_type, intent, dict(value), key=key,
+                                                         request_id=request_id)))
 
     def task(self, queue: str, key: int, value: dict[str, Any], value_type: str = "JOB",
              intent: str = "ACTIVATABLE", reply_partition: int = -1) -> None:

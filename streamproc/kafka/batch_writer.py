@@ -50,7 +50,11 @@ class BatchWriter:
         for record in out.events:
             self.write(self.topics.events, partition, record)
         for record in out.commands:
-            self.write(self.topics.commands, partition, record)
+            # A command about a workflow goes to that workflow's partition (a child's start,
+            # a signal to another workflow, the answer back), like a client's would.
+            target = (partition_for(record.value["workflow_id"], self._partition_count)
+                      if record.value_type == ValueType.WORKFLOW else partition)
+            self.write(self.topics.commands, target, record)
         for queue, record in out.tasks:
             # Workflow tasks go by workflow id, so the pages of one task share a partition.
             workflow = record.value_type == ValueType.WORKFLOW

@@ -99,6 +99,19 @@ class WorkflowIntent(StrEnum):
     #: A change the workflow validates and applies (Temporal's update); answered with
     #: UPDATE_ACCEPTED, UPDATE_COMPLETED or UPDATE_REJECTED at the stage asked for.
     UPDATE = "UPDATE"
+    # commands between partitions, for workflows that talk to each other: written by the
+    # engine in the transaction that decided them, so each is sent exactly once
+    #: To the parent's partition: its child started (attributes: initiated event, child run).
+    CHILD_STARTED = "CHILD_STARTED"
+    #: To the parent's partition: its child could not start (attributes: cause).
+    CHILD_START_FAILED = "CHILD_START_FAILED"
+    #: To the parent's partition: its child's chain of runs ended (attributes: the close event).
+    CHILD_CLOSED = "CHILD_CLOSED"
+    #: To the sender's partition: its signal / cancel request reached the target, or not.
+    EXTERNAL_SIGNALED = "EXTERNAL_SIGNALED"
+    EXTERNAL_SIGNAL_FAILED = "EXTERNAL_SIGNAL_FAILED"
+    EXTERNAL_CANCEL_REQUESTED = "EXTERNAL_CANCEL_REQUESTED"
+    EXTERNAL_CANCEL_FAILED = "EXTERNAL_CANCEL_FAILED"
     # commands from workflow workers
     TASK_COMPLETE = "TASK_COMPLETE"
     TASK_FAIL = "TASK_FAIL"

@@ -111,6 +111,25 @@ class PendingEvent:
 
 
 @dataclass(slots=True)
+class RunChild:
+    """A child workflow the run started (by its initiated event id in `children`)."""
+
+    workflow_id: str
+    workflow_type: str
+    parent_close_policy: str
+    #: The child's first run, once it started (the parent close policy addresses it).
+    run_id: str = ""
+    started_event_id: int = 0
+    #: Its close is buffered for the workflow: no policy applies to it any more.
+    closed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workflow_id": self.workflow_id, "workflow_type": self.workflow_type,
+                "parent_close_policy": self.parent_close_policy, "run_id": self.run_id,
+                "started_event_id": self.started_event_id, "closed": self.closed}
+
+
+@dataclass(slots=True)
 class RunUpdate:
     """An update sent to the run (by update id in `updates`): ADMITTED (waiting for a
     workflow task to carry it to the code), ACCEPTED by its validator, or COMPLETED.
@@ -153,6 +172,8 @@ class RunStart:
     initiator: ContinueAsNewInitiator = ContinueAsNewInitiator.UNSPECIFIED
     first_task_backoff_ms: int = 0
     continued_failure: dict | None = None
+    #: The parent of a child workflow: workflow_id, run_id, initiated_event_id.
+    parent: dict | None = None
 
 
 @dataclass(slots=True)
@@ -194,6 +215,13 @@ class WorkflowRun:
     signal_count: int = 0
     #: Updates by update id, admitted, accepted or completed (stored only once set).
     updates: dict[str, RunUpdate] = field(default_factory=dict)
+    #: Child workflows not closed yet, by initiated event id (stored only once set).
+    children: dict[int, RunChild] = field(default_factory=dict)
+    #: Signals and cancel requests to other workflows not answered yet: initiated event id
+    #: -> SIGNAL or CANCEL (stored only once set).
+    externals: dict[int, str] = field(default_factory=dict)
+    #: A child's parent: workflow_id, run_id, initiated_event_id (kept by its next runs).
+    parent: dict | None = None
 
     @classmethod
     def begin(cls, start: RunStart, now_ms: int, run_expiration_ms: int, execution_time_ms: int) -> WorkflowRun:
@@ -204,7 +232,7 @@ class WorkflowRun:
             timeouts=RunTimeouts.of(start.timeouts), retry_policy=start.retry_policy,
             execution_expiration_ms=start.execution_expiration_ms, run_expiration_ms=run_expiration_ms,
             start_time_ms=now_ms, execution_time_ms=execution_time_ms, close_time_ms=0,
-            first_execution_run_id=start.first_execution_run_id or start.run_id)
+            first_execution_run_id=start.first_execution_run_id or start.run_id, parent=start.parent)
 
     # status ------------------------------------------------------------------------------
     @property
@@ -233,7 +261,8 @@ class WorkflowRun:
             retry_policy=self.retry_policy, attempt=attempt, execution_expiration_ms=self.execution_expiration_ms,
             identity=self.identity, request_id=self.start_request_id,
             first_execution_run_id=self.first_execution_run_id, continued_execution_run_id=self.run_id,
-            initiator=initiator, first_task_backoff_ms=backoff_ms, continued_failure=continued_failure)
+            initiator=initiator, first_task_backoff_ms=backoff_ms, continued_failure=continued_failure,
+            parent=self.parent)
 
     # history -----------------------------------------------------------------------------
     def take_event_id(self, size_bytes: int) -> int:
@@ -297,6 +326,12 @@ class WorkflowRun:
             doc["signal_count"] = self.signal_count
         if self.updates:
             doc["updates"] = {u: update.to_json() for u, update in self.updates.items()}
+        if self.children:
+            doc["children"] = {str(i): child.to_json() for i, child in self.children.items()}
+        if self.externals:
+            doc["externals"] = {str(i): kind for i, kind in self.externals.items()}
+        if self.parent is not None:
+            doc["parent"] = self.parent
         return doc
 
     @classmethod
@@ -319,4 +354,6 @@ class WorkflowRun:
             deadlines=dict(d["deadlines"]), cancel_requested=d["cancel_requested"],
             new_execution_run_id=d["new_execution_run_id"], limit_warned=d["limit_warned"],
             task_history_from=d.get("task_history_from"), signal_count=d.get("signal_count", 0),
-            updates={u: RunUpdate(**update) for u, update in d.get("updates", {}).items()})
+            updates={u: RunUpdate(**update) for u, update in d.get("updates", {}).items()},
+            children={int(i): RunChild(**child) for i, child in d.get("children", {}).items()},
+            externals={int(i): kind for i, kind in d.get("externals", {}).items()}, parent=d.get("parent"))

@@ -60,6 +60,18 @@ class WorkflowDriver:
                               failure={"message": "boom", "kind": "APPLICATION", "type": "Boom"})
         return events
 
+    def pump(self) -> list[Record]:
+        """Process the commands the engine wrote for other workflows (a child's start, a
+        signal, their answers), as the partitions they go to would, until none is left.
+        One partition here: every workflow id maps to it. Returns what they produced."""
+        produced = []
+        while self.h.commands:
+            cmd = self.h.commands.pop(0)
+            self.h.proc.process(codec.encode(cmd), None, self.h.position)
+            self.h.position += 1
+            produced += self.h.commit()
+        return produced
+
     def run(self, run_key: int) -> dict:
         """The run as its stored document (the JSON keys tests read)."""
         run = Workflows(PendingWrites(self.h.db)).get(run_key)

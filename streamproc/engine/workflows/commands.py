@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from streamproc.engine.workflows import activities as workflow_activities
-from streamproc.engine.workflows import updates
+from streamproc.engine.workflows import children, externals, updates
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.runs import E, append, close
@@ -289,6 +289,9 @@ _HANDLERS = {
     T.FAIL_WORKFLOW_EXECUTION: (_check_fail, _fail),
     T.CANCEL_WORKFLOW_EXECUTION: (_check_cancel, _cancel),
     T.CONTINUE_AS_NEW_WORKFLOW_EXECUTION: (_check_continue_as_new, _continue_as_new),
+    T.START_CHILD_WORKFLOW_EXECUTION: (children.check_start_child, children.start_child),
+    T.SIGNAL_EXTERNAL_WORKFLOW_EXECUTION: (externals.check_signal_external, externals.signal_external),
+    T.REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION: (externals.check_cancel_external, externals.cancel_external),
     T.ACCEPT_UPDATE: (updates.check_accept, updates.accept),
     T.COMPLETE_UPDATE: (updates.check_complete, updates.complete),
     T.REJECT_UPDATE: (updates.check_reject, updates.reject),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamproc.engine.workflows import queries, requests, signals, updates
+from streamproc.engine.workflows import children, externals, queries, requests, signals, updates
 from streamproc.engine.workflows import tasks
 from streamproc.engine.workflows import timeouts
 from streamproc.engine.workflows.start import start
@@ -17,6 +17,13 @@ WORKFLOW_PROCESSORS = {
     W.SIGNAL: signals.signal,
     W.QUERY: queries.query,
     W.UPDATE: updates.update,
+    W.CHILD_STARTED: children.child_started,
+    W.CHILD_START_FAILED: children.child_start_failed,
+    W.CHILD_CLOSED: children.child_closed,
+    W.EXTERNAL_SIGNALED: externals.external_signaled,
+    W.EXTERNAL_SIGNAL_FAILED: externals.external_signal_failed,
+    W.EXTERNAL_CANCEL_REQUESTED: externals.external_cancel_requested,
+    W.EXTERNAL_CANCEL_FAILED: externals.external_cancel_failed,
     W.TASK_COMPLETE: tasks.task_complete,
     W.TASK_FAIL: tasks.task_fail,
     W.TASK_TIME_OUT: tasks.task_time_out,

@@ -6,14 +6,20 @@ from __future__ import annotations
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.workflows.senders import answer_sender, command_attributes, external_sender, refused_child_only
 from streamproc.engine.workflows.runs import WF, E, deliver, history_pages, terminate
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.state.workflow_run import PendingEvent, RunActivity, WorkflowRun
 
 
 def find_run(cmd: Record, ctx: ProcessingContext, *, running: bool) -> tuple[int, WorkflowRun] | None:
+    """The run a request names (run_id "" = the current one; a parent close policy's names
+    the chain by its first run id instead), or None after rejecting the request."""
     v = cmd.value
     found = ctx.workflows.find(v["workflow_id"], v["run_id"])
+    first_run_id = command_attributes(cmd).get("first_execution_run_id")
+    if first_run_id and found is not None and found[1].first_execution_run_id != first_run_id:
+        found = None
     if found is None:
         ctx.out.reject(cmd, RejectionType.NOT_FOUND,
                        f"workflow execution not found: WorkflowId {v['workflow_id']!r}, RunId {v['run_id']!r}")
@@ -33,17 +39,31 @@ def _reply_event(ctx: ProcessingContext, run_key: int, run: WorkflowRun, event_t
 
 
 def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
-    """WORKFLOW_EXECUTION_CANCEL_REQUESTED and a workflow task: the workflow decides."""
+    """WORKFLOW_EXECUTION_CANCEL_REQUESTED and a workflow task: the workflow decides. A
+    request from another workflow is answered to it (a repeated one counts as done, as
+    Temporal: the cancellation was requested)."""
+    sender = external_sender(cmd)
     found = find_run(cmd, ctx, running=True)
+    if found is not None and sender is not None and refused_child_only(sender, found[1]):
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"workflow {found[1].workflow_id!r} is not a child of "
+                                                     f"{sender['workflow_id']!r}")
+        found = None
     if found is None:
+        if sender is not None:
+            answer_sender(ctx, sender, WorkflowIntent.EXTERNAL_CANCEL_FAILED, None, cmd)
         return
     run_key, run = found
+    if sender is not None:
+        answer_sender(ctx, sender, WorkflowIntent.EXTERNAL_CANCEL_REQUESTED, run, cmd)
     if run.cancel_requested:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"cancellation of workflow {run.workflow_id!r} run {run.run_id!r} was already requested")
         return
     run.cancel_requested = True
     attributes = {"cause": cmd.value["reason"], "identity": cmd.value["identity"]}
+    if sender is not None:
+        attributes.update(external_initiated_event_id=sender["initiated_event_id"], external_workflow_execution={
+            "workflow_id": sender["workflow_id"], "run_id": sender["run_id"]})
     deliver(ctx, run_key, run, [PendingEvent(E.WORKFLOW_EXECUTION_CANCEL_REQUESTED.name, attributes)])
     ctx.workflows.put(run_key, run)
     _reply_event(ctx, run_key, run, E.WORKFLOW_EXECUTION_CANCEL_REQUESTED, attributes)

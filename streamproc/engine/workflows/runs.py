@@ -28,6 +28,7 @@ import orjson
 import structlog
 
 from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.workflows.relatives import on_run_closed
 from streamproc.engine.workflows.update_answers import abort_updates
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.semantics.workflow_events import EventType
@@ -88,7 +89,24 @@ def append_all(ctx: ProcessingContext, run_key: int, run: WorkflowRun, events: l
         attributes = event.attributes
         if event.links_started:
             attributes = {**attributes, "started_event_id": previous}
+        child = run.children.get(attributes.get("initiated_event_id", 0)) if event.type_name in _CHILD_EVENTS else None
+        if child is not None and event.type_name in _CHILD_CLOSES:
+            # A child's close names its started event, whose id was known only once appended.
+            attributes = {**attributes, "started_event_id": child.started_event_id}
         previous = append(ctx, run_key, run, E[event.type_name], attributes)
+        if child is not None:
+            if event.type_name == E.CHILD_WORKFLOW_EXECUTION_STARTED.name:
+                child.started_event_id = previous
+            else:
+                del run.children[attributes["initiated_event_id"]]
+
+
+#: Events about a child workflow that the run's `children` entry follows.
+_CHILD_EVENTS = frozenset(e.name for e in (
+    E.CHILD_WORKFLOW_EXECUTION_STARTED, E.START_CHILD_WORKFLOW_EXECUTION_FAILED, E.CHILD_WORKFLOW_EXECUTION_COMPLETED,
+    E.CHILD_WORKFLOW_EXECUTION_FAILED, E.CHILD_WORKFLOW_EXECUTION_CANCELED, E.CHILD_WORKFLOW_EXECUTION_TIMED_OUT,
+    E.CHILD_WORKFLOW_EXECUTION_TERMINATED))
+_CHILD_CLOSES = _CHILD_EVENTS - {E.CHILD_WORKFLOW_EXECUTION_STARTED.name, E.START_CHILD_WORKFLOW_EXECUTION_FAILED.name}
 
 
 def deliver(ctx: ProcessingContext, run_key: int, run: WorkflowRun, events: list[PendingEvent]) -> None:
@@ -230,6 +248,7 @@ def close(ctx: ProcessingContext, run_key: int, run: WorkflowRun, status: Workfl
     its deadlines, timers and open activities (closed silently, as Temporal does)."""
     event_id = append(ctx, run_key, run, event_type, attributes)
     abort_updates(ctx, run_key, run)
+    on_run_closed(ctx, run, event_type, attributes)
     ctx.workflow_timers.disarm_all(run_key, run)
     for entry in run.activities.values():
         found = ctx.activities.get(entry.key)

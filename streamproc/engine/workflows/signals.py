@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.requests import find_run
+from streamproc.engine.workflows.senders import answer_sender, external_sender, refused_child_only
 from streamproc.engine.workflows.runs import WF, E, deliver
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.state.workflow_run import PendingEvent, WorkflowRun
@@ -40,6 +41,8 @@ class SignalRequest:
     input: str | None
     identity: str
     request_id: str
+    #: The workflow that sent it (workflow_id, run_id), if a workflow did.
+    external: dict | None = None
 
     def event(self, ctx: ProcessingContext, run_key: int, run: WorkflowRun) -> PendingEvent:
         """Count the signal, remember its request id; the WORKFLOW_EXECUTION_SIGNALED to deliver."""
@@ -47,7 +50,7 @@ class SignalRequest:
         ctx.workflows.record_signal_request(run_key, self.request_id)
         return PendingEvent(E.WORKFLOW_EXECUTION_SIGNALED.name, {
             "signal_name": self.name, "input": self.input, "identity": self.identity,
-            "external_workflow_execution": None})
+            "external_workflow_execution": self.external})
 
 
 def signal(cmd: Record, ctx: ProcessingContext) -> None:
@@ -56,12 +59,25 @@ def signal(cmd: Record, ctx: ProcessingContext) -> None:
     if problem:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
         return
+    sender = external_sender(cmd)  # another workflow, which is answered on its partition
     found = find_run(cmd, ctx, running=True)
-    if found is not None:
-        run_key, run = found
-        request = SignalRequest(v["signal_name"], v["input"], v["identity"], cmd.request_id or "")
-        if signal_run(cmd, ctx, run_key, run, request):
-            reply_signaled(ctx, run_key, run, request.name)
+    if found is not None and sender is not None and refused_child_only(sender, found[1]):
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"workflow {found[1].workflow_id!r} is not a child of "
+                                                     f"{sender['workflow_id']!r}")
+        found = None
+    if found is None:
+        if sender is not None:
+            answer_sender(ctx, sender, WorkflowIntent.EXTERNAL_SIGNAL_FAILED, None, cmd)
+        return
+    run_key, run = found
+    external = None if sender is None else {"workflow_id": sender["workflow_id"], "run_id": sender["run_id"]}
+    request = SignalRequest(v["signal_name"], v["input"], v["identity"], cmd.request_id or "", external)
+    if signal_run(cmd, ctx, run_key, run, request):
+        reply_signaled(ctx, run_key, run, request.name)
+        if sender is not None:
+            answer_sender(ctx, sender, WorkflowIntent.EXTERNAL_SIGNALED, run, cmd)
+    elif sender is not None:
+        answer_sender(ctx, sender, WorkflowIntent.EXTERNAL_SIGNAL_FAILED, run, cmd)
 
 
 def signal_run(cmd: Record, ctx: ProcessingContext, run_key: int, run: WorkflowRun, request: SignalRequest) -> bool:

@@ -14,6 +14,7 @@ import orjson
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
+from streamproc.engine.workflows.senders import command_attributes
 from streamproc.engine.workflows.signals import SignalRequest, check_signal, signal_run
 from streamproc.engine.workflows.runs import (
     EXECUTION_TIME_OUT,
@@ -61,6 +62,7 @@ def _enum(enum, name: str, what: str):
 def start(cmd: Record, ctx: ProcessingContext) -> None:
     v = cmd.value
     with_signal = bool(v["signal_name"])
+    parent = command_attributes(cmd).get("parent")  # a child's start, from its parent's partition
     try:
         validate_workflow_id(v["workflow_id"], max_length=ctx.limits.history.max_id_length)
         problem = (None if v["workflow_type"] else "WorkflowType is not set on request.") \
@@ -84,6 +86,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
             raise InvalidArgument(problem)
     except InvalidArgument as exc:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, str(exc))
+        _tell_parent(ctx, parent, WorkflowIntent.CHILD_START_FAILED, cause="UNSPECIFIED")
         return
     request_id = cmd.request_id or ""
     signal = SignalRequest(v["signal_name"], v["signal_input"], v["identity"], request_id) if with_signal else None
@@ -95,6 +98,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
             current[1].run_id, current[1].status, current[1].start_request_id))
     if decision.action is WorkflowIdAction.ALREADY_STARTED:
         ctx.out.reject(cmd, RejectionType.ALREADY_EXISTS, decision.message)
+        _tell_parent(ctx, parent, WorkflowIntent.CHILD_START_FAILED, cause="WORKFLOW_ALREADY_EXISTS")
         return
     if decision.action is WorkflowIdAction.RETURN_EXISTING:
         run_key, run = current
@@ -111,8 +115,19 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         run_id=new_run_id, workflow_id=v["workflow_id"], workflow_type=v["workflow_type"],
         task_queue=v["task_queue"], input=v["input"], timeouts=timeouts,
         retry_policy=None if policy is None else policy_to_record(policy), attempt=1,
-        execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id), signal)
+        execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id,
+        parent=parent), signal)
     _reply_started(ctx, run_key, run, started=True)
+    _tell_parent(ctx, parent, WorkflowIntent.CHILD_STARTED,
+                 workflow_execution={"workflow_id": run.workflow_id, "run_id": run.run_id})
+
+
+def _tell_parent(ctx: ProcessingContext, parent: dict | None, intent: str, **attributes) -> None:
+    """A child's start answers its parent's partition (nothing for a client's start)."""
+    if parent is not None:
+        ctx.out.command(WF, intent, -1, {"workflow_id": parent["workflow_id"], "run_id": parent["run_id"],
+                                         "attributes": orjson.dumps({"initiated_event_id": parent["initiated_event_id"],
+                                                                     **attributes}).decode()})
 
 
 def _reply_started(ctx: ProcessingContext, run_key: int, run: WorkflowRun, started: bool) -> None:
@@ -143,7 +158,10 @@ def start_run(ctx: ProcessingContext, start: RunStart, signal: SignalRequest | N
         "continued_execution_run_id": start.continued_execution_run_id, "retry_policy": run.retry_policy,
         "identity": run.identity, "workflow_execution_expiration_time_ms": expiration_ms,
         "initiator": start.initiator.name, "first_workflow_task_backoff_ms": start.first_task_backoff_ms,
-        "continued_failure": start.continued_failure})
+        "continued_failure": start.continued_failure,
+        **({} if start.parent is None else {
+            "parent_workflow_execution": {"workflow_id": start.parent["workflow_id"], "run_id": start.parent["run_id"]},
+            "parent_initiated_event_id": start.parent["initiated_event_id"]})})
     if signal is not None:
         append_all(ctx, run_key, run, [signal.event(ctx, run_key, run)])
     if run.run_expiration_ms:
