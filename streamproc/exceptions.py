@@ -7,6 +7,7 @@
     │   ├── TimeoutError                  a timeout (its type: START_TO_CLOSE, HEARTBEAT, ...)
     │   ├── TerminatedError, ServerError
     │   ├── ActivityError                 a caller's view of a failed activity (cause: one of the above)
+    │   ├── ChildWorkflowError            a parent's view of a child that did not complete (cause: why)
     │   ├── ActivityAlreadyStartedError   an activity id that is open already
     │   ├── WorkflowAlreadyStartedError   a workflow id taken under the id policies
     │   ├── WorkflowFailureError          a caller's view of a failed run (cause: one of the above)
@@ -54,6 +55,7 @@ __all__ = [
     "ServerError",
     "ActivityError",
     "ActivityAlreadyStartedError",
+    "ChildWorkflowError",
     "CommandRejectedError",
     "WorkflowAlreadyStartedError",
     "WorkflowFailureError",
@@ -168,6 +170,19 @@ class ActivityError(FailureError):
     def __repr__(self) -> str:
         return (f"ActivityError({self.message!r}, activity_id={self.activity_id!r}, "
                 f"retry_state={self.retry_state.name}, cause={self.cause!r})")
+
+
+class ChildWorkflowError(FailureError):
+    """A child workflow did not complete: ``cause`` is how it ended (an ApplicationError,
+    CancelledError, TimeoutError or TerminatedError), ``retry_state`` why it stopped."""
+
+    def __init__(self, message: str, *, workflow_id: str, run_id: str, workflow_type: str,
+                 retry_state: RetryState | None = None) -> None:
+        super().__init__(message)
+        self.workflow_id = workflow_id
+        self.run_id = run_id
+        self.workflow_type = workflow_type
+        self.retry_state = retry_state
 
 
 class ActivityAlreadyStartedError(FailureError):

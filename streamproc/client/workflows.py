@@ -38,7 +38,7 @@ from streamproc.semantics.workflow_ids import (
     validate_workflow_id,
 )
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, normalize_workflow_timeouts
-from streamproc.workflow.definition import signal_name_of
+from streamproc.workflow.definition import signal_name_of, workflow_type_of
 
 __all__ = ["WorkflowOperations", "workflow_type_of"]
 
@@ -145,30 +145,6 @@ class WorkflowOperations:
         if self._workflow_requests is not None:
             self._workflow_requests.close()
             self._workflow_requests = None
-
-
-def workflow_type_of(workflow: str | Callable[..., Any] | type) -> str:
-    """The type name of a workflow given as a name, a `@workflow.defn` class or its run method.
-
-    A run method is traced to its class through its module; a class defined inside a
-    function cannot be found that way and counts by its class name.
-    """
-    from streamproc.workflow.definition import WorkflowDefinition
-
-    if isinstance(workflow, str):
-        return workflow
-    if isinstance(workflow, type):
-        return WorkflowDefinition.of(workflow).name
-    qualname = getattr(workflow, "__qualname__", "")
-    owner_path = qualname.split(".")[:-1]
-    if not owner_path:
-        raise TypeError(f"expected a workflow type name, class or run method, got {workflow!r}")
-    owner: Any = __import__(workflow.__module__, fromlist=["_"]) if "<locals>" not in owner_path else None
-    for part in owner_path if owner is not None else ():
-        owner = getattr(owner, part, None)
-    if isinstance(owner, type):
-        return WorkflowDefinition.of(owner).name
-    return owner_path[-1]
 
 
 def _policy_name(policy: WorkflowIdReusePolicy | WorkflowIdConflictPolicy) -> str:

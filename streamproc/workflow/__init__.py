@@ -21,6 +21,7 @@ the workflow task, which is retried, like Temporal. The runtime a worker drives 
 `streamproc.workflow.instance.WorkflowInstance`.
 """
 
+from streamproc.exceptions import ChildWorkflowError
 from streamproc.activity.errors import (
     ActivityError,
     ApplicationError,
@@ -34,6 +35,14 @@ from streamproc.workflow.activities import (
     ActivityHandle,
     execute_activity,
     start_activity,
+)
+from streamproc.workflow.children import (
+    ChildWorkflowHandle,
+    ExternalWorkflowHandle,
+    ParentClosePolicy,
+    execute_child_workflow,
+    get_external_workflow_handle,
+    start_child_workflow,
 )
 from streamproc.workflow.context import (
     all_handlers_finished,
@@ -77,6 +86,13 @@ __all__ = [
     "start_activity",
     "ActivityHandle",
     "ActivityCancellationType",
+    "start_child_workflow",
+    "execute_child_workflow",
+    "get_external_workflow_handle",
+    "ChildWorkflowHandle",
+    "ExternalWorkflowHandle",
+    "ParentClosePolicy",
+    "ChildWorkflowError",
     "sleep",
     "wait_condition",
     "now",

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 __all__ = ["WorkflowDefinition", "HandlerDefinition", "defn", "run", "signal", "query", "update",
-           "signal_name_of", "query_name_of", "update_name_of"]
+           "signal_name_of", "query_name_of", "update_name_of", "workflow_type_of"]
 
 C = TypeVar("C", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -218,3 +218,25 @@ def query_name_of(handler: str | Callable[..., Any]) -> str:
 def update_name_of(handler: str | Callable[..., Any]) -> str:
     """The name of an update given as a name or as its @workflow.update method."""
     return _name_of(handler, _UPDATE, "update")
+
+
+def workflow_type_of(workflow: str | Callable[..., Any] | type) -> str:
+    """The type name of a workflow given as a name, a `@workflow.defn` class or its run method.
+
+    A run method is traced to its class through its module; a class defined inside a
+    function cannot be found that way and counts by its class name.
+    """
+    if isinstance(workflow, str):
+        return workflow
+    if isinstance(workflow, type):
+        return WorkflowDefinition.of(workflow).name
+    qualname = getattr(workflow, "__qualname__", "")
+    owner_path = qualname.split(".")[:-1]
+    if not owner_path:
+        raise TypeError(f"expected a workflow type name, class or run method, got {workflow!r}")
+    owner: Any = __import__(workflow.__module__, fromlist=["_"]) if "<locals>" not in owner_path else None
+    for part in owner_path if owner is not None else ():
+        owner = getattr(owner, part, None)
+    if isinstance(owner, type):
+        return WorkflowDefinition.of(owner).name
+    return owner_path[-1]

@@ -27,12 +27,14 @@ from streamproc.semantics.workflow_events import EventType
 from streamproc.workflow.activity_outcomes import ACTIVITY_CLOSE_EVENTS, activity_error, activity_result
 from streamproc.workflow.commands import PATCH_MARKER, Command
 from streamproc.workflow.definition import WorkflowDefinition
-from streamproc.workflow.errors import ContinueAsNewError, NotInWorkflowError, ReadOnlyContextError
+from streamproc.workflow.errors import ContinueAsNewError, ReadOnlyContextError
 from streamproc.workflow.event_loop import WorkflowEventLoop
+from streamproc.workflow.children import ChildWorkflows
+from streamproc.workflow.current import current_runtime
 from streamproc.workflow.handlers import WorkflowHandlers
 from streamproc.workflow.run_info import Info
 
-__all__ = ["WorkflowRuntime", "OpenActivity", "OpenTimer", "current_runtime"]
+__all__ = ["WorkflowRuntime", "OpenActivity", "OpenTimer", "current_runtime"]  # current_runtime: workflow/current.py
 
 _E = EventType
 
@@ -55,18 +57,6 @@ class OpenTimer:
     future: asyncio.Future[None]
     command: Command
     recorded: bool = False  # TimerStarted is in history
-
-
-def current_runtime() -> WorkflowRuntime:
-    """The runtime of the workflow whose code is running; raises outside workflow code."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    if not isinstance(loop, WorkflowEventLoop):
-        raise NotInWorkflowError("not in workflow code: workflow.* functions work only "
-                                 "inside a workflow's run method and what it awaits")
-    return loop.owner
 
 
 class WorkflowRuntime:
@@ -96,6 +86,7 @@ class WorkflowRuntime:
         self._patches: dict[str, bool] = {}
         self._patches_recorded: frozenset[str] = frozenset()
         self.handlers = WorkflowHandlers(self)
+        self.children = ChildWorkflows(self)
         #: Set while a query runs: the run's state may be read, not changed.
         self._read_only = False
 
@@ -149,6 +140,11 @@ class WorkflowRuntime:
         """A command from a handler (an update's outcome): in order with the code's others."""
         self._add(command)
 
+    def issue_command(self, command: Command, action: str) -> None:
+        """A command from workflow code (a child's start, a signal to another workflow)."""
+        self.assert_writable(action)
+        self._add(command)
+
     def read_only(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Call `fn` (a validator) unable to change the run."""
         self._read_only = True
@@ -179,6 +175,7 @@ class WorkflowRuntime:
 
     def command_recorded(self, command: Command, event: dict[str, Any]) -> None:
         """The engine recorded `command` as `event`: remember the event id close events use."""
+        self.children.command_recorded(command, event)
         if command["type"] == CommandType.SCHEDULE_ACTIVITY_TASK:
             activity = self._activities.get(command["activity_id"])
             if activity is not None:
@@ -320,6 +317,8 @@ class WorkflowRuntime:
     def _resolve(self, event: dict[str, Any]) -> None:
         kind = event["event_type"]
         attributes = event.get("attributes") or {}
+        if self.children.resolve(event):
+            return
         if kind in ACTIVITY_CLOSE_EVENTS:
             activity = self._activities_by_event.pop(attributes.get("scheduled_event_id"), None)
             if activity is None or activity.future.done():

@@ -288,3 +288,52 @@ def test_an_unknown_update_is_rejected_with_temporals_message():
     (reject,) = run.step([request])
     assert reject["failure"]["message"] == ("Update handler for 'nope' expected but not found, "
                                             "known updates: [finish remove_item]")
+
+
+@workflow.defn
+class Payment:
+    @workflow.run
+    async def run(self, items: list) -> str:
+        return f"paid {len(items)}"
+
+
+@workflow.defn
+class Checkout:
+    @workflow.run
+    async def run(self) -> list:
+        handle = await workflow.start_child_workflow(Payment.run, ["a", "b"], id="pay-1",
+                                                     parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL)
+        await handle.signal("nudge")
+        await workflow.get_external_workflow_handle("other").cancel()
+        try:
+            await workflow.execute_child_workflow("Payment", [], id="pay-2")
+        except workflow.ChildWorkflowError as err:
+            return [await handle, f"{type(err.cause).__name__}: {err.cause}"]
+        return []
+
+
+def test_children_and_external_requests_follow_their_events_and_replay():
+    run = Run(Checkout)
+    (start,) = run.step()
+    assert start["type"] == "START_CHILD_WORKFLOW_EXECUTION" and start["parent_close_policy"] == "REQUEST_CANCEL"
+    assert start["workflow_type"] == "Payment" and start["workflow_id"] == "pay-1"
+    initiated = run.history.events[-1]["event_id"]
+    h = run.history
+    h.add("CHILD_WORKFLOW_EXECUTION_STARTED", initiated_event_id=initiated,
+          workflow_execution={"workflow_id": "pay-1", "run_id": "c-1"}, workflow_type="Payment", namespace="")
+    h.schedule_task()
+    (signal,) = run.step()
+    assert signal == {"type": "SIGNAL_EXTERNAL_WORKFLOW_EXECUTION", "workflow_id": "pay-1", "run_id": "",
+                      "signal_name": "nudge", "input": "[]", "child_workflow_only": True}
+    h.add("EXTERNAL_WORKFLOW_EXECUTION_SIGNALED", initiated_event_id=h.events[-1]["event_id"], namespace="",
+          workflow_execution={"workflow_id": "pay-1", "run_id": ""}, control="")
+    h.schedule_task()
+    (cancel,) = run.step()
+    assert cancel["type"] == "REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION" and cancel["workflow_id"] == "other"
+    h.add("REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_FAILED", initiated_event_id=h.events[-1]["event_id"],
+          cause="EXTERNAL_WORKFLOW_EXECUTION_NOT_FOUND", namespace="", workflow_execution={"workflow_id": "other"})
+    h.schedule_task()
+    (failed,) = run.step()  # the code does not catch it: the run fails with it
+    assert failed["type"] == "FAIL_WORKFLOW_EXECUTION"
+    assert failed["failure"]["message"] == "Unable to cancel external workflow because it was not found"
+    assert run.replay().commands == []
