@@ -30,10 +30,11 @@ SCENARIOS = {
     "broker_restart_recovery": "bench.broker_restart_recovery",
     "signal_throughput": "bench.workflow_messages:run_signals",
     "query_latency": "bench.workflow_messages:run_queries",
+    "child_workflows": "bench.workflow_messages:run_children",
 }
 #: Scenarios that take --workers and --profile (worker processes; py-spy files prefix).
 WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflow_latency_single",
-                      "timer_accuracy", "signal_throughput", "query_latency"}
+                      "timer_accuracy", "signal_throughput", "query_latency", "child_workflows"}
 
 
 def main() -> int:

@@ -6,6 +6,7 @@ user code. The activity returns its argument; timeouts are long, so nothing time
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from streamproc import activity, workflow
@@ -88,5 +89,24 @@ class LongHistory:
         return self.steps
 
 
-WORKFLOWS = [OneActivity, SequentialActivities, OneTimer, SignalSink, LongHistory]
+@workflow.defn(name="BenchChild")
+class Child:
+    @workflow.run
+    async def run(self, n: int) -> int:
+        return n
+
+
+@workflow.defn(name="BenchParent")
+class Parent:
+    """Runs `children` children at once (ids `<parent id>-<n>`) and sums their results."""
+
+    @workflow.run
+    async def run(self, children: int) -> int:
+        parent_id = workflow.info().workflow_id
+        results = await asyncio.gather(*(workflow.execute_child_workflow(Child.run, n, id=f"{parent_id}-{n}")
+                                         for n in range(children)))
+        return sum(results)
+
+
+WORKFLOWS = [OneActivity, SequentialActivities, OneTimer, SignalSink, LongHistory, Child, Parent]
 ACTIVITIES = [echo]

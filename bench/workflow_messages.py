@@ -1,4 +1,4 @@
-"""Signals and queries (issue 16): how many signals a second reach running workflows, how
+"""Signals, queries and child workflows (issue 16): how many signals a second reach running workflows, how
 long a signal takes to reach its handler, and how long a query takes.
 
 signal_throughput: 100 running `BenchSignalSink` workflows, one engine and one worker
@@ -16,6 +16,11 @@ client, one at a time). cached: 20 running `BenchSignalSink` workflows the worke
 in its sticky cache. uncached: completed `BenchLongHistory` runs of about 1,000 events
 (200 timers): the worker dropped them when they closed, so each query fetches the whole
 history (GET_HISTORY) and replays it.
+
+child_workflows: `BenchParent` runs that each start 2 `BenchChild`ren at once and sum their
+results, `in_flight` parents open at a time (a closed loop, as workflows_1_activity).
+  workflows_per_sec = (parents + children) / (last parent close read - first START sent)
+  p50/p99_ms        = a parent's close read - its START sent
 """
 
 from __future__ import annotations
@@ -168,3 +173,56 @@ def run_queries(bench: Bench, quick: bool, workers: int = 1, engines: int = 1, p
     finally:
         rig.close()
     return report("queries", out)
+
+
+def run_children(bench: Bench, quick: bool, workers: int = 1, engines: int = 1, profile: str | None = None,
+                 profile_idle: bool = False, partitions: int = PARTITIONS) -> dict:
+    parents, children, in_flight = (100, 2, 50) if quick else (500, 2, 100)
+    out: dict = {"parents": parents, "children_each": children, "in_flight": in_flight, "partitions": partitions,
+                 "load1_at_start": loadavg()}
+    rig = WorkflowRig(bench, partitions, workers, engines)
+    try:
+        _parent_loop(rig, "warmup", 20, 10, children, 120)
+        cpu_before = rig.cpu()
+        sent, seen, not_completed = _parent_loop(rig, "measured", parents, in_flight, children, 600)
+        seconds = (max(seen.values()) - min(sent.values())) / 1000
+        cpu = {k: round(v - cpu_before[k], 2) for k, v in rig.cpu().items()}
+        p = percentiles([seen[w] - sent[w] for w in sent])
+        total = parents * (1 + children)
+        out.update({"workflows_per_sec": round(total / seconds, 1), "parents_per_sec": round(parents / seconds, 1),
+                    "p50_ms": p["p50"], "p99_ms": p["p99"], "not_completed": not_completed[:10],
+                    "cpu_ms_per_workflow": {k: round(v * 1000 / total, 2) for k, v in cpu.items()},
+                    "peak_rss_mb": rig.peak_rss()})
+    finally:
+        rig.close()
+    return report("children", out)
+
+
+def _parent_loop(rig: WorkflowRig, tag: str, count: int, in_flight: int, children: int,
+                 timeout_s: float) -> tuple[dict, dict, list]:
+    """Start `count` parents keeping `in_flight` open; (sent, seen) times by parent id."""
+    sent: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    not_completed: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < count:
+        for _ in range(max(0, min(count - len(sent), in_flight - (len(sent) - len(seen))))):
+            workflow_id = f"{tag}-{len(sent)}"
+            sent[workflow_id] = now_ms()
+            rig.send_start(workflow_id, "BenchParent", children)
+        for raw in rig.events.poll(0.02):
+            intent = peek(raw)[1]
+            if intent.startswith(b"WORKFLOW_EXECUTION_") and intent in _PARENT_CLOSES:
+                workflow_id = codec.decode(raw, codec.AVRO_HEADERS).value["workflow_id"]
+                if workflow_id in sent and workflow_id not in seen:
+                    seen[workflow_id] = now_ms()
+                    if intent != _CLOSED:
+                        not_completed.append(f"{workflow_id}: {intent.decode()}")
+        if time.monotonic() > deadline:
+            rig.check_alive()
+            raise TimeoutError(f"{tag}: {len(seen)} of {count} parents closed in {timeout_s} s")
+    return sent, seen, not_completed
+
+
+_PARENT_CLOSES = {b"WORKFLOW_EXECUTION_COMPLETED", b"WORKFLOW_EXECUTION_FAILED", b"WORKFLOW_EXECUTION_TIMED_OUT",
+                  b"WORKFLOW_EXECUTION_TERMINATED", b"WORKFLOW_EXECUTION_CANCELED"}

@@ -27,6 +27,7 @@ from tests.support.crash_workflow_checks import (
     histories_from_the_client,
     open_activities,
     runs_from_events,
+    start_processes,
 )
 from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE, read_effects
 from tests.support.engines import combined_worker_process, engine_process
@@ -103,11 +104,7 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
     starter = None
     began = time.monotonic()
     try:
-        engine.start().wait_for_log("partitions_assigned")
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.wait_for_log("workflow_tasks_assigned")
+        start_processes(engine, workers)
         starter = Starter(bootstrap, namespace, QUEUE)
         def completed() -> int:
             events.read_available()

@@ -30,9 +30,10 @@ Runs = dict[str, list[WorkflowEvent]]
 class Starter:
     """Starts workflows through the client from a few threads; a start waits out engine restarts."""
 
-    def __init__(self, bootstrap: str, namespace: str, task_queue: str) -> None:
+    def __init__(self, bootstrap: str, namespace: str, task_queue: str, workflow=ThreeStepsAndATimer.run) -> None:
         self.client = Client(bootstrap, namespace)
         self.task_queue = task_queue
+        self.workflow = workflow
         self.pool = ThreadPoolExecutor(8)
         self.futures = []
         self.workflow_ids: list[str] = []
@@ -50,7 +51,7 @@ class Starter:
         test's report."""
         for n in range(tries):
             try:
-                return self.client.start_workflow(ThreeStepsAndATimer.run, workflow_id, id=workflow_id,
+                return self.client.start_workflow(self.workflow, workflow_id, id=workflow_id,
                                                   task_queue=self.task_queue, request_id=f"start-{workflow_id}",
                                                   rpc_timeout=120)
             except (WorkflowStartOutcomeUnknownError, WorkflowNotStartedError) as exc:
@@ -103,15 +104,30 @@ def assert_nothing_written_twice(events: EventLog, runs: Runs) -> None:
     assert twice == [], twice[:5]
 
 
-def check_completed_once(runs: Runs, ids: list[str]) -> dict[str, list[str]]:
-    """Each workflow of `ids` (and no other in `runs`): one run, a gapless well-formed history,
-    one completion with its result, its three steps and its timer. Returns workflow id → run ids."""
+def start_processes(engine, workers: list) -> None:
+    """The engine, then the workers, each once it holds its partitions."""
+    engine.start().wait_for_log("partitions_assigned")
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.wait_for_log("workflow_tasks_assigned")
+
+
+def check_histories(runs: Runs) -> dict[str, list[str]]:
+    """Every run's history is gapless and well-formed; returns workflow id → run ids."""
     by_workflow = collections.defaultdict(list)
     for run_id, history in runs.items():
         by_workflow[history[0].workflow_id].append(run_id)
         assert [e.event_id for e in history] == list(range(1, len(history) + 1)), f"{run_id}: gaps or twice"
         problems = check_well_formed([(e.event_id, EventType[e.event_type], e.attributes) for e in history])
         assert problems == [], (run_id, problems)
+    return by_workflow
+
+
+def check_completed_once(runs: Runs, ids: list[str]) -> dict[str, list[str]]:
+    """Each workflow of `ids` (and no other in `runs`): one run, a gapless well-formed history,
+    one completion with its result, its three steps and its timer. Returns workflow id → run ids."""
+    by_workflow = check_histories(runs)
     assert sorted(by_workflow) == sorted(ids)
     assert {len(r) for r in by_workflow.values()} == {1}, "a workflow has more than one run"
     for workflow_id, (run_id,) in by_workflow.items():
