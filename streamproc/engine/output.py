@@ -107,10 +107,12 @@ class RecordWriter:
                                                          request_id=request_id)))
 
     def task(self, queue: str, key: int, value: dict[str, Any], value_type: str = "JOB",
-             intent: str = "ACTIVATABLE", reply_partition: int = -1) -> None:
+             intent: str = "ACTIVATABLE", reply_partition: int = -1, request_id: str | None = None) -> None:
         """A record for the workers of `queue`, on topic tasks.<queue> (workflow-tasks.<queue>
-        for value type WORKFLOW); `reply_partition`: where its worker answers the caller."""
-        record = Record(RecordType.EVENT, value_type, intent, dict(value), key=key, reply_partition=reply_partition)
+        for value type WORKFLOW); `reply_partition` and `request_id`: whom its worker
+        answers (default: the command's caller)."""
+        record = Record(RecordType.EVENT, value_type, intent, dict(value), key=key, reply_partition=reply_partition,
+                        request_id=request_id)
         self._pending.tasks.append((queue, self._stamp(record)))
 
     def encode_pending(self) -> None:

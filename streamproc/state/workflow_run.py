@@ -222,6 +222,10 @@ class WorkflowRun:
     externals: dict[int, str] = field(default_factory=dict)
     #: A child's parent: workflow_id, run_id, initiated_event_id (kept by its next runs).
     parent: dict | None = None
+    #: Queries that wait for the next workflow task, so they see what is buffered now
+    #: (stored only once set): the QUERY_TASK values, with the caller's request id and
+    #: reply partition.
+    waiting_queries: list[dict] = field(default_factory=list)
 
     @classmethod
     def begin(cls, start: RunStart, now_ms: int, run_expiration_ms: int, execution_time_ms: int) -> WorkflowRun:
@@ -332,6 +336,8 @@ class WorkflowRun:
             doc["externals"] = {str(i): kind for i, kind in self.externals.items()}
         if self.parent is not None:
             doc["parent"] = self.parent
+        if self.waiting_queries:
+            doc["waiting_queries"] = self.waiting_queries
         return doc
 
     @classmethod
@@ -356,4 +362,5 @@ class WorkflowRun:
             task_history_from=d.get("task_history_from"), signal_count=d.get("signal_count", 0),
             updates={u: RunUpdate(**update) for u, update in d.get("updates", {}).items()},
             children={int(i): RunChild(**child) for i, child in d.get("children", {}).items()},
-            externals={int(i): kind for i, kind in d.get("externals", {}).items()}, parent=d.get("parent"))
+            externals={int(i): kind for i, kind in d.get("externals", {}).items()}, parent=d.get("parent"),
+            waiting_queries=d.get("waiting_queries", []))

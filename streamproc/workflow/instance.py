@@ -86,8 +86,10 @@ class WorkflowInstance:
     def offer_updates(self, updates: list[dict[str, Any]]) -> None:
         """The updates the task being answered carries (update_id, name, input, identity):
         delivered to the code with the task's activation."""
-        self._live_updates = list(updates)
-        self._outcome = None
+        updates = list(updates)
+        if updates != self._live_updates:  # the same again (no new task): the same outcome
+            self._live_updates = updates
+            self._outcome = None
 
     def extend(self, new_events: Iterable[dict[str, Any]]) -> None:
         """Append the events written since the history this instance has seen."""

@@ -68,3 +68,19 @@ def test_a_bad_query_is_refused(d, value, reply_partition, message):
 def test_a_query_for_an_unknown_workflow_is_not_found(d):
     (rejection,) = rejections(_query(d, workflow_id="nope")[0])
     assert rejection.rejection_type == "NOT_FOUND"
+
+
+def test_a_query_while_events_wait_for_the_next_task_goes_out_after_it(d):
+    key, _ = d.start()
+    d.complete(key, [])
+    d.send("SIGNAL", workflow_id="w1", signal_name="s", input="[]")  # a task is out now
+    _query(d)  # nothing buffered: after that task, which shows the signal
+    assert len(_query_tasks(d)) == 1
+    d.send("SIGNAL", workflow_id="w1", signal_name="s", input="[]")  # buffered
+    d.send("QUERY", request_id="q-2", reply_partition=4, workflow_id="w1", query_type="count", input="[]")
+    assert len(_query_tasks(d)) == 1 and d.run(key)["waiting_queries"][0]["request_id"] == "q-2"
+    d.complete(key, [])
+    tasks = [r for _, r in d.h.tasks if r.key == key]
+    assert [r.intent for r in tasks[-2:]] == ["WORKFLOW_TASK", "QUERY_TASK"]
+    assert (tasks[-1].request_id, tasks[-1].reply_partition) == ("q-2", 4)
+    assert "waiting_queries" not in d.run(key)

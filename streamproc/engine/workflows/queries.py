@@ -6,6 +6,12 @@ partition of the workflow id, where the worker that has the run cached usually i
 worker runs the query handler and answers the caller directly on its replies partition
 (QUERY_ANSWERED); no history event, no state change, as in Temporal. A query that the
 reject condition refuses is answered QUERY_REJECTED with the run's status.
+
+Consistency: a query task goes to the workflow's task partition after every workflow task
+the engine wrote before it, so the worker applies those first (a signal then a query
+sees the signal). Events buffered while a task is out reach the code only with the next
+task: a query that arrives then waits in the run's state and goes out right after that
+task (or when the run closes), as Temporal holds a query until the task in flight ends.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import orjson
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.requests import find_run
-from streamproc.engine.workflows.runs import WF
+from streamproc.engine.workflows.runs import WF, send_query_tasks
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.semantics.workflow_ids import QueryRejectCondition
 
@@ -50,7 +56,10 @@ def query(cmd: Record, ctx: ProcessingContext) -> None:
             "workflow_id": run.workflow_id, "run_id": run.run_id,
             "attributes": orjson.dumps({"status": run.status.name}).decode()})
         return
-    ctx.out.task(run.task_queue, run_key, {
-        "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
-        "task_queue": run.task_queue, "query_type": v["query_type"], "input": v["input"]},
-        WF, WorkflowIntent.QUERY_TASK, reply_partition=cmd.reply_partition)
+    waiting = {"query_type": v["query_type"], "input": v["input"], "request_id": cmd.request_id or "",
+               "reply_partition": cmd.reply_partition}
+    if run.is_open and run.task is not None and (run.buffered or run.admitted_updates()):
+        run.waiting_queries.append(waiting)
+        ctx.workflows.put(run_key, run)
+    else:
+        send_query_tasks(ctx, run_key, run, [waiting])

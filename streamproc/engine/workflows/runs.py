@@ -172,6 +172,24 @@ def schedule_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, *, spe
             "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages),
             "attributes": _carried_updates(run, updates)},
             WF, WorkflowIntent.WORKFLOW_TASK)
+    _send_waiting_queries(ctx, run_key, run)
+
+
+def send_query_tasks(ctx: ProcessingContext, run_key: int, run: WorkflowRun, queries: list[dict]) -> None:
+    """QUERY_TASKs for the run's task queue, each answered by a worker to its caller."""
+    for query in queries:
+        ctx.out.task(run.task_queue, run_key, {
+            "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
+            "task_queue": run.task_queue, "query_type": query["query_type"], "input": query["input"]},
+            WF, WorkflowIntent.QUERY_TASK, reply_partition=query["reply_partition"],
+            request_id=query["request_id"])
+
+
+def _send_waiting_queries(ctx: ProcessingContext, run_key: int, run: WorkflowRun) -> None:
+    """The queries that waited for this task (or the close): after it, on the same partition."""
+    if run.waiting_queries:
+        send_query_tasks(ctx, run_key, run, run.waiting_queries)
+        run.waiting_queries = []
 
 
 def _carried_updates(run: WorkflowRun, update_ids: list[str]) -> str | None:
@@ -249,6 +267,7 @@ def close(ctx: ProcessingContext, run_key: int, run: WorkflowRun, status: Workfl
     event_id = append(ctx, run_key, run, event_type, attributes)
     abort_updates(ctx, run_key, run)
     on_run_closed(ctx, run, event_type, attributes)
+    _send_waiting_queries(ctx, run_key, run)
     ctx.workflow_timers.disarm_all(run_key, run)
     for entry in run.activities.values():
         found = ctx.activities.get(entry.key)
