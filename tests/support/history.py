@@ -70,9 +70,11 @@ class EventLog:
         return dict(c)
 
     def duplicates(self) -> list:
-        """Records written twice: the same answer to the same command (position) twice."""
+        """Records written twice: the same answer to the same command (position) twice. A
+        workflow's history events count by event id: one command may append several of one
+        type (the signals buffered while a task was out, flushed by its completion)."""
         seen = collections.Counter((r.partition_id, r.source_position, r.record_type, r.value_type,
-                                    r.intent, r.key) for r in self.records)
+                                    r.intent, r.key, (r.value or {}).get("event_id")) for r in self.records)
         return [k for k, n in seen.items() if n > 1]
 
     def close(self) -> None:
