@@ -20,7 +20,10 @@ history (GET_HISTORY) and replays it.
 child_workflows: `BenchParent` runs that each start 2 `BenchChild`ren at once and sum their
 results, `in_flight` parents open at a time (a closed loop, as workflows_1_activity).
   workflows_per_sec = (parents + children) / (last parent close read - first START sent)
-  p50/p99_ms        = a parent's close read - its START sent
+  p50/p99_ms        = a parent's close read - its START sent, with `in_flight` open (so about
+                      in_flight / parents_per_sec: the queue, by Little's law)
+  single_p50/p99_ms = the same, one parent at a time (the path's own latency: 3 workflows,
+                      4 hops between partitions)
 """
 
 from __future__ import annotations
@@ -183,6 +186,9 @@ def run_children(bench: Bench, quick: bool, workers: int = 1, engines: int = 1, 
     rig = WorkflowRig(bench, partitions, workers, engines)
     try:
         _parent_loop(rig, "warmup", 20, 10, children, 120)
+        sent, seen, _ = _parent_loop(rig, "single", 20 if quick else 50, 1, children, 120)
+        single = percentiles([seen[w] - sent[w] for w in sent])
+        out.update(single_p50_ms=single["p50"], single_p99_ms=single["p99"])
         cpu_before = rig.cpu()
         sent, seen, not_completed = _parent_loop(rig, "measured", parents, in_flight, children, 600)
         seconds = (max(seen.values()) - min(sent.values())) / 1000
