@@ -8,15 +8,12 @@ from datetime import timedelta
 import pytest
 
 from streamproc import workflow
-from streamproc.client import Client, WorkflowFailureError
-from streamproc.clock import ManualClock
+from streamproc.client import WorkflowFailureError
 from streamproc.protocol.partitioning import partition_for
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history import check_well_formed
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
-from streamproc.settings import Settings
-from streamproc.worker import Worker
-from tests.support.engines import EngineThread
+from tests.support.engines import workflow_setup
 
 pytestmark = pytest.mark.kafka
 
@@ -103,10 +100,8 @@ class Pinger:
 
 @pytest.fixture
 def client(bootstrap, namespace, tmp_path):
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=PARTITIONS, state_dir=tmp_path,
-                        engine_id="children")
-    with EngineThread(settings, clock=ManualClock(), idle_poll_ms=10), Client(bootstrap, namespace) as c, \
-            Worker(c, task_queue=QUEUE, workflows=[Order, Payment, Holder, Pinger], identity="children-worker"):
+    with workflow_setup(bootstrap, namespace, tmp_path, QUEUE, [Order, Payment, Holder, Pinger],
+                        partitions=PARTITIONS, name="children") as c:
         yield c
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
 
 import pytest
 
@@ -19,56 +18,16 @@ from streamproc.client import (
     WorkflowUpdateStage,
 )
 from streamproc.client.errors import CommandRejectedError
-from streamproc.clock import ManualClock
 from streamproc.semantics.workflow_history import check_well_formed
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
-from streamproc.settings import Settings
-from streamproc.worker import Worker
-from tests.support.engines import EngineThread
+from tests.support.engines import workflow_setup
+from tests.support.orders import Order
 
 pytestmark = pytest.mark.kafka
 
 QUEUE = "signals"
 SENDERS, PER_SENDER = 10, 100
-
-
-@workflow.defn
-class Order:
-    def __init__(self) -> None:
-        self.items: list[str] = []
-        self.approved = False
-
-    @workflow.run
-    async def run(self, customer: str) -> dict:
-        await workflow.wait_condition(lambda: self.approved, timeout=timedelta(days=3))
-        return {"customer": customer, "items": self.items}
-
-    @workflow.signal
-    def add_item(self, item: str) -> None:
-        self.items.append(item)
-
-    @workflow.signal(name="approve")
-    async def approve(self) -> None:
-        self.approved = True
-
-    @workflow.query
-    def count(self) -> int:
-        return len(self.items)
-
-    @workflow.query
-    def broken(self) -> int:
-        raise ValueError("no answer today")
-
-    @workflow.update
-    async def remove_item(self, item: str) -> int:
-        self.items.remove(item)
-        return len(self.items)
-
-    @remove_item.validator
-    def _check(self, item: str) -> None:
-        if item not in self.items:
-            raise ValueError(f"no item {item}")
 
 
 @workflow.defn
@@ -90,10 +49,7 @@ class Collector:
 
 @pytest.fixture
 def client(bootstrap, namespace, tmp_path):
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path,
-                        engine_id="signals")
-    with EngineThread(settings, clock=ManualClock(), idle_poll_ms=10), Client(bootstrap, namespace) as c, \
-            Worker(c, task_queue=QUEUE, workflows=[Order, Collector], identity="signals-worker"):
+    with workflow_setup(bootstrap, namespace, tmp_path, QUEUE, [Order, Collector], name="signals") as c:
         yield c
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import signal
 import subprocess
@@ -29,6 +31,23 @@ class EngineThread:
     def __exit__(self, *exc) -> None:
         self.engine.stop()
         self.thread.join(30)
+
+
+@contextlib.contextmanager
+def workflow_setup(bootstrap: str, namespace: str, state_dir: Path, queue: str, workflows: list, *,
+                   partitions: int = 2, name: str = "e2e"):
+    """An engine (manual clock) in a thread, a client, and a Worker for `workflows` on `queue`;
+    yields the client."""
+    from streamproc.client import Client
+    from streamproc.clock import ManualClock
+    from streamproc.settings import Settings
+    from streamproc.worker import Worker
+
+    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=partitions, state_dir=state_dir,
+                        engine_id=name)
+    with EngineThread(settings, clock=ManualClock(), idle_poll_ms=10), Client(bootstrap, namespace) as client, \
+            Worker(client, task_queue=queue, workflows=workflows, identity=f"{name}-worker"):
+        yield client
 
 
 def _env(bootstrap: str, namespace: str, **extra: str) -> dict[str, str]:

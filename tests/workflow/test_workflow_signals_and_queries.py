@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 import pytest
@@ -10,41 +9,8 @@ import pytest
 from streamproc import workflow
 from streamproc.exceptions import WorkflowQueryFailedError
 from streamproc.workflow.instance import WorkflowInstance
+from tests.support.orders import Order
 from tests.workflow.history import Run
-
-
-@workflow.defn
-class Order:
-    def __init__(self) -> None:
-        self.items: list[str] = []
-        self.approved = False
-        self.seen_at_start: list[str] | None = None
-
-    @workflow.run
-    async def run(self, customer: str) -> dict:
-        self.seen_at_start = list(self.items)
-        await workflow.wait_condition(lambda: self.approved, timeout=timedelta(days=3))
-        return {"customer": customer, "items": self.items}
-
-    @workflow.signal
-    def add_item(self, item: str) -> None:
-        self.items.append(item)
-
-    @workflow.signal(name="approve")
-    async def approve_it(self) -> None:
-        self.approved = True
-
-    @workflow.query
-    def count(self) -> int:
-        return len(self.items)
-
-    @workflow.query(name="first")
-    def first_item(self) -> str:
-        return self.items[0]
-
-    @workflow.query
-    def sneaky(self) -> None:
-        workflow.start_activity("charge", start_to_close_timeout=timedelta(seconds=5))
 
 
 def _complete(commands):
@@ -149,7 +115,7 @@ def test_queries_read_state_and_fail_clearly():
     assert run.instance.query("count", "[]") == "1"
     assert run.instance.query("first", "[]") == '"a"'
     with pytest.raises(WorkflowQueryFailedError, match=r"Query handler for 'nope' expected but not found, "
-                                                        r"known queries: \[__stack_trace count first sneaky\]"):
+                                                        r"known queries: \[__stack_trace broken count first sneaky\]"):
         run.instance.query("nope", "[]")
     with pytest.raises(WorkflowQueryFailedError, match="While in read-only function, action attempted: start activity"):
         run.instance.query("sneaky", "[]")

@@ -32,6 +32,21 @@ def find_run(cmd: Record, ctx: ProcessingContext, *, running: bool) -> tuple[int
     return None
 
 
+def find_target(cmd: Record, ctx: ProcessingContext, sender: dict | None,
+                failed: str) -> tuple[int, WorkflowRun] | None:
+    """The open run a request names; for one from another workflow (`sender`), a run that
+    may take it (a child-only request needs the sender's child), else the sender hears
+    `failed`. None after rejecting the request."""
+    found = find_run(cmd, ctx, running=True)
+    if found is not None and sender is not None and refused_child_only(sender, found[1]):
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"workflow {found[1].workflow_id!r} is not a child of "
+                                                     f"{sender['workflow_id']!r}")
+        found = None
+    if found is None and sender is not None:
+        answer_sender(ctx, sender, failed, None, cmd)
+    return found
+
+
 def _reply_event(ctx: ProcessingContext, run_key: int, run: WorkflowRun, event_type: E, attributes: dict) -> None:
     ctx.out.reply(WF, event_type.name, run_key, {
         "workflow_id": run.workflow_id, "run_id": run.run_id,
@@ -43,14 +58,8 @@ def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
     request from another workflow is answered to it (a repeated one counts as done, as
     Temporal: the cancellation was requested)."""
     sender = external_sender(cmd)
-    found = find_run(cmd, ctx, running=True)
-    if found is not None and sender is not None and refused_child_only(sender, found[1]):
-        ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"workflow {found[1].workflow_id!r} is not a child of "
-                                                     f"{sender['workflow_id']!r}")
-        found = None
+    found = find_target(cmd, ctx, sender, WorkflowIntent.EXTERNAL_CANCEL_FAILED)
     if found is None:
-        if sender is not None:
-            answer_sender(ctx, sender, WorkflowIntent.EXTERNAL_CANCEL_FAILED, None, cmd)
         return
     run_key, run = found
     if sender is not None:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
-from streamproc.engine.workflows.requests import find_run
-from streamproc.engine.workflows.senders import answer_sender, external_sender, refused_child_only
+from streamproc.engine.workflows.requests import find_target
+from streamproc.engine.workflows.senders import answer_sender, external_sender
 from streamproc.engine.workflows.runs import WF, E, deliver
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.state.workflow_run import PendingEvent, WorkflowRun
@@ -60,14 +60,8 @@ def signal(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
         return
     sender = external_sender(cmd)  # another workflow, which is answered on its partition
-    found = find_run(cmd, ctx, running=True)
-    if found is not None and sender is not None and refused_child_only(sender, found[1]):
-        ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"workflow {found[1].workflow_id!r} is not a child of "
-                                                     f"{sender['workflow_id']!r}")
-        found = None
+    found = find_target(cmd, ctx, sender, WorkflowIntent.EXTERNAL_SIGNAL_FAILED)
     if found is None:
-        if sender is not None:
-            answer_sender(ctx, sender, WorkflowIntent.EXTERNAL_SIGNAL_FAILED, None, cmd)
         return
     run_key, run = found
     external = None if sender is None else {"workflow_id": sender["workflow_id"], "run_id": sender["run_id"]}
