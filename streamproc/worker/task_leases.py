@@ -182,7 +182,7 @@ class TaskQueueMembership:
         self._renew = renew
         #: Rejoins in a row that got no partition.
         self._fruitless_rejoins = 0
-        #: Whether the group took this member in (None: unknown): an idle member is in it.
+        #: Whether the group lists this member (None: unknown): an idle member is in it.
         self._in_group = in_group
         self._overdue = overdue
         self._subscribe = subscribe
@@ -265,9 +265,9 @@ class TaskQueueMembership:
             if self._fruitless_rejoins >= 2 and self._renew is not None and self._in_group() is False:
                 # Subscribing again did not help either: its requests queue behind a group
                 # coordinator connection that never recovered (seen in CI: "Timed out 0
-                # in-flight, 0 retry-queued, 6 out-queue" every minute), and the group never
-                # took it in (an idle member that the others leave no partition has a member
-                # id). A new consumer has new connections.
+                # in-flight, 0 retry-queued, 6 out-queue" every minute), and the group does
+                # not list it (an idle member that the others leave no partition is listed).
+                # A new consumer has new connections.
                 self._log.warning("worker_consumer_replaced_unassigned", seconds=round(now - self._unassigned_since, 1))
                 self._renew()
                 return
@@ -306,10 +306,10 @@ def join_task_queue(consumer: Consumer, topic: str, group: str, bootstrap: str, 
             on_renewed(fresh)
         membership.use(fresh, subscribe_for(fresh))
 
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     membership = TaskQueueMembership(
-        consumer, overdue, subscribe_for(consumer),
-        group_peers(AdminClient({"bootstrap.servers": bootstrap}), group, lambda: current[0]), task_queue, identity,
-        renew=renew if new_consumer is not None else None, in_group=lambda: has_member_id(current[0]))
+        consumer, overdue, subscribe_for(consumer), group_peers(admin, group, lambda: current[0]), task_queue, identity,
+        renew=renew if new_consumer is not None else None, in_group=lists_member(admin, group, lambda: current[0]))
     membership.join()
     return membership
 
@@ -331,11 +331,17 @@ def group_peers(admin: AdminClient, group: str, consumer: Consumer | Callable[[]
     return others
 
 
-def has_member_id(consumer: Consumer) -> bool | None:
-    """Whether the group coordinator ever answered the consumer's join: it has a member id.
-    Asked locally (an admin request while the broker is away once crashed librdkafka:
-    "rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0' failed")."""
-    try:
-        return bool(consumer.memberid())
-    except Exception:  # noqa: BLE001 - a closed or dead consumer: unknown
-        return None
+def lists_member(admin: AdminClient, group: str, consumer: Callable[[], Consumer],
+                 timeout_s: float = 5.0) -> Callable[[], bool | None]:
+    """A function telling whether `group` lists the consumer as a member (None if unknown)."""
+
+    def listed() -> bool | None:
+        try:
+            description = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result(timeout_s)
+        except Exception as exc:  # noqa: BLE001 - the broker away: unknown
+            log.info("worker_group_not_described", group=group, error=str(exc))
+            return None
+        mine = consumer().memberid() or ""
+        return bool(mine) and any(m.member_id == mine for m in description.members)
+
+    return listed

@@ -213,11 +213,11 @@ def test_a_member_that_a_rejoin_did_not_bring_back_gets_a_new_consumer():
                                  clock=lambda: now[0], renew=renew, in_group=lambda: listed[0])
     member.join()
     old.assigned = []
-    for t in (1.0, 31.0, 61.0, 91.0):  # in the group (a member id): idle, the others hold every partition
+    for t in (1.0, 31.0, 61.0, 91.0):  # listed by the group: idle, the others hold every partition
         now[0] = t
         assert member.may_take_tasks()
     assert renewed == [] and old.subscriptions == 4
-    listed[0] = False  # the group never took it in: stuck, not idle
+    listed[0] = False  # the group does not know it: stuck, not idle
     old.subscriptions = 1
     now[0] = 121.0  # the rejoins got nothing and the group does not list it: a new consumer
     assert member.may_take_tasks()
