@@ -36,18 +36,20 @@ from datetime import timedelta
 from typing import Any
 
 import structlog
+from confluent_kafka import Consumer
 
 from streamproc.activity.context import CancelReason
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.client.client import Client
 from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
+from streamproc.kafka.config import client_id, consumer_config
 from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import ActivityIntent, Record, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.activity_attempt import ActivityAttempt
 from streamproc.kafka.replies import Reply, ReplyListener
-from streamproc.worker.task_intake import TaskIntake, task_consumer
+from streamproc.worker.task_intake import TaskIntake
 from streamproc.worker.task_leases import OverdueAttempts, TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
 
@@ -127,21 +129,23 @@ class ActivityWorker:
         loop_thread = threading.Thread(target=self._loop.run_forever, name="activity-loop", daemon=True)
         loop_thread.start()
         executor = self._executor = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="activity")
-        group = topics.worker_group(self.task_queue)
-        consumer = task_consumer(self.client.bootstrap, group, self.identity)
+        consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
+            "client.id": client_id("worker", self.identity),
+            "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+        }))
         intake = TaskIntake(consumer, topic, self.offsets,
                             lambda task: task.value_type == ValueType.ACTIVITY_TASK and task.intent == A.ACTIVITY_TASK,
                             "activity")
         self._membership = intake.membership = join_task_queue(
-            consumer, topic, group, self.client.bootstrap, self.overdue,
-            intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.identity,
-            new_consumer=lambda: task_consumer(self.client.bootstrap, group, self.identity), on_renewed=intake.use)
+            consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
+            intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.identity)
         log.info("activity_worker_started", task_queue=self.task_queue, identity=self.identity,
                  activities=sorted(self.definitions))
         try:
             self._poll(intake)
         finally:
-            intake.consumer.close()  # leave the group at once: the queue's partitions move on
+            consumer.close()  # leave the group at once: the queue's partitions move on
             self._shut_down(executor, loop_thread)
 
     def start(self) -> ActivityWorker:

@@ -37,15 +37,16 @@ from typing import Any
 
 import orjson
 import structlog
+from confluent_kafka import Consumer
 
 from streamproc.client.client import Client
 from streamproc.kafka.admin import TopicAdmin
-from streamproc.kafka.config import client_id
+from streamproc.kafka.config import client_id, consumer_config
 from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import JobIntent, Record, RecordType, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.kafka.replies import Reply, ReplyListener
-from streamproc.worker.task_intake import TaskIntake, task_consumer
+from streamproc.worker.task_intake import TaskIntake
 from streamproc.worker.task_leases import OverdueAttempts, PendingStarts, TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
 
@@ -127,19 +128,21 @@ class JobWorker:
         if not self.start_unconfirmed:
             self.replies = ReplyListener(self.client.bootstrap, topics).start()
             self._starts = PendingStarts(self.replies, lambda cmd: self.client.send(cmd, partition_of_key(cmd.key)))
-        group = topics.worker_group(self.task_queue)
-        consumer = task_consumer(self.client.bootstrap, group, self.worker_id)
+        consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
+            "client.id": client_id("worker", self.worker_id),
+            "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+        }))
         intake = TaskIntake(consumer, topic, self.offsets, lambda task: task.value_type == ValueType.JOB, "job")
         self._membership = intake.membership = join_task_queue(
-            consumer, topic, group, self.client.bootstrap, self.overdue,
-            intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.worker_id,
-            new_consumer=lambda: task_consumer(self.client.bootstrap, group, self.worker_id), on_renewed=intake.use)
+            consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
+            intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.worker_id)
         self._pool = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="job")
         log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id)
         try:
             self._poll(intake, max_jobs)
         finally:
-            intake.consumer.close()  # leave the group at once: the queue's partitions move on
+            consumer.close()  # leave the group at once: the queue's partitions move on
             self._pool.shutdown(wait=False, cancel_futures=True)
             if self.replies is not None:
                 self.replies.close()

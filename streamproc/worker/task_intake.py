@@ -15,22 +15,12 @@ import structlog
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streamproc.kafka.batching import consume_available, resume_now
-from streamproc.kafka.config import client_id, consumer_config
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
 from streamproc.worker.task_leases import TaskQueueMembership
 from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
-
-
-def task_consumer(bootstrap: str, group: str, identity: str) -> Consumer:
-    """A task queue member's consumer: auto-commit of the offsets the intake stores only."""
-    return Consumer(consumer_config(bootstrap, group, **{
-        "client.id": client_id("worker", identity),
-        "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
-        "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
-    }))
 
 
 class TaskIntake:
@@ -47,15 +37,6 @@ class TaskIntake:
         self._reassert_pause = False
         #: Set once the worker joined the group (it needs `on_revoke` to subscribe).
         self.membership: TaskQueueMembership | None = None
-
-    @property
-    def consumer(self) -> Consumer:
-        return self._consumer
-
-    def use(self, consumer: Consumer) -> None:
-        """A new consumer replaced a stuck one (`join_task_queue`): poll it from now on."""
-        self._consumer = consumer
-        self._paused = False
 
     def assigned(self, then: Callable[[Consumer, list[TopicPartition]], None]) -> Callable:
         """The group's on_assign: the next poll gives the whole assignment this intake's pause

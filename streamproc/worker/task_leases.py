@@ -42,7 +42,6 @@ import structlog
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
-from streamproc.kafka.batching import close_in_background
 from streamproc.protocol.records import Record
 from streamproc.kafka.replies import Reply, ReplyListener
 
@@ -175,15 +174,8 @@ class TaskQueueMembership:
     def __init__(self, consumer: Consumer, overdue: OverdueAttempts, subscribe: Callable[[], None],
                  others_in_group: Callable[[], int | None], task_queue: str, identity: str,
                  check_interval_s: float = 5.0, log_interval_s: float = 30.0, unassigned_rejoin_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic, renew: Callable[[], None] | None = None,
-                 in_group: Callable[[], bool | None] = lambda: None) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._consumer = consumer
-        #: Replaces the consumer with a new one (which then `use`s this membership's `use`).
-        self._renew = renew
-        #: Rejoins in a row that got no partition.
-        self._fruitless_rejoins = 0
-        #: Whether the group lists this member (None: unknown): an idle member is in it.
-        self._in_group = in_group
         self._overdue = overdue
         self._subscribe = subscribe
         #: Members of the group other than this worker (None: unknown, e.g. the broker is away).
@@ -204,14 +196,6 @@ class TaskQueueMembership:
     def join(self) -> None:
         self._subscribe()
         self.member = True
-
-    def use(self, consumer: Consumer, subscribe: Callable[[], None]) -> None:
-        """A new consumer took the old one's place: join the group with it."""
-        self._consumer = consumer
-        self._subscribe = subscribe
-        self._unassigned_since = None
-        self._fruitless_rejoins = 0
-        self.join()
 
     def hands_over(self) -> bool:
         """Whether a task taken now is to be left unstarted for another member: an attempt
@@ -256,21 +240,10 @@ class TaskQueueMembership:
         now = self._clock()
         if self._consumer.assignment():
             self._unassigned_since = None
-            self._fruitless_rejoins = 0
             return
         if self._unassigned_since is None:
             self._unassigned_since = now
         elif now - self._unassigned_since >= self._unassigned_rejoin_s:
-            self._fruitless_rejoins += 1
-            if self._fruitless_rejoins >= 2 and self._renew is not None and self._in_group() is False:
-                # Subscribing again did not help either: its requests queue behind a group
-                # coordinator connection that never recovered (seen in CI: "Timed out 0
-                # in-flight, 0 retry-queued, 6 out-queue" every minute), and the group does
-                # not list it (an idle member that the others leave no partition is listed).
-                # A new consumer has new connections.
-                self._log.warning("worker_consumer_replaced_unassigned", seconds=round(now - self._unassigned_since, 1))
-                self._renew()
-                return
             self._log.warning("worker_rejoining_group_unassigned", seconds=round(now - self._unassigned_since, 1))
             self._consumer.unsubscribe()
             self.join()
@@ -287,61 +260,26 @@ class TaskQueueMembership:
 
 
 def join_task_queue(consumer: Consumer, topic: str, group: str, bootstrap: str, overdue: OverdueAttempts,
-                    on_assign: Callable, on_revoke: Callable, task_queue: str, identity: str,
-                    new_consumer: Callable[[], Consumer] | None = None,
-                    on_renewed: Callable[[Consumer], None] | None = None) -> TaskQueueMembership:
-    """Subscribe `consumer` to the queue's topic, as a member that leaves while stuck. With
-    `new_consumer`, a consumer that stays out of the group is replaced by a new one
-    (`on_renewed` hands it to whoever polls; the old one is closed in the background)."""
-    def subscribe_for(c: Consumer) -> Callable[[], None]:
-        return lambda: c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
-
-    current = [consumer]
-
-    def renew() -> None:
-        fresh = new_consumer()
-        close_in_background(current[0])
-        current[0] = fresh
-        if on_renewed is not None:
-            on_renewed(fresh)
-        membership.use(fresh, subscribe_for(fresh))
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+                    on_assign: Callable, on_revoke: Callable, task_queue: str, identity: str) -> TaskQueueMembership:
+    """Subscribe `consumer` to the queue's topic, as a member that leaves while stuck."""
     membership = TaskQueueMembership(
-        consumer, overdue, subscribe_for(consumer), group_peers(admin, group, lambda: current[0]), task_queue, identity,
-        renew=renew if new_consumer is not None else None, in_group=lists_member(admin, group, lambda: current[0]))
+        consumer, overdue,
+        lambda: consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke),
+        group_peers(AdminClient({"bootstrap.servers": bootstrap}), group, consumer), task_queue, identity)
     membership.join()
     return membership
 
 
-def group_peers(admin: AdminClient, group: str, consumer: Consumer | Callable[[], Consumer],
-                timeout_s: float = 5.0) -> Callable[[], int | None]:
-    """A function counting the members of `group` other than `consumer` (or the consumer a
-    function returns, the current one) (None if unknown)."""
+def group_peers(admin: AdminClient, group: str, consumer: Consumer, timeout_s: float = 5.0) -> Callable[[], int | None]:
+    """A function counting the members of `group` other than `consumer` (None if unknown)."""
 
     def others() -> int | None:
         try:
             description = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result(timeout_s)
-            mine = (consumer() if callable(consumer) else consumer).memberid() or ""
+            mine = consumer.memberid() or ""
         except Exception as exc:  # noqa: BLE001 - the broker away: unknown, stay as we are
             log.info("worker_group_not_described", group=group, error=str(exc))
             return None
         return sum(1 for m in description.members if m.member_id != mine)
 
     return others
-
-
-def lists_member(admin: AdminClient, group: str, consumer: Callable[[], Consumer],
-                 timeout_s: float = 5.0) -> Callable[[], bool | None]:
-    """A function telling whether `group` lists the consumer as a member (None if unknown)."""
-
-    def listed() -> bool | None:
-        try:
-            description = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result(timeout_s)
-        except Exception as exc:  # noqa: BLE001 - the broker away: unknown
-            log.info("worker_group_not_described", group=group, error=str(exc))
-            return None
-        mine = consumer().memberid() or ""
-        return bool(mine) and any(m.member_id == mine for m in description.members)
-
-    return listed
