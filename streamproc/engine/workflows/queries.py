@@ -20,9 +20,9 @@ import orjson
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
-from streamproc.engine.workflows.requests import find_run
+from streamproc.engine.workflows.requests import valid_run
 from streamproc.engine.workflows.runs import WF, send_query_tasks
-from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
+from streamproc.protocol.records import Record, WorkflowIntent
 from streamproc.semantics.workflow_ids import QueryRejectCondition
 
 __all__ = ["query"]
@@ -41,11 +41,7 @@ def _problem(ctx: ProcessingContext, cmd: Record) -> str | None:
 
 
 def query(cmd: Record, ctx: ProcessingContext) -> None:
-    problem = _problem(ctx, cmd)
-    if problem:
-        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
-        return
-    found = find_run(cmd, ctx, running=False)
+    found = valid_run(cmd, ctx, _problem(ctx, cmd), running=False)
     if found is None:
         return
     run_key, run = found

@@ -32,6 +32,16 @@ def find_run(cmd: Record, ctx: ProcessingContext, *, running: bool) -> tuple[int
     return None
 
 
+def valid_run(cmd: Record, ctx: ProcessingContext, problem: str | None, *,
+              running: bool) -> tuple[int, WorkflowRun] | None:
+    """The run a well-formed request names: `problem` (what is wrong with its fields, or
+    None) rejects it as an invalid argument first."""
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
+        return None
+    return find_run(cmd, ctx, running=running)
+
+
 def find_target(cmd: Record, ctx: ProcessingContext, sender: dict | None,
                 failed: str) -> tuple[int, WorkflowRun] | None:
     """The open run a request names; for one from another workflow (`sender`), a run that

@@ -17,7 +17,7 @@ from typing import Any
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
-from streamproc.engine.workflows.requests import find_run
+from streamproc.engine.workflows.requests import find_run, valid_run
 from streamproc.engine.workflows.runs import BACKOFF_START, E, append, schedule_task
 from streamproc.engine.workflows.update_answers import ACCEPTED, COMPLETED, answer_waiters, update_failure
 from streamproc.protocol.failures import check_failure_record
@@ -41,11 +41,7 @@ def _problem(ctx: ProcessingContext, v: dict[str, Any]) -> str | None:
 
 def update(cmd: Record, ctx: ProcessingContext) -> None:
     v = cmd.value
-    problem = _problem(ctx, v)
-    if problem:
-        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
-        return
-    found = find_run(cmd, ctx, running=False)
+    found = valid_run(cmd, ctx, _problem(ctx, v), running=False)
     if found is None:
         return
     run_key, run = found
