@@ -16,6 +16,7 @@
     ├── WorkflowQueryFailedError          a query's handler failed, or no worker answered in time
     ├── WorkflowQueryRejectedError        the run's status met the query's reject condition
     ├── CommandRejectedError              the engine refused a command (rejection type and reason)
+    │   └── ScheduleAlreadyRunningError   a schedule id in use
     ├── RequestNotSentError               certainly not on the log: sending again is safe
     │   └── WorkflowNotStartedError
     ├── NonDeterminismError               workflow code no longer matches its history
@@ -74,6 +75,7 @@ __all__ = [
     "WorkflowQueryFailedError",
     "WorkflowQueryRejectedError",
     "WorkflowUpdateFailedError",
+    "ScheduleAlreadyRunningError",
     "InvalidArgument",
 ]
 
@@ -201,6 +203,13 @@ class CommandRejectedError(Exception):
         super().__init__(f"{rejection_type}: {reason}")
         self.rejection_type = rejection_type
         self.reason = reason
+
+
+class ScheduleAlreadyRunningError(CommandRejectedError):
+    """A schedule with that id exists already (Temporal's name)."""
+
+    def __init__(self, reason: str = "schedule with this ID is already registered") -> None:
+        super().__init__("ALREADY_EXISTS", reason)
 
 
 class WorkflowAlreadyStartedError(FailureError):

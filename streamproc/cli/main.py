@@ -158,10 +158,12 @@ def topics_create(partitions: int | None) -> None:
 from streamproc.cli.job_commands import job  # noqa: E402
 from streamproc.cli.worker_commands import events, worker  # noqa: E402
 from streamproc.cli.workflow_commands import workflow  # noqa: E402
+from streamproc.cli.schedule_commands import schedule  # noqa: E402
 from streamproc.cli import workflow_messages  # noqa: E402,F401  (adds signal, query, stack to `workflow`)
 
 main.add_command(job)
 main.add_command(workflow)
+main.add_command(schedule)
 main.add_command(events)
 main.add_command(worker)
 

@@ -19,6 +19,28 @@ from streamproc.client.errors import (
 from streamproc.client.workflow_updates import WorkflowUpdateHandle, WorkflowUpdateStage
 from streamproc.semantics.workflow_ids import QueryRejectCondition
 from streamproc.client.events import EventReader
+from streamproc.client.schedule_types import (
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleBackfill,
+    ScheduleCalendarSpec,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleRange,
+    ScheduleSpec,
+    ScheduleState,
+)
+from streamproc.client.schedules import (
+    ScheduleActionResult,
+    ScheduleDescription,
+    ScheduleHandle,
+    ScheduleInfo,
+    ScheduleListDescription,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from streamproc.exceptions import ScheduleAlreadyRunningError
 from streamproc.client.workflow_handle import WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
 
 __all__ = ["Client", "EventReader", "ActivityClient", "ActivityHandle", "WorkflowHandle",
@@ -27,4 +49,8 @@ __all__ = ["Client", "EventReader", "ActivityClient", "ActivityHandle", "Workflo
            "WorkflowStartOutcomeUnknownError", "WorkflowNotStartedError", "RequestOutcomeUnknownError",
            "RequestNotSentError", "CommandsNotDeliveredError",
            "WorkflowQueryFailedError", "WorkflowQueryRejectedError", "QueryRejectCondition",
-           "WorkflowUpdateFailedError", "WorkflowUpdateHandle", "WorkflowUpdateStage"]
+           "WorkflowUpdateFailedError", "WorkflowUpdateHandle", "WorkflowUpdateStage",
+           "Schedule", "ScheduleActionStartWorkflow", "ScheduleBackfill", "ScheduleCalendarSpec",
+           "ScheduleIntervalSpec", "ScheduleOverlapPolicy", "SchedulePolicy", "ScheduleRange", "ScheduleSpec",
+           "ScheduleState", "ScheduleActionResult", "ScheduleDescription", "ScheduleHandle", "ScheduleInfo",
+           "ScheduleListDescription", "ScheduleUpdate", "ScheduleUpdateInput", "ScheduleAlreadyRunningError"]

@@ -23,6 +23,7 @@ from confluent_kafka import KafkaException, Producer
 
 from streamproc.client.delivery import Delivery, DeliveryState
 from streamproc.client.errors import CommandsNotDeliveredError, RequestNotSentError
+from streamproc.client.schedules import ScheduleOperations
 from streamproc.client.workflows import WorkflowOperations
 from streamproc.converter import DataConverter
 from streamproc.kafka.client_log import ClientLog
@@ -38,7 +39,7 @@ def _ms(value: timedelta) -> int:
     return int(value.total_seconds() * 1000)
 
 
-class Client(WorkflowOperations):
+class Client(WorkflowOperations, ScheduleOperations):
     def __init__(self, bootstrap: str | None = None, namespace: str | None = None, *,
                  data_converter: DataConverter | None = None, identity: str | None = None,
                  **producer_overrides: Any) -> None:
@@ -176,6 +177,7 @@ class Client(WorkflowOperations):
 
     def close(self) -> None:
         self.close_workflow_requests()
+        self.close_schedule_calls()
         self.flush()
 
     def __enter__(self) -> Client:

@@ -85,10 +85,11 @@ class DueDateChecker:
 
 def partition_checker(db) -> DueDateChecker:
     """The checker of a partition database: every due-date family the engine keeps."""
-    from streamproc.due.sources import ActivityDueSource, JobDueSource, WorkflowDueSource
+    from streamproc.due.sources import ActivityDueSource, JobDueSource, ScheduleDueSource, WorkflowDueSource
     from streamproc.state.activities import ActivityTimers
     from streamproc.state.jobs import JobDueDates
+    from streamproc.state.schedules import ScheduleDueDates
     from streamproc.state.workflow_timers import WorkflowDueDates
 
     return DueDateChecker([JobDueSource(JobDueDates(db)), ActivityDueSource(ActivityTimers(db)),
-                           WorkflowDueSource(WorkflowDueDates(db))])
+                           WorkflowDueSource(WorkflowDueDates(db)), ScheduleDueSource(ScheduleDueDates(db))])

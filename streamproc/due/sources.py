@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from streamproc.protocol.records import ActivityIntent, JobIntent, Record, ValueType, WorkflowIntent
+from streamproc.protocol.records import ActivityIntent, JobIntent, Record, ScheduleIntent, ValueType, WorkflowIntent
 from streamproc.state.activities import ActivityTimers
 from streamproc.state.jobs import JobDueDates
+from streamproc.state.schedules import ScheduleDueDates
 from streamproc.state.workflow_timers import WorkflowDueDates
 
 Item = tuple[str, str, int, int]  # (value type, intent, due_ms, key)
@@ -121,6 +122,28 @@ class WorkflowDueSource:
         if command.intent in _WORKFLOW_DEADLINES:
             return (ValueType.WORKFLOW, command.intent, command.value["due_ms"], command.key)
         return None
+
+
+class ScheduleDueSource:
+    """Schedules whose next action time came (TRIGGER, at the time: Temporal's timers fire
+    at their time)."""
+
+    def __init__(self, due_dates: ScheduleDueDates) -> None:
+        self._due = due_dates
+
+    def next_fire_ms(self) -> int | None:
+        return self._due.next_due_ms()
+
+    def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]:
+        return [((ValueType.SCHEDULE, schedule_id, due_ms, -1),
+                 Record.command(ValueType.SCHEDULE, ScheduleIntent.TRIGGER,
+                                {"schedule_id": schedule_id, "due_ms": due_ms}))
+                for due_ms, schedule_id in self._due.due(now_ms, limit)]
+
+    def item_of(self, command: Record) -> Item | None:
+        if command.value_type != ValueType.SCHEDULE or command.intent != ScheduleIntent.TRIGGER:
+            return None
+        return (ValueType.SCHEDULE, command.value["schedule_id"], command.value["due_ms"], -1)
 
 
 _WORKFLOW_DEADLINES = frozenset({WorkflowIntent.TASK_TIME_OUT, WorkflowIntent.RUN_TIME_OUT,

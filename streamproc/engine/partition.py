@@ -16,6 +16,7 @@ from streamproc.engine.processing import Limits, ProcessingContext, Processor
 from streamproc.engine.jobs.processors import JOB_PROCESSORS
 from streamproc.engine.output import Output, RecordWriter
 from streamproc.engine.workflows.activities import WorkflowActivityOwner
+from streamproc.engine.schedules.processors import SCHEDULE_PROCESSORS
 from streamproc.engine.workflows.processors import WORKFLOW_PROCESSORS
 from streamproc.engine.workflows.runs import HistoryLimitExceeded, terminate_at_history_limit
 from streamproc.protocol import codec
@@ -26,6 +27,7 @@ from streamproc.state.history import History
 from streamproc.state.incidents import Incidents
 from streamproc.state.jobs import Jobs
 from streamproc.state.keygen import KeyGenerator
+from streamproc.state.schedules import Schedules
 from streamproc.state.workflow_timers import WorkflowTimers
 from streamproc.state.workflows import Workflows
 
@@ -38,12 +40,13 @@ PROCESSORS: dict[tuple[str, str], Processor] = {
     **{(ValueType.JOB, intent): proc for intent, proc in JOB_PROCESSORS.items()},
     **{(ValueType.ACTIVITY_TASK, intent): proc for intent, proc in ACTIVITY_PROCESSORS.items()},
     **{(ValueType.WORKFLOW, intent): proc for intent, proc in WORKFLOW_PROCESSORS.items()},
+    **{(ValueType.SCHEDULE, intent): proc for intent, proc in SCHEDULE_PROCESSORS.items()},
 }
 
 
 class PartitionProcessor:
     def __init__(self, partition: int, db: PartitionDb, clock: Clock,
-                 limits: Limits = Limits()) -> None:
+                 limits: Limits = Limits(), namespace: str = "streamproc") -> None:
         self.partition = partition
         self.db = db
         self.clock = clock
@@ -57,7 +60,8 @@ class PartitionProcessor:
                                       activities=Activities(self.writes),
                                       workflows=Workflows(self.writes), history=History(self.writes),
                                       workflow_timers=WorkflowTimers(self.writes), writes=self.writes,
-                                      activity_owners=ACTIVITY_OWNERS)
+                                      activity_owners=ACTIVITY_OWNERS, schedules=Schedules(self.writes),
+                                      namespace=namespace)
         #: Called with each processed command (accepted or rejected): the checker's hook.
         self.on_processed = None
 

@@ -20,6 +20,7 @@ from streamproc.state.history import History
 from streamproc.state.incidents import Incidents
 from streamproc.state.jobs import Jobs
 from streamproc.state.keygen import KeyGenerator
+from streamproc.state.schedules import Schedules
 from streamproc.state.task_queues import TaskQueues
 from streamproc.state.workflow_timers import WorkflowTimers
 from streamproc.state.workflows import Workflows
@@ -70,6 +71,9 @@ class ProcessingContext:
     writes: PendingWrites
     #: Who each kind of activity reports to (`engine/activities/owners.py`), wired by the partition.
     activity_owners: Mapping[str, ActivityOwner]
+    schedules: Schedules
+    #: The topics' namespace: part of a schedule's jitter seed and of its identity.
+    namespace: str = "streamproc"
 
     @property
     def now_ms(self) -> int:

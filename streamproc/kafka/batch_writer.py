@@ -15,7 +15,7 @@ from streamproc.kafka.changelog import changelog_key
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.protocol import codec
-from streamproc.protocol.partitioning import partition_for
+from streamproc.protocol.partitioning import partition_for, routing_key_of
 from streamproc.protocol.records import Record, ValueType
 from streamproc.protocol.topics import Topics
 
@@ -50,10 +50,10 @@ class BatchWriter:
         for record in out.events:
             self.write(self.topics.events, partition, record)
         for record in out.commands:
-            # A command about a workflow goes to that workflow's partition (a child's start,
-            # a signal to another workflow, the answer back), like a client's would.
-            target = (partition_for(record.value["workflow_id"], self._partition_count)
-                      if record.value_type == ValueType.WORKFLOW else partition)
+            # A command about a workflow or a schedule goes to its partition (a child's start,
+            # a signal to another workflow, a schedule's start, the answer back), like a client's would.
+            routing = routing_key_of(record.value_type, record.value)
+            target = partition if routing is None else partition_for(routing, self._partition_count)
             self.write(self.topics.commands, target, record)
         for queue, record in out.tasks:
             # Workflow tasks go by workflow id, so the pages of one task share a partition.

@@ -312,7 +312,7 @@ class Engine:
         seconds = time.monotonic() - started
         self.stats.restored_records += applied
         self.stats.restore_seconds.append(seconds)
-        processor = PartitionProcessor(pid, db, self.clock, self.limits)
+        processor = PartitionProcessor(pid, db, self.clock, self.limits, self.settings.namespace)
         checker = partition_checker(db)
         processor.on_processed = checker.processed
         self.partitions[pid] = _Partition(pid, db, processor, checker, db.checkpoint()["changelog_offset"])

@@ -25,10 +25,10 @@ CONTENT_TYPE_HEADER = "content-type"
 
 #: Which Record field holds the value of each value type.
 VALUE_FIELDS = {"JOB": "job", "INCIDENT": "incident", "ACTIVITY_TASK": "activity_task",
-                "WORKFLOW": "workflow"}
+                "WORKFLOW": "workflow", "SCHEDULE": "schedule"}
 #: Schema files in dependency order (a schema after the ones it names).
 SCHEMA_FILES = ("JobRecord", "IncidentRecord", "FailureRecord", "RetryPolicyRecord",
-                "ActivityTaskRecord", "WorkflowRecord", "Record")
+                "ActivityTaskRecord", "WorkflowRecord", "ScheduleRecord", "Record")
 
 
 class DecodeError(ValueError):
@@ -62,7 +62,8 @@ def _value_defaults(schema_name: str) -> dict[str, Any]:
 
 VALUE_DEFAULTS = {"JOB": _value_defaults("JobRecord"), "INCIDENT": _value_defaults("IncidentRecord"),
                   "ACTIVITY_TASK": _value_defaults("ActivityTaskRecord"),
-                  "WORKFLOW": _value_defaults("WorkflowRecord")}
+                  "WORKFLOW": _value_defaults("WorkflowRecord"),
+                  "SCHEDULE": _value_defaults("ScheduleRecord")}
 
 
 def with_defaults(value_type: str, value: dict[str, Any] | None) -> dict[str, Any]:
@@ -93,6 +94,7 @@ def _to_avro_dict(record: Record) -> dict[str, Any]:
         "incident": None,
         "activity_task": None,
         "workflow": None,
+        "schedule": None,
     }
     field = VALUE_FIELDS.get(record.value_type)
     if field is not None and record.value is not None:

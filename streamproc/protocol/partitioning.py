@@ -64,3 +64,14 @@ def partition_of_key(key: int) -> int:
 
 def counter_of_key(key: int) -> int:
     return key & _COUNTER_MASK
+
+
+#: Commands addressed by a name rather than a key: the value field that names their
+#: partition (a workflow's id, a schedule's id).
+ROUTING_FIELDS = {"WORKFLOW": "workflow_id", "SCHEDULE": "schedule_id"}
+
+
+def routing_key_of(value_type: str, value: dict | None) -> str | None:
+    """The routing key of a command of `value_type`, or None when it goes by entity key."""
+    field = ROUTING_FIELDS.get(value_type)
+    return None if field is None or value is None else value[field]

@@ -22,6 +22,7 @@ class ValueType(StrEnum):
     INCIDENT = "INCIDENT"
     ACTIVITY_TASK = "ACTIVITY_TASK"
     WORKFLOW = "WORKFLOW"
+    SCHEDULE = "SCHEDULE"
     #: Only on rejections of commands that could not be decoded.
     UNKNOWN = "UNKNOWN"
 
@@ -143,6 +144,44 @@ class WorkflowIntent(StrEnum):
     WORKFLOW_TASK = "WORKFLOW_TASK"
     #: Not an event: a query for a workflow worker on workflow-tasks.<queue>.
     QUERY_TASK = "QUERY_TASK"
+
+
+class ScheduleIntent(StrEnum):
+    """Schedule commands, events and answers (Temporal's Schedules, docs/schedules.md)."""
+
+    # commands from clients
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    #: Trigger now, backfill a range, pause or unpause (Temporal's PatchSchedule).
+    PATCH = "PATCH"
+    DELETE = "DELETE"
+    DESCRIBE = "DESCRIBE"
+    #: The schedules of one partition (a client asks every partition).
+    LIST = "LIST"
+    #: From the due-date checker: the next action time came (re-checked; stale -> rejection).
+    TRIGGER = "TRIGGER"
+    # commands from a workflow's partition about a workflow the schedule started
+    WORKFLOW_STARTED = "WORKFLOW_STARTED"
+    WORKFLOW_START_FAILED = "WORKFLOW_START_FAILED"
+    #: The workflow's chain of runs ended (attributes: status, result or failure).
+    WORKFLOW_CLOSED = "WORKFLOW_CLOSED"
+    # events
+    CREATED = "CREATED"
+    UPDATED = "UPDATED"
+    PAUSED = "PAUSED"
+    UNPAUSED = "UNPAUSED"
+    DELETED = "DELETED"
+    #: Manual actions accepted (a trigger, backfills): their starts are buffered.
+    PATCHED = "PATCHED"
+    #: A workflow start sent for an action (attributes: nominal and actual time, overlap).
+    ACTION_STARTED = "ACTION_STARTED"
+    #: Actions not taken (attributes: how many, and why: overlap, catch-up window, buffer full).
+    ACTIONS_SKIPPED = "ACTIONS_SKIPPED"
+    #: A started workflow's answer or close, as the schedule recorded it.
+    WORKFLOW_RECORDED = "WORKFLOW_RECORDED"
+    # answers on the replies topic
+    DESCRIBED = "DESCRIBED"
+    LISTED = "LISTED"
 
 
 class IncidentIntent(StrEnum):

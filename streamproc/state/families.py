@@ -25,6 +25,8 @@ class Family(IntEnum):
     WORKFLOW_TIMERS = 12  # (due_ms, run key, timer id) -> b"" : started user timers
     WORKFLOW_DEADLINES = 13  # (due_ms, run key, kind) -> b"" : task/run/execution timeouts, backoffs
     WORKFLOW_SIGNAL_REQUESTS = 14  # (run key, request id) -> b"" : signals recorded, for deduplication
+    SCHEDULES = 15  # schedule id -> schedule
+    SCHEDULE_DUE = 16  # (due_ms, schedule id) -> b"" : each schedule's next wake-up
 
     @property
     def cf_name(self) -> str:

@@ -174,6 +174,11 @@ class RunStart:
     continued_failure: dict | None = None
     #: The parent of a child workflow: workflow_id, run_id, initiated_event_id.
     parent: dict | None = None
+    last_completion_result: str | None = None
+    #: The schedule that started the chain: schedule_id, tracked (told when the chain ends).
+    scheduled_by: dict | None = None
+    memo: dict | None = None
+    search_attributes: dict | None = None
 
 
 @dataclass(slots=True)
@@ -226,6 +231,11 @@ class WorkflowRun:
     #: (stored only once set): the QUERY_TASK values, with the caller's request id and
     #: reply partition.
     waiting_queries: list[dict] = field(default_factory=list)
+    #: The schedule that started the chain, and the chain's memo and search attributes
+    #: (kept by its next runs; stored only once set).
+    scheduled_by: dict | None = None
+    memo: dict | None = None
+    search_attributes: dict | None = None
 
     @classmethod
     def begin(cls, start: RunStart, now_ms: int, run_expiration_ms: int, execution_time_ms: int) -> WorkflowRun:
@@ -236,7 +246,8 @@ class WorkflowRun:
             timeouts=RunTimeouts.of(start.timeouts), retry_policy=start.retry_policy,
             execution_expiration_ms=start.execution_expiration_ms, run_expiration_ms=run_expiration_ms,
             start_time_ms=now_ms, execution_time_ms=execution_time_ms, close_time_ms=0,
-            first_execution_run_id=start.first_execution_run_id or start.run_id, parent=start.parent)
+            first_execution_run_id=start.first_execution_run_id or start.run_id, parent=start.parent,
+            scheduled_by=start.scheduled_by, memo=start.memo, search_attributes=start.search_attributes)
 
     # status ------------------------------------------------------------------------------
     @property
@@ -266,7 +277,8 @@ class WorkflowRun:
             identity=self.identity, request_id=self.start_request_id,
             first_execution_run_id=self.first_execution_run_id, continued_execution_run_id=self.run_id,
             initiator=initiator, first_task_backoff_ms=backoff_ms, continued_failure=continued_failure,
-            parent=self.parent)
+            parent=self.parent, scheduled_by=self.scheduled_by, memo=self.memo,
+            search_attributes=self.search_attributes)
 
     # history -----------------------------------------------------------------------------
     def take_event_id(self, size_bytes: int) -> int:
@@ -338,6 +350,9 @@ class WorkflowRun:
             doc["parent"] = self.parent
         if self.waiting_queries:
             doc["waiting_queries"] = self.waiting_queries
+        for name in ("scheduled_by", "memo", "search_attributes"):
+            if getattr(self, name) is not None:
+                doc[name] = getattr(self, name)
         return doc
 
     @classmethod
@@ -363,4 +378,5 @@ class WorkflowRun:
             updates={u: RunUpdate(**update) for u, update in d.get("updates", {}).items()},
             children={int(i): RunChild(**child) for i, child in d.get("children", {}).items()},
             externals={int(i): kind for i, kind in d.get("externals", {}).items()}, parent=d.get("parent"),
-            waiting_queries=d.get("waiting_queries", []))
+            waiting_queries=d.get("waiting_queries", []), scheduled_by=d.get("scheduled_by"),
+            memo=d.get("memo"), search_attributes=d.get("search_attributes"))

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.workflows.scheduled import tell_schedule_closed
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_ids import HISTORY_SERVICE_IDENTITY
@@ -41,6 +42,7 @@ _CARRIED = ("result", "failure", "details", "retry_state")
 
 def on_run_closed(ctx: ProcessingContext, run: WorkflowRun, event_type: EventType, attributes: dict[str, Any]) -> None:
     """`run` just wrote its close event `event_type` with `attributes`."""
+    tell_schedule_closed(ctx, run, event_type, attributes)
     for initiated_id, child in run.children.items():
         if not child.closed and child.run_id:
             apply_parent_close_policy(ctx, child)

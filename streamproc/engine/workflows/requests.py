@@ -119,6 +119,7 @@ def describe(cmd: Record, ctx: ProcessingContext) -> None:
                                for scheduled_id, entry in run.pending_activities().items()],
         "pending_timers": [{"timer_id": timer_id, "started_event_id": t.started_event_id, "due_ms": t.due_ms}
                            for timer_id, t in run.pending_timers().items()],
+        **{name: value for name in ("memo", "search_attributes") if (value := getattr(run, name)) is not None},
     }
     ctx.out.reply(WF, WorkflowIntent.DESCRIBED, run_key, {
         "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,

@@ -14,6 +14,7 @@ import orjson
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
+from streamproc.engine.workflows.scheduled import tell_schedule_start_failed, tell_schedule_started
 from streamproc.engine.workflows.senders import command_attributes
 from streamproc.engine.workflows.signals import SignalRequest, check_signal, signal_run
 from streamproc.engine.workflows.runs import (
@@ -62,7 +63,9 @@ def _enum(enum, name: str, what: str):
 def start(cmd: Record, ctx: ProcessingContext) -> None:
     v = cmd.value
     with_signal = bool(v["signal_name"])
-    parent = command_attributes(cmd).get("parent")  # a child's start, from its parent's partition
+    attributes = command_attributes(cmd)
+    parent = attributes.get("parent")  # a child's start, from its parent's partition
+    scheduled_by = attributes.get("schedule")  # a schedule's action, from the schedule's partition
     try:
         validate_workflow_id(v["workflow_id"], max_length=ctx.limits.history.max_id_length)
         problem = (None if v["workflow_type"] else "WorkflowType is not set on request.") \
@@ -87,6 +90,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
     except InvalidArgument as exc:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, str(exc))
         _tell_parent(ctx, parent, WorkflowIntent.CHILD_START_FAILED, cause="UNSPECIFIED")
+        tell_schedule_start_failed(ctx, scheduled_by, v["workflow_id"], str(exc))
         return
     request_id = cmd.request_id or ""
     signal = SignalRequest(v["signal_name"], v["signal_input"], v["identity"], request_id) if with_signal else None
@@ -99,6 +103,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
     if decision.action is WorkflowIdAction.ALREADY_STARTED:
         ctx.out.reject(cmd, RejectionType.ALREADY_EXISTS, decision.message)
         _tell_parent(ctx, parent, WorkflowIntent.CHILD_START_FAILED, cause="WORKFLOW_ALREADY_EXISTS")
+        tell_schedule_start_failed(ctx, scheduled_by, v["workflow_id"], decision.message)
         return
     if decision.action is WorkflowIdAction.RETURN_EXISTING:
         run_key, run = current
@@ -116,8 +121,12 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         task_queue=v["task_queue"], input=v["input"], timeouts=timeouts,
         retry_policy=None if policy is None else policy_to_record(policy), attempt=1,
         execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id,
-        parent=parent), signal)
+        parent=parent, scheduled_by=scheduled_by, memo=attributes.get("memo"),
+        search_attributes=attributes.get("search_attributes"),
+        last_completion_result=attributes.get("last_completion_result"),
+        continued_failure=attributes.get("continued_failure")), signal)
     _reply_started(ctx, run_key, run, started=True)
+    tell_schedule_started(ctx, scheduled_by, run)
     _tell_parent(ctx, parent, WorkflowIntent.CHILD_STARTED,
                  workflow_execution={"workflow_id": run.workflow_id, "run_id": run.run_id})
 
@@ -159,6 +168,8 @@ def start_run(ctx: ProcessingContext, start: RunStart, signal: SignalRequest | N
         "identity": run.identity, "workflow_execution_expiration_time_ms": expiration_ms,
         "initiator": start.initiator.name, "first_workflow_task_backoff_ms": start.first_task_backoff_ms,
         "continued_failure": start.continued_failure,
+        **{name: value for name in ("last_completion_result", "memo", "search_attributes")
+           if (value := getattr(start, name)) is not None},
         **({} if start.parent is None else {
             "parent_workflow_execution": {"workflow_id": start.parent["workflow_id"], "run_id": start.parent["run_id"]},
             "parent_initiated_event_id": start.parent["initiated_event_id"]})})

@@ -1,0 +1,216 @@
+"""Taking a schedule's actions (SEMANTICS.md 8.6-8.9).
+
+Each pass, run when the schedule's due time comes or something changed it (a patch, an
+update, a workflow of it closing):
+
+1. automatic action times since the last pass, up to now, go into the buffer, unless
+   paused (the time is skipped), out of remaining actions, or older than the catch-up
+   window (counted as missed);
+2. backfills add their manual starts, at most half the buffer at a time;
+3. the buffer is processed by the overlap policies: starts go out as START commands to
+   the workflows' partitions, running workflows may be cancelled or terminated;
+4. the next wake-up is armed: the next action time, or now while work is left.
+
+A start's workflow id is the action's id plus the nominal time (`<id>-2026-05-04T11:00:00Z`),
+so a start sent twice is refused by its id reuse policy: REJECT_DUPLICATE for automatic
+starts, ALLOW_DUPLICATE for manual ones, as Temporal sends.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import orjson
+
+from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.schedules.definition import overlap_policy
+from streamproc.protocol.records import ScheduleIntent, ValueType, WorkflowIntent
+from streamproc.semantics.schedule_overlap import (
+    BUFFER_CAPACITY,
+    BufferedStart,
+    ScheduleOverlapPolicy,
+    outside_catchup_window,
+    process_buffer,
+)
+from streamproc.semantics.schedule_spec import CompiledSpec, action_times, next_action_time
+from streamproc.state.schedules import RecentAction, StoredSchedule
+
+#: Action times one pass looks at, so a long outage under a short period is caught up in
+#: bounded steps (the next pass is armed at once).
+MAX_TIMES_PER_PASS = 1000
+CANCEL_REASON = "cancelled by schedule overlap policy"
+TERMINATE_REASON = "terminated by schedule overlap policy"
+
+
+def seed_of(ctx: ProcessingContext, schedule: StoredSchedule) -> str:
+    """The jitter seed: Temporal's `<namespace id>-<schedule id>`, with our namespace."""
+    return f"{ctx.namespace}-{schedule.schedule_id}"
+
+
+def scheduler_identity(ctx: ProcessingContext, schedule: StoredSchedule) -> str:
+    return f"streamproc-scheduler-{ctx.namespace}-{schedule.schedule_id}"
+
+
+def scheduled_workflow_id(base: str, nominal_ms: int) -> str:
+    """Temporal's id for a scheduled run: the base id, '-', the nominal time to the second."""
+    at = datetime.fromtimestamp(nominal_ms // 1000, tz=timezone.utc)
+    return f"{base}-{at.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def run_pass(ctx: ProcessingContext, schedule: StoredSchedule) -> None:
+    """Take what is due now (see the module's steps); the caller stores the schedule."""
+    now = ctx.now_ms
+    spec = CompiledSpec.from_dict(schedule.spec)
+    seed = seed_of(ctx, schedule)
+    skipped = {"missed_catchup_window": 0, "buffer_dropped": 0, "overlap_skipped": 0}
+    more = _buffer_automatic(ctx, schedule, spec, seed, now, skipped)
+    more = _buffer_backfills(schedule, spec, seed, skipped) or more
+    _process_buffer(ctx, schedule, skipped)
+    if any(skipped.values()):
+        ctx.out.event(ValueType.SCHEDULE, ScheduleIntent.ACTIONS_SKIPPED, -1, {
+            "schedule_id": schedule.schedule_id, "attributes": orjson.dumps(skipped).decode()}, reply=False)
+    arm_next(ctx, schedule, spec, now if more else None)
+
+
+def arm_next(ctx: ProcessingContext, schedule: StoredSchedule, spec: CompiledSpec | None = None,
+             at_ms: int | None = None) -> None:
+    """Wake the schedule at `at_ms`, else at its next automatic action time (none when
+    paused or out of remaining actions)."""
+    if at_ms is None and schedule.backfills:
+        at_ms = ctx.now_ms
+    if at_ms is None and not schedule.paused and not (schedule.limited_actions and schedule.remaining_actions <= 0):
+        spec = spec or CompiledSpec.from_dict(schedule.spec)
+        upcoming = next_action_time(spec, seed_of(ctx, schedule), schedule.processed_ms)
+        at_ms = None if upcoming is None else upcoming.actual_ms
+    ctx.schedules.arm(schedule, at_ms)
+
+
+def _buffer_automatic(ctx: ProcessingContext, schedule: StoredSchedule, spec: CompiledSpec, seed: str,
+                      now: int, skipped: dict[str, int]) -> bool:
+    """Step 1; True when the pass stopped at its cap with more times due."""
+    if schedule.paused:
+        schedule.processed_ms = now  # a paused schedule skips the time; unpausing does not catch up
+        return False
+    times = action_times(spec, seed, schedule.processed_ms, limit=MAX_TIMES_PER_PASS, until_ms=now)
+    window = schedule.policy["catchup_window_ms"]
+    for t in times:
+        if schedule.limited_actions and schedule.remaining_actions - _automatic_buffered(schedule) <= 0:
+            break
+        if outside_catchup_window(now, t.actual_ms, window):
+            schedule.missed_catchup_window += 1
+            skipped["missed_catchup_window"] += 1
+            continue
+        _add(schedule, {"nominal_ms": t.nominal_ms, "actual_ms": t.actual_ms, "overlap": 0, "manual": False},
+             BUFFER_CAPACITY, skipped)
+    capped = len(times) == MAX_TIMES_PER_PASS
+    schedule.processed_ms = times[-1].actual_ms if capped else now
+    return capped
+
+
+def _buffer_backfills(schedule: StoredSchedule, spec: CompiledSpec, seed: str, skipped: dict[str, int]) -> bool:
+    """Step 2; True when backfills are left for a later pass."""
+    room = BUFFER_CAPACITY // 2 - len(schedule.buffer)
+    while schedule.backfills and room > 0:
+        backfill = schedule.backfills[0]
+        times = action_times(spec, seed, backfill["after_ms"], limit=room, until_ms=backfill["end_ms"])
+        for t in times:
+            _add(schedule, {"nominal_ms": t.nominal_ms, "actual_ms": t.actual_ms,
+                            "overlap": backfill["overlap"], "manual": True}, BUFFER_CAPACITY, skipped)
+        if len(times) < room:
+            schedule.backfills.pop(0)  # the range is done
+        else:
+            backfill["after_ms"] = times[-1].actual_ms
+        room -= len(times)
+    return bool(schedule.backfills)
+
+
+def _add(schedule: StoredSchedule, start: dict, capacity: int, skipped: dict[str, int]) -> None:
+    if len(schedule.buffer) >= capacity:
+        schedule.buffer_dropped += 1
+        skipped["buffer_dropped"] += 1
+    else:
+        schedule.buffer.append(start)
+
+
+def _automatic_buffered(schedule: StoredSchedule) -> int:
+    return sum(1 for s in schedule.buffer if not s["manual"])
+
+
+def buffer_manual(schedule: StoredSchedule, at_ms: int, overlap: int) -> None:
+    """A trigger: one manual start at `at_ms` (nominal = actual), ahead of nothing."""
+    if len(schedule.buffer) >= BUFFER_CAPACITY:
+        schedule.buffer_dropped += 1
+        return
+    schedule.buffer.append({"nominal_ms": at_ms, "actual_ms": at_ms, "overlap": overlap, "manual": True})
+
+
+def _process_buffer(ctx: ProcessingContext, schedule: StoredSchedule, skipped: dict[str, int]) -> None:
+    """Step 3."""
+    if not schedule.buffer:
+        return
+    outcome = process_buffer(
+        [BufferedStart(s["nominal_ms"], s["actual_ms"], ScheduleOverlapPolicy(s["overlap"]), s["manual"])
+         for s in schedule.buffer],
+        running=bool(schedule.running), schedule_overlap=overlap_policy(schedule.policy["overlap"]))
+    schedule.buffer = [{"nominal_ms": s.nominal_ms, "actual_ms": s.actual_ms, "overlap": int(s.overlap),
+                        "manual": s.manual} for s in outcome.new_buffer]
+    schedule.overlap_skipped += outcome.overlap_skipped
+    skipped["overlap_skipped"] += outcome.overlap_skipped
+    if outcome.need_terminate or outcome.need_cancel:
+        _stop_running(ctx, schedule, terminate=outcome.need_terminate)
+    resolved = overlap_policy(schedule.policy["overlap"])
+    for start in outcome.start:
+        allow_all = overlap_policy(int(start.overlap), default=resolved) is ScheduleOverlapPolicy.ALLOW_ALL
+        if not start.manual and schedule.limited_actions:
+            if schedule.remaining_actions <= 0:
+                continue
+            schedule.remaining_actions -= 1
+        start_workflow(ctx, schedule, start, tracked=not allow_all)
+
+
+def start_workflow(ctx: ProcessingContext, schedule: StoredSchedule, start: BufferedStart, *, tracked: bool) -> None:
+    """Send the action's START to the workflow's partition, which answers WORKFLOW_STARTED
+    or WORKFLOW_START_FAILED and, when the workflow's chain ends, WORKFLOW_CLOSED."""
+    action = schedule.action
+    workflow_id = scheduled_workflow_id(action["workflow_id"], start.nominal_ms)
+    schedule.action_count += 1
+    search_attributes = {**(action.get("search_attributes") or {}),
+                         "TemporalScheduledStartTime": _rfc3339(start.nominal_ms),
+                         "TemporalScheduledById": schedule.schedule_id}
+    carried = {} if not tracked else {"last_completion_result": schedule.last_completion_result,
+                                      "continued_failure": schedule.last_failure}
+    ctx.out.command(ValueType.WORKFLOW, WorkflowIntent.START, -1, {
+        "workflow_id": workflow_id, "workflow_type": action["workflow_type"], "task_queue": action["task_queue"],
+        "input": action.get("input"),
+        **{f: action.get(f) or 0 for f in ("workflow_execution_timeout_ms", "workflow_run_timeout_ms",
+                                          "workflow_task_timeout_ms")},
+        "retry_policy": action.get("retry_policy"),
+        "id_reuse_policy": "ALLOW_DUPLICATE" if start.manual else "REJECT_DUPLICATE",
+        "identity": scheduler_identity(ctx, schedule),
+        "attributes": orjson.dumps({
+            "schedule": {"schedule_id": schedule.schedule_id, "tracked": tracked},
+            "memo": action.get("memo"), "search_attributes": search_attributes,
+            **{k: v for k, v in carried.items() if v is not None}}).decode(),
+    }, request_id=f"{schedule.schedule_id}/{schedule.action_count}")
+    schedule.record_action(RecentAction(start.nominal_ms, start.actual_ms, ctx.now_ms, workflow_id,
+                                        manual=start.manual))
+    if tracked:
+        schedule.running.append({"workflow_id": workflow_id, "run_id": ""})
+    ctx.out.event(ValueType.SCHEDULE, ScheduleIntent.ACTION_STARTED, -1, {
+        "schedule_id": schedule.schedule_id, "workflow_id": workflow_id,
+        "attributes": orjson.dumps({"nominal_time_ms": start.nominal_ms, "actual_time_ms": start.actual_ms,
+                                    "manual": start.manual, "overlap": int(start.overlap)}).decode()},
+                  reply=False)
+
+
+def _stop_running(ctx: ProcessingContext, schedule: StoredSchedule, *, terminate: bool) -> None:
+    intent = WorkflowIntent.TERMINATE if terminate else WorkflowIntent.REQUEST_CANCEL
+    for running in schedule.running:
+        ctx.out.command(ValueType.WORKFLOW, intent, -1, {
+            "workflow_id": running["workflow_id"], "run_id": "",
+            "reason": TERMINATE_REASON if terminate else CANCEL_REASON,
+            "identity": scheduler_identity(ctx, schedule)})
+
+
+def _rfc3339(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,172 @@
+"""Schedules of a partition (Temporal's Schedules, SEMANTICS.md 8), and their due times.
+
+A schedule is one JSON document in `schedules`, keyed by its id (it lives on the
+partition of its id). Its next action time is one key in `schedule_due`
+(due_ms, schedule id), so the checker's range scan wakes only for what is due: a
+partition holding a million idle schedules reads nothing until one of them is.
+
+`StoredSchedule` is what the engine needs to take the next action: the definition
+(action, compiled spec, policies, state) and the running record of it (counters,
+recent actions, running workflows, buffered starts, how far automatic actions were
+considered). Fields are stored only when they differ from their defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import orjson
+
+from streamproc.state.db import PartitionDb, PendingWrites
+from streamproc.state.families import Family
+from streamproc.state.keys import read_u64, time_upper_bound, u64
+
+#: Recent actions a description shows (Temporal: 10).
+RECENT_ACTIONS = 10
+
+
+@dataclasses.dataclass
+class RecentAction:
+    nominal_ms: int
+    actual_ms: int
+    #: When the start was sent (the engine's clock).
+    start_ms: int
+    workflow_id: str
+    run_id: str = ""
+    #: RUNNING until the workflow's partition answers; then its close status, or START_FAILED.
+    status: str = "RUNNING"
+    manual: bool = False
+
+
+@dataclasses.dataclass
+class StoredSchedule:
+    schedule_id: str
+    #: The StartWorkflow action: workflow_type, workflow_id (the base of each run's id),
+    #: task_queue, input, timeouts, retry_policy, memo, search_attributes.
+    action: dict[str, Any]
+    #: The compiled spec (`CompiledSpec.to_dict()`).
+    spec: dict[str, Any]
+    #: {overlap: policy name, catchup_window_ms, pause_on_failure}
+    policy: dict[str, Any]
+    create_ms: int
+    update_ms: int
+    paused: bool = False
+    note: str = ""
+    limited_actions: bool = False
+    remaining_actions: int = 0
+    #: The CREATE's request id: the same CREATE sent again is answered, not refused.
+    request_id: str = ""
+    memo: dict[str, Any] | None = None
+    search_attributes: dict[str, Any] | None = None
+    #: Updates so far: the conflict token an UPDATE may name.
+    conflict_token: int = 0
+    action_count: int = 0
+    missed_catchup_window: int = 0
+    overlap_skipped: int = 0
+    buffer_dropped: int = 0
+    recent: list[RecentAction] = dataclasses.field(default_factory=list)
+    #: Workflows started and not closed yet: [{workflow_id, run_id}] (ALLOW_ALL ones excluded).
+    running: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    #: Starts waiting for their turn: [{nominal_ms, actual_ms, overlap, manual}].
+    buffer: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: Backfills not yet evaluated to the end: [{after_ms, end_ms, overlap}].
+    backfills: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: Automatic actions up to this time were considered (taken, skipped or missed).
+    processed_ms: int = 0
+    #: The due time armed in `schedule_due`, or None.
+    due_ms: int | None = None
+    #: The last successful workflow's result (a JSON payload), and the last failure since.
+    last_completion_result: str | None = None
+    last_failure: dict[str, Any] | None = None
+
+    def record_action(self, action: RecentAction) -> None:
+        self.recent.append(action)
+        del self.recent[:-RECENT_ACTIONS]
+
+    def find_recent(self, workflow_id: str) -> RecentAction | None:
+        for action in reversed(self.recent):
+            if action.workflow_id == workflow_id:
+                return action
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "recent":
+                value = [dataclasses.asdict(a) for a in value]
+            if f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                default = f.default  # MISSING for a required field: always stored
+            if value != default:
+                out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> StoredSchedule:
+        d = dict(d)
+        d["recent"] = [RecentAction(**a) for a in d.get("recent", ())]
+        return cls(**d)
+
+
+def _due_key(due_ms: int, schedule_id: str) -> bytes:
+    return u64(due_ms) + schedule_id.encode()
+
+
+class Schedules:
+    """Schedules of the partition, for processors: read, store, delete, arm the next action."""
+
+    def __init__(self, writes: PendingWrites) -> None:
+        self._w = writes
+
+    def get(self, schedule_id: str) -> StoredSchedule | None:
+        raw = self._w.get(Family.SCHEDULES, schedule_id.encode())
+        return StoredSchedule.from_json(orjson.loads(raw)) if raw is not None else None
+
+    def put(self, schedule: StoredSchedule) -> None:
+        self._w.put(Family.SCHEDULES, schedule.schedule_id.encode(), orjson.dumps(schedule.to_json()))
+
+    def delete(self, schedule: StoredSchedule) -> None:
+        self.disarm(schedule)
+        self._w.delete(Family.SCHEDULES, schedule.schedule_id.encode())
+
+    def arm(self, schedule: StoredSchedule, due_ms: int | None) -> None:
+        """Make `due_ms` the schedule's next wake-up (None: none)."""
+        if schedule.due_ms == due_ms:
+            return
+        self.disarm(schedule)
+        if due_ms is not None:
+            self._w.put(Family.SCHEDULE_DUE, _due_key(due_ms, schedule.schedule_id), b"")
+            schedule.due_ms = due_ms
+
+    def disarm(self, schedule: StoredSchedule) -> None:
+        if schedule.due_ms is not None:
+            self._w.delete(Family.SCHEDULE_DUE, _due_key(schedule.due_ms, schedule.schedule_id))
+            schedule.due_ms = None
+
+    def committed(self, limit: int, after_id: str = "") -> list[StoredSchedule]:
+        """Committed schedules in id order, starting after `after_id` (for LIST)."""
+        db = self._w.db
+        out = []
+        lower = after_id.encode() + b"\x00" if after_id else None
+        for _, raw in db.scan(Family.SCHEDULES, limit=limit, lower_bound=lower):
+            out.append(StoredSchedule.from_json(orjson.loads(raw)))
+        return out
+
+
+class ScheduleDueDates:
+    """Read-only view of committed schedule due times, for the checker."""
+
+    def __init__(self, db: PartitionDb) -> None:
+        self._db = db
+
+    def due(self, now_ms: int, limit: int) -> list[tuple[int, str]]:
+        """(due_ms, schedule id) due now or earlier, in time order."""
+        return [(read_u64(key[:8]), key[8:].decode())
+                for key, _ in self._db.scan(Family.SCHEDULE_DUE, time_upper_bound(now_ms + 1), limit)]
+
+    def next_due_ms(self) -> int | None:
+        first = self._db.first_key(Family.SCHEDULE_DUE)
+        return None if first is None else read_u64(first[:8])

@@ -1,0 +1,85 @@
+"""200 schedules firing every second while the engine is SIGKILLed 3 times.
+
+Each schedule has an interval of 1 s bounded by a start and end time (15 action times), a
+catch-up window of a year and ALLOW_ALL, so every action time must start exactly one
+workflow however the kills fall: times that came due while the engine was down are taken
+when it is back. The workflow ids (`<base>-<nominal time>`) prove it: from the events
+topic, every (schedule, second) has exactly one WORKFLOW_EXECUTION_STARTED, and there is
+no other.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from streamproc.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+)
+from tests.support.crash_workflow_checks import start_processes
+from tests.support.engines import engine_process
+from tests.support.history import EventLog
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+SCHEDULES = 200
+ACTIONS = 15
+KILLS = 3
+
+
+def test_no_action_is_lost_or_taken_twice_while_the_engine_is_sigkilled(bootstrap, namespace, tmp_path):
+    rng = random.Random(20261125)
+    engine = engine_process(bootstrap, namespace, "schedules-crashy", tmp_path / "state", tmp_path)
+    events = EventLog(bootstrap, namespace)
+    try:
+        start_processes(engine, [])
+        with Client(bootstrap, namespace) as client:
+            # The first action time leaves room to create every schedule before it.
+            first = datetime.fromtimestamp(int(time.time()) + 15, tz=timezone.utc)
+            last = first + timedelta(seconds=ACTIONS - 1)
+            for n in range(SCHEDULES):
+                client.create_schedule(f"tick-{n:03d}", Schedule(
+                    # No worker runs "Tick": the starts are what is checked.
+                    action=ScheduleActionStartWorkflow("Tick", id=f"tick-{n:03d}", task_queue="ticks",
+                                                       run_timeout=timedelta(seconds=60)),
+                    spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=1))],
+                                      start_at=first, end_at=last),
+                    policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL)))
+        time.sleep(max(0.0, first.timestamp() - time.time()))
+        for _ in range(KILLS):
+            time.sleep(rng.uniform(0.5, 3.0))
+            assert engine.alive(), f"the engine died by itself:\n{engine.log_text()[-3000:]}"
+            engine.kill()
+            mark = len(engine.log_text())
+            engine.start()
+            engine.wait_for_log("partitions_assigned", since=mark)
+        expected = {f"tick-{n:03d}-{(first + timedelta(seconds=s)).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+                    for n in range(SCHEDULES) for s in range(ACTIONS)}
+
+        def started(log: EventLog) -> list[str]:
+            return [r.value["workflow_id"] for r in log.events("WORKFLOW", "WORKFLOW_EXECUTION_STARTED")]
+
+        try:
+            events.read_until(lambda log: len(set(started(log))) >= len(expected), timeout=180)
+        except TimeoutError:
+            missing = sorted(expected - set(started(events)))
+            raise AssertionError(f"{len(missing)} actions never started, e.g. {missing[:5]}") from None
+        engine.stop()
+        events.read_to_end(timeout=60)
+        counts = collections.Counter(started(events))
+        assert set(counts) == expected
+        assert [w for w, n in counts.items() if n > 1] == []
+        assert events.duplicates() == []
+    finally:
+        engine.stop()
+        events.close()
