@@ -174,6 +174,11 @@ class RunStart:
     continued_failure: dict | None = None
     #: The parent of a child workflow: workflow_id, run_id, initiated_event_id.
     parent: dict | None = None
+    #: A cron workflow's schedule ("" for any other workflow), kept by every run of the chain.
+    cron_schedule: str = ""
+    #: The result of the chain's last completed run, passed to the next (cron, or a retry
+    #: after a run timeout) as Temporal does.
+    last_completion_result: str | None = None
 
 
 @dataclass(slots=True)
@@ -226,6 +231,8 @@ class WorkflowRun:
     #: (stored only once set): the QUERY_TASK values, with the caller's request id and
     #: reply partition.
     waiting_queries: list[dict] = field(default_factory=list)
+    #: A cron workflow's schedule (stored only when set).
+    cron_schedule: str = ""
 
     @classmethod
     def begin(cls, start: RunStart, now_ms: int, run_expiration_ms: int, execution_time_ms: int) -> WorkflowRun:
@@ -236,7 +243,8 @@ class WorkflowRun:
             timeouts=RunTimeouts.of(start.timeouts), retry_policy=start.retry_policy,
             execution_expiration_ms=start.execution_expiration_ms, run_expiration_ms=run_expiration_ms,
             start_time_ms=now_ms, execution_time_ms=execution_time_ms, close_time_ms=0,
-            first_execution_run_id=start.first_execution_run_id or start.run_id, parent=start.parent)
+            first_execution_run_id=start.first_execution_run_id or start.run_id, parent=start.parent,
+            cron_schedule=start.cron_schedule)
 
     # status ------------------------------------------------------------------------------
     @property
@@ -252,10 +260,11 @@ class WorkflowRun:
         self.activities = {}
 
     def successor(self, new_run_id: str, initiator: ContinueAsNewInitiator, *, attempt: int, backoff_ms: int = 0,
-                  continued_failure: dict | None = None, **changes: Any) -> RunStart:
-        """The start of the run that follows this closed one (retry or continue-as-new): the
-        same workflow id, chain deadline and start request id; type, queue, input and
-        timeouts from `changes` or inherited."""
+                  continued_failure: dict | None = None, last_completion_result: str | None = None,
+                  **changes: Any) -> RunStart:
+        """The start of the run that follows this closed one (retry, cron or continue-as-new):
+        the same workflow id, chain deadline, cron schedule and start request id; type,
+        queue, input and timeouts from `changes` or inherited."""
         self.new_execution_run_id = new_run_id
         return RunStart(
             run_id=new_run_id, workflow_id=self.workflow_id,
@@ -266,7 +275,7 @@ class WorkflowRun:
             identity=self.identity, request_id=self.start_request_id,
             first_execution_run_id=self.first_execution_run_id, continued_execution_run_id=self.run_id,
             initiator=initiator, first_task_backoff_ms=backoff_ms, continued_failure=continued_failure,
-            parent=self.parent)
+            parent=self.parent, cron_schedule=self.cron_schedule, last_completion_result=last_completion_result)
 
     # history -----------------------------------------------------------------------------
     def take_event_id(self, size_bytes: int) -> int:
@@ -338,6 +347,8 @@ class WorkflowRun:
             doc["parent"] = self.parent
         if self.waiting_queries:
             doc["waiting_queries"] = self.waiting_queries
+        if self.cron_schedule:
+            doc["cron_schedule"] = self.cron_schedule
         return doc
 
     @classmethod
@@ -363,4 +374,4 @@ class WorkflowRun:
             updates={u: RunUpdate(**update) for u, update in d.get("updates", {}).items()},
             children={int(i): RunChild(**child) for i, child in d.get("children", {}).items()},
             externals={int(i): kind for i, kind in d.get("externals", {}).items()}, parent=d.get("parent"),
-            waiting_queries=d.get("waiting_queries", []))
+            waiting_queries=d.get("waiting_queries", []), cron_schedule=d.get("cron_schedule", ""))
