@@ -264,8 +264,10 @@ class WorkflowRun:
                   **changes: Any) -> RunStart:
         """The start of the run that follows this closed one (retry, cron or continue-as-new):
         the same workflow id, chain deadline, cron schedule and start request id; type,
-        queue, input and timeouts from `changes` or inherited."""
+        queue, input and timeouts from `changes` or inherited. Continue-as-new drops the
+        cron schedule, as Temporal does (its new run is no cron run)."""
         self.new_execution_run_id = new_run_id
+        continued_as_new = initiator is ContinueAsNewInitiator.WORKFLOW
         return RunStart(
             run_id=new_run_id, workflow_id=self.workflow_id,
             workflow_type=changes.get("workflow_type", self.workflow_type),
@@ -275,7 +277,8 @@ class WorkflowRun:
             identity=self.identity, request_id=self.start_request_id,
             first_execution_run_id=self.first_execution_run_id, continued_execution_run_id=self.run_id,
             initiator=initiator, first_task_backoff_ms=backoff_ms, continued_failure=continued_failure,
-            parent=self.parent, cron_schedule=self.cron_schedule, last_completion_result=last_completion_result)
+            parent=self.parent, cron_schedule="" if continued_as_new else self.cron_schedule,
+            last_completion_result=last_completion_result)
 
     # history -----------------------------------------------------------------------------
     def take_event_id(self, size_bytes: int) -> int:

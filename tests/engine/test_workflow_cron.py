@@ -96,6 +96,36 @@ def test_retries_come_before_the_next_cron_run(d):
     assert d.run(cron_run)["execution_time_ms"] == AT_10 + 10 * M
 
 
+def test_a_retry_after_a_failure_gets_no_completion_result_and_passes_none_on(d):
+    # As a Temporal server does (1.32): the retry of a failed run is started without the
+    # last completion result, and the cron run after the retries reads it from there.
+    key, _ = d.start(cron_schedule=EVERY_10_MIN, retry_policy={"initial_interval_ms": S, "maximum_attempts": 2})
+    d.run_until(AT_10)
+    d.complete(key, [complete('"A"')])
+    second = next_run(d, key)
+    assert started(d, second)["last_completion_result"] == '"A"'
+    d.run_until(AT_10 + 10 * M)
+    d.complete(second, [FAIL])
+    retry = next_run(d, second)
+    assert started(d, retry)["initiator"] == "RETRY" and "last_completion_result" not in started(d, retry)
+    d.run_until(AT_10 + 10 * M + S)
+    d.complete(retry, [FAIL])
+    third = next_run(d, retry)
+    assert started(d, third)["initiator"] == "CRON_SCHEDULE" and "last_completion_result" not in started(d, third)
+
+
+def test_continue_as_new_leaves_the_cron_schedule_behind(d):
+    key, _ = d.start(cron_schedule=EVERY_10_MIN)
+    d.run_until(AT_10)
+    d.complete(key, [{"type": "CONTINUE_AS_NEW_WORKFLOW_EXECUTION", "input": '["again"]'}])
+    continued = next_run(d, key)
+    assert started(d, continued)["initiator"] == "WORKFLOW" and "cron_schedule" not in started(d, continued)
+    d.run_until(d.run(continued)["execution_time_ms"])
+    d.complete(continued, [complete("1")])
+    assert d.check(continued)[-1]["attributes"]["new_execution_run_id"] == ""
+    assert d.current_key("w1") == continued
+
+
 def test_a_failed_run_passes_on_the_failure_and_the_last_completion_result(d):
     key, _ = d.start(cron_schedule=EVERY_10_MIN)
     d.run_until(AT_10)
