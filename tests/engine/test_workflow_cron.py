@@ -143,14 +143,18 @@ def test_a_failed_run_passes_on_the_failure_and_the_last_completion_result(d):
 
 def test_a_run_timeout_without_retry_is_followed_by_the_next_cron_run(d):
     key, _ = d.start(cron_schedule=EVERY_10_MIN, workflow_run_timeout_ms=4 * M)
-    d.run_until(AT_10 + 4 * M)
-    closed = d.check(key)[-1]
+    d.run_until(AT_10)
+    d.complete(key, [complete('"r1"')])
+    second = next_run(d, key)
+    d.run_until(AT_10 + 14 * M)
+    closed = d.check(second)[-1]
     assert closed["event_type"] == "WORKFLOW_EXECUTION_TIMED_OUT"
     assert closed["attributes"]["retry_state"] == "RETRY_POLICY_NOT_SET" and closed["attributes"]["new_execution_run_id"]
-    second = next_run(d, key)
-    s = started(d, second)
+    third = next_run(d, second)
+    s = started(d, third)
     assert s["initiator"] == "CRON_SCHEDULE" and s["continued_failure"]["message"] == "workflow timeout"
-    assert d.run(second)["execution_time_ms"] == AT_10 + 10 * M
+    assert s["last_completion_result"] == '"r1"'  # passed on from the timed-out run's start
+    assert d.run(third)["execution_time_ms"] == AT_10 + 20 * M
 
 
 def test_cancel_ends_the_chain(d):
