@@ -14,11 +14,10 @@ from hypothesis import strategies as st
 from streamproc.semantics.cron_workflow import (
     INVALID_CRON_SCHEDULE,
     NO_TIME_CAN_BE_FOUND,
-    CronSyntaxError,
     cron_backoff,
-    parse_cron_schedule,
     validate_cron_schedule,
 )
+from streamproc.semantics.robfig_cron import CronSyntaxError, parse_cron_schedule
 from streamproc.semantics.errors import InvalidArgument
 from streamproc.semantics.go_duration import GoDurationError, parse_go_duration_ns
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, workflow_run_deadlines
