@@ -168,6 +168,27 @@ def test_cancel_ends_the_chain(d):
     assert not d.run_until(AT_10 + 60 * M)
 
 
+def test_a_cancel_during_the_wait_does_not_wait_for_the_cron_time(d):
+    # A Temporal server (1.32) schedules the workflow task at once, cron, retry or delayed run.
+    key, _ = d.start(cron_schedule=EVERY_10_MIN)
+    d.clock.advance(M)
+    d.send("REQUEST_CANCEL", workflow_id="w1", reason="stop it")
+    assert d.types(key) == ["WORKFLOW_EXECUTION_STARTED", "WORKFLOW_EXECUTION_CANCEL_REQUESTED",
+                            "WORKFLOW_TASK_SCHEDULED"]
+    assert "BACKOFF_START" not in d.run(key)["deadlines"]
+    d.complete(key, [{"type": "CANCEL_WORKFLOW_EXECUTION", "details": None}])
+    assert d.check(key)[-1]["event_type"] == "WORKFLOW_EXECUTION_CANCELED"
+    assert d.current_key("w1") == key and not d.run_until(AT_10 + 60 * M)
+
+
+def test_a_signal_during_the_wait_waits_for_the_cron_time(d):
+    key, _ = d.start(cron_schedule=EVERY_10_MIN)
+    d.send("SIGNAL", workflow_id="w1", signal_name="poke", input="[]")
+    assert d.types(key) == ["WORKFLOW_EXECUTION_STARTED", "WORKFLOW_EXECUTION_SIGNALED"]
+    d.run_until(AT_10)
+    assert d.types(key)[-1] == "WORKFLOW_TASK_SCHEDULED"
+
+
 def test_terminate_during_the_wait_ends_the_chain(d):
     key, _ = d.start(cron_schedule=EVERY_10_MIN)
     d.run_until(AT_10)
