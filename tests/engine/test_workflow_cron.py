@@ -244,3 +244,33 @@ def test_an_invalid_cron_schedule_is_rejected_with_temporals_reason(d):
         (rejection,) = rejections(events)
         assert rejection.rejection_reason == reason
     assert d.current_key("w1") is None and d.workflow_tasks() == []
+
+
+def _cron_child(cron: str) -> dict:
+    return {"type": "START_CHILD_WORKFLOW_EXECUTION", "workflow_id": "child-1", "workflow_type": "Report",
+            "task_queue": "", "input": "[]", "cron_schedule": cron}
+
+
+def test_a_child_can_be_a_cron_workflow_and_its_parent_hears_when_the_chain_ends(d):
+    parent, _ = d.start()
+    d.complete(parent, [_cron_child(EVERY_10_MIN)])
+    assert d.history(parent)[-1]["attributes"]["cron_schedule"] == EVERY_10_MIN
+    d.pump()
+    child = d.current_key("child-1")
+    assert (started(d, child)["cron_schedule"], started(d, child)["initiator"]) == (EVERY_10_MIN, "CRON_SCHEDULE")
+    d.complete(parent, [])
+    d.run_until(AT_10)
+    d.complete(child, [complete("1")])
+    d.pump()
+    assert "CHILD_WORKFLOW_EXECUTION_COMPLETED" not in d.types(parent)  # a cron run follows
+    _, (reply,) = d.send("TERMINATE", workflow_id="child-1", reason="enough")
+    d.pump()
+    assert d.types(parent)[-2:] == ["CHILD_WORKFLOW_EXECUTION_TERMINATED", "WORKFLOW_TASK_SCHEDULED"]
+
+
+def test_a_child_with_an_invalid_cron_schedule_fails_the_parents_task(d):
+    parent, _ = d.start()
+    d.complete(parent, [_cron_child("0 0 * * 7")])
+    (failed,) = [e["attributes"] for e in d.history(parent) if e["event_type"] == "WORKFLOW_TASK_FAILED"]
+    assert failed["cause"] == "BAD_START_CHILD_EXECUTION_ATTRIBUTES"
+    assert failed["failure"]["message"] == INVALID_CRON_SCHEDULE
