@@ -273,4 +273,6 @@ def test_a_child_with_an_invalid_cron_schedule_fails_the_parents_task(d):
     d.complete(parent, [_cron_child("0 0 * * 7")])
     (failed,) = [e["attributes"] for e in d.history(parent) if e["event_type"] == "WORKFLOW_TASK_FAILED"]
     assert failed["cause"] == "BAD_START_CHILD_EXECUTION_ATTRIBUTES"
-    assert failed["failure"]["message"] == INVALID_CRON_SCHEDULE
+    # The text of a Temporal 1.32 server, without its "BadStartChildExecutionAttributes: " prefix
+    # and " WorkflowId=..." suffix, like the engine's other command failures.
+    assert failed["failure"]["message"] == f"invalid CronSchedule on StartChildWorkflowExecutionCommand: {INVALID_CRON_SCHEDULE}"

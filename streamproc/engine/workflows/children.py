@@ -66,7 +66,10 @@ def check_start_child(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_o
         raise InvalidArgument(f"parent_close_policy must be one of {', '.join(PARENT_CLOSE_POLICIES)}, "
                               f"got {close_policy!r}")
     cron_schedule = c.get("cron_schedule") or ""
-    validate_cron_schedule(cron_schedule, to_datetime(ctx.now_ms))
+    try:
+        validate_cron_schedule(cron_schedule, to_datetime(ctx.now_ms))
+    except InvalidArgument as exc:  # Temporal names the command it came with
+        raise InvalidArgument(f"invalid CronSchedule on StartChildWorkflowExecutionCommand: {exc}") from None
     problem = ctx.admit_task_queue(queue)
     if problem:
         raise InvalidArgument(problem)
