@@ -44,7 +44,7 @@ def parse_go_duration_ns(text: str) -> int:
         return 0
     if not rest:
         raise GoDurationError(f"time: invalid duration {quoted}")
-    total = Fraction(0)
+    total = 0
     while rest:
         match = _ELEMENT.match(rest)
         if match is None:
@@ -55,13 +55,12 @@ def parse_go_duration_ns(text: str) -> int:
         if unit not in _UNIT_NS:
             # Go stops the unit at the next digit or dot, then looks it up.
             raise GoDurationError(f"time: unknown unit \"{unit}\" in duration {quoted}")
-        value = Fraction(int(whole or "0"))
+        # Go truncates each element's fraction to whole nanoseconds before adding it.
+        value = int(whole or "0") * _UNIT_NS[unit]
         if fraction:
-            value += Fraction(int(fraction), 10 ** len(fraction))
-        total += value * _UNIT_NS[unit]
+            value += int(Fraction(int(fraction), 10 ** len(fraction)) * _UNIT_NS[unit])
+        total += value
         if total > _INT64_MAX + (1 if negative else 0):
             raise GoDurationError(f"time: invalid duration {quoted}")
         rest = rest[match.end() :]
-    # Go accumulates the fraction of each element truncated to whole nanoseconds.
-    nanoseconds = int(total)
-    return -nanoseconds if negative else nanoseconds
+    return -total if negative else total
