@@ -21,9 +21,9 @@ from streamproc.state.workflow_run import WorkflowRun
 
 def first_run_backoff(cron_schedule: str, now_ms: int) -> timedelta:
     """The first run's wait: to the first cron time strictly after the start (a start on a
-    boundary waits a whole period), rounded up to a whole second."""
+    boundary waits a whole period), rounded up to a whole second; none without a schedule."""
     now = to_datetime(now_ms)
-    return max(cron_backoff(cron_schedule, now, now) or timedelta(0), timedelta(0))
+    return cron_backoff(cron_schedule, now, now) or timedelta(0)
 
 
 def next_run_backoff(ctx: ProcessingContext, run: WorkflowRun) -> timedelta | None:

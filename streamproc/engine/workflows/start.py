@@ -122,7 +122,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id,
         parent=parent, cron_schedule=cron_schedule,
         initiator=ContinueAsNewInitiator.CRON_SCHEDULE if cron_schedule else ContinueAsNewInitiator.UNSPECIFIED,
-        first_task_backoff_ms=to_ms(first_run_backoff(cron_schedule, ctx.now_ms)) if cron_schedule else 0), signal)
+        first_task_backoff_ms=to_ms(first_run_backoff(cron_schedule, ctx.now_ms))), signal)
     _reply_started(ctx, run_key, run, started=True)
     _tell_parent(ctx, parent, WorkflowIntent.CHILD_STARTED,
                  workflow_execution={"workflow_id": run.workflow_id, "run_id": run.run_id})
