@@ -79,11 +79,14 @@ def workflow() -> None:
               default="ALLOW_DUPLICATE", show_default=True)
 @click.option("--id-conflict-policy", type=click.Choice([p.name for p in WorkflowIdConflictPolicy][1:]),
               default=None, help="What to do if the id is running (default FAIL).")
+@click.option("--cron", "cron_schedule", default="",
+              help="Cron schedule of a cron workflow, e.g. '0 9 * * MON-FRI', '@every 1h', "
+                   "'CRON_TZ=Europe/Berlin 0 2 * * *' (robfig/cron syntax, UTC by default).")
 @_OUTPUT
 def workflow_start(workflow_type: str, task_queue: str, workflow_id: str, inputs: tuple[str, ...],
                    execution_timeout: float | None, run_timeout: float | None, task_timeout: float | None,
-                   id_reuse_policy: str, id_conflict_policy: str | None, output: str) -> None:
-    """Start a run of a workflow; prints its workflow id and run id."""
+                   id_reuse_policy: str, id_conflict_policy: str | None, cron_schedule: str, output: str) -> None:
+    """Start a run of a workflow (a chain of runs with --cron); prints its workflow id and run id."""
     def duration(seconds: float | None) -> timedelta | None:
         return None if seconds is None else timedelta(seconds=seconds)
 
@@ -93,7 +96,7 @@ def workflow_start(workflow_type: str, task_queue: str, workflow_id: str, inputs
             execution_timeout=duration(execution_timeout), run_timeout=duration(run_timeout),
             task_timeout=duration(task_timeout), id_reuse_policy=WorkflowIdReusePolicy[id_reuse_policy],
             id_conflict_policy=WorkflowIdConflictPolicy[id_conflict_policy or "UNSPECIFIED"],
-            identity="streamproc-cli"))
+            cron_schedule=cron_schedule, identity="streamproc-cli"))
     if output == "json":
         _echo_json({"workflow_id": handle.id, "run_id": handle.run_id, "workflow_type": workflow_type})
     else:

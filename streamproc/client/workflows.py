@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from streamproc.client.errors import (
@@ -37,6 +37,7 @@ from streamproc.semantics.workflow_ids import (
     normalize_workflow_id_policies,
     validate_workflow_id,
 )
+from streamproc.semantics.cron_workflow import validate_cron_schedule
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, normalize_workflow_timeouts
 from streamproc.workflow.definition import signal_name_of, workflow_type_of
 
@@ -60,8 +61,14 @@ class WorkflowOperations:
                        id_conflict_policy: WorkflowIdConflictPolicy = WorkflowIdConflictPolicy.UNSPECIFIED,
                        identity: str = "", request_id: str | None = None,
                        start_signal: str | Callable[..., Any] | None = None, start_signal_args: Sequence[Any] = (),
-                       rpc_timeout: float = 30) -> WorkflowHandle:
+                       cron_schedule: str = "", rpc_timeout: float = 30) -> WorkflowHandle:
         """Start a run of `workflow` (``MyWorkflow.run``, the class, or the type name).
+
+        With `cron_schedule` (robfig/cron syntax: ``"0 9 * * MON-FRI"``, ``"@every 1h"``,
+        ``"CRON_TZ=Europe/Berlin 0 2 * * *"``; UTC unless a zone is given) it is a cron
+        workflow: the first run waits for the first cron time after the start, each run
+        is followed by the next at the next cron time, until cancelled, terminated or
+        its execution timeout; `result()` follows the runs.
 
         Raises `InvalidArgument`, `WorkflowAlreadyStartedError` (the id is taken under
         the policies). Across a broker outage the START is sent again with the same
@@ -88,6 +95,7 @@ class WorkflowOperations:
                                        WorkflowIdConflictPolicy(id_conflict_policy),
                                        signal_with_start=bool(signal_name))
         normalize_workflow_retry_policy(retry_policy)
+        validate_cron_schedule(cron_schedule, datetime.now(UTC))
         value = {
             "workflow_id": id, "workflow_type": workflow_type, "task_queue": task_queue,
             "input": self.data_converter.encode_args(args),
@@ -100,6 +108,7 @@ class WorkflowOperations:
             "identity": identity,
             "signal_name": signal_name,
             "signal_input": self.data_converter.encode_args(start_signal_args) if signal_name else None,
+            "cron_schedule": cron_schedule,
         }
         request_id = request_id or uuid.uuid4().hex
         reply = self.workflow_requests.request(

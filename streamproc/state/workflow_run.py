@@ -174,6 +174,10 @@ class RunStart:
     continued_failure: dict | None = None
     #: The parent of a child workflow: workflow_id, run_id, initiated_event_id.
     parent: dict | None = None
+    #: A cron workflow's schedule ("" for any other workflow), kept by every run of the chain.
+    cron_schedule: str = ""
+    #: The result of the chain's last completed run, passed to the next (cron, or a retry
+    #: after a run timeout) as Temporal does.
     last_completion_result: str | None = None
     #: The schedule that started the chain: schedule_id, tracked (told when the chain ends).
     scheduled_by: dict | None = None
@@ -231,6 +235,8 @@ class WorkflowRun:
     #: (stored only once set): the QUERY_TASK values, with the caller's request id and
     #: reply partition.
     waiting_queries: list[dict] = field(default_factory=list)
+    #: A cron workflow's schedule (stored only when set).
+    cron_schedule: str = ""
     #: The schedule that started the chain, and the chain's memo and search attributes
     #: (kept by its next runs; stored only once set).
     scheduled_by: dict | None = None
@@ -247,7 +253,8 @@ class WorkflowRun:
             execution_expiration_ms=start.execution_expiration_ms, run_expiration_ms=run_expiration_ms,
             start_time_ms=now_ms, execution_time_ms=execution_time_ms, close_time_ms=0,
             first_execution_run_id=start.first_execution_run_id or start.run_id, parent=start.parent,
-            scheduled_by=start.scheduled_by, memo=start.memo, search_attributes=start.search_attributes)
+            cron_schedule=start.cron_schedule, scheduled_by=start.scheduled_by, memo=start.memo,
+            search_attributes=start.search_attributes)
 
     # status ------------------------------------------------------------------------------
     @property
@@ -263,11 +270,14 @@ class WorkflowRun:
         self.activities = {}
 
     def successor(self, new_run_id: str, initiator: ContinueAsNewInitiator, *, attempt: int, backoff_ms: int = 0,
-                  continued_failure: dict | None = None, **changes: Any) -> RunStart:
-        """The start of the run that follows this closed one (retry or continue-as-new): the
-        same workflow id, chain deadline and start request id; type, queue, input and
-        timeouts from `changes` or inherited."""
+                  continued_failure: dict | None = None, last_completion_result: str | None = None,
+                  **changes: Any) -> RunStart:
+        """The start of the run that follows this closed one (retry, cron or continue-as-new):
+        the same workflow id, chain deadline, cron schedule and start request id; type,
+        queue, input and timeouts from `changes` or inherited. Continue-as-new drops the
+        cron schedule, as Temporal does (its new run is no cron run)."""
         self.new_execution_run_id = new_run_id
+        continued_as_new = initiator is ContinueAsNewInitiator.WORKFLOW
         return RunStart(
             run_id=new_run_id, workflow_id=self.workflow_id,
             workflow_type=changes.get("workflow_type", self.workflow_type),
@@ -277,7 +287,8 @@ class WorkflowRun:
             identity=self.identity, request_id=self.start_request_id,
             first_execution_run_id=self.first_execution_run_id, continued_execution_run_id=self.run_id,
             initiator=initiator, first_task_backoff_ms=backoff_ms, continued_failure=continued_failure,
-            parent=self.parent, scheduled_by=self.scheduled_by, memo=self.memo,
+            parent=self.parent, cron_schedule="" if continued_as_new else self.cron_schedule,
+            last_completion_result=last_completion_result, scheduled_by=self.scheduled_by, memo=self.memo,
             search_attributes=self.search_attributes)
 
     # history -----------------------------------------------------------------------------
@@ -350,6 +361,8 @@ class WorkflowRun:
             doc["parent"] = self.parent
         if self.waiting_queries:
             doc["waiting_queries"] = self.waiting_queries
+        if self.cron_schedule:
+            doc["cron_schedule"] = self.cron_schedule
         for name in ("scheduled_by", "memo", "search_attributes"):
             if getattr(self, name) is not None:
                 doc[name] = getattr(self, name)
@@ -378,5 +391,5 @@ class WorkflowRun:
             updates={u: RunUpdate(**update) for u, update in d.get("updates", {}).items()},
             children={int(i): RunChild(**child) for i, child in d.get("children", {}).items()},
             externals={int(i): kind for i, kind in d.get("externals", {}).items()}, parent=d.get("parent"),
-            waiting_queries=d.get("waiting_queries", []), scheduled_by=d.get("scheduled_by"),
-            memo=d.get("memo"), search_attributes=d.get("search_attributes"))
+            waiting_queries=d.get("waiting_queries", []), cron_schedule=d.get("cron_schedule", ""),
+            scheduled_by=d.get("scheduled_by"), memo=d.get("memo"), search_attributes=d.get("search_attributes"))

@@ -67,6 +67,7 @@ from streamproc.workflow.errors import (
     NotInWorkflowError,
     ReadOnlyContextError,
 )
+from streamproc.workflow.last_run import get_last_completion_result, get_last_failure, has_last_completion_result
 from streamproc.workflow.run_info import Info
 from streamproc.workflow.timers import sleep, wait_condition
 
@@ -99,6 +100,9 @@ __all__ = [
     "random",
     "uuid4",
     "info",
+    "has_last_completion_result",
+    "get_last_completion_result",
+    "get_last_failure",
     "Info",
     "is_replaying",
     "patched",

@@ -110,11 +110,12 @@ async def start_child_workflow(workflow: str | Callable[..., Any], arg: Any = _N
                                execution_timeout: timedelta | None = None, run_timeout: timedelta | None = None,
                                task_timeout: timedelta | None = None, retry_policy: RetryPolicy | None = None,
                                id_reuse_policy: WorkflowIdReusePolicy = WorkflowIdReusePolicy.ALLOW_DUPLICATE,
-                               parent_close_policy: ParentClosePolicy = ParentClosePolicy.TERMINATE
-                               ) -> ChildWorkflowHandle:
+                               parent_close_policy: ParentClosePolicy = ParentClosePolicy.TERMINATE,
+                               cron_schedule: str = "") -> ChildWorkflowHandle:
     """Start a child workflow (``Child.run``, the class, or the type name); returns once it
     started. Raises WorkflowAlreadyStartedError when its id is taken. Its task queue is
-    this workflow's unless given."""
+    this workflow's unless given. With `cron_schedule` the child is a cron workflow: its
+    result (and this workflow's wait for it) comes when its chain of runs ends."""
     runtime = current_runtime()
     workflow_type = workflow_type_of(workflow)
     reuse = WorkflowIdReusePolicy(id_reuse_policy)
@@ -125,7 +126,8 @@ async def start_child_workflow(workflow: str | Callable[..., Any], arg: Any = _N
         "workflow_task_timeout_ms": _ms(task_timeout),
         "retry_policy": None if retry_policy is None else retry_policy_record(retry_policy),
         "workflow_id_reuse_policy": "" if reuse is WorkflowIdReusePolicy.UNSPECIFIED else reuse.name,
-        "parent_close_policy": ParentClosePolicy(parent_close_policy or ParentClosePolicy.TERMINATE).name}
+        "parent_close_policy": ParentClosePolicy(parent_close_policy or ParentClosePolicy.TERMINATE).name,
+        **({"cron_schedule": cron_schedule} if cron_schedule else {})}
     child = runtime.children.start(command)
     run_id = await child.started
     return ChildWorkflowHandle(child, run_id)

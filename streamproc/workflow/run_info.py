@@ -29,6 +29,8 @@ class Info:
     task_timeout: timedelta | None
     first_execution_run_id: str
     continued_run_id: str | None
+    #: A cron workflow's schedule, None for any other workflow.
+    cron_schedule: str | None = None
 
     @staticmethod
     def from_started_event(event: dict[str, Any], run_id: str | None = None) -> Info:
@@ -44,7 +46,8 @@ class Info:
             run_timeout=_timeout(a.get("workflow_run_timeout_ms")),
             task_timeout=_timeout(a.get("workflow_task_timeout_ms")),
             first_execution_run_id=a.get("first_execution_run_id") or own_run_id,
-            continued_run_id=a.get("continued_execution_run_id") or None)
+            continued_run_id=a.get("continued_execution_run_id") or None,
+            cron_schedule=a.get("cron_schedule") or None)
 
 
 def _timeout(ms: int | None) -> timedelta | None:

@@ -64,6 +64,8 @@ class WorkflowRuntime:
                  run_id: str | None = None, converter: DataConverter | None = None) -> None:
         self.definition = definition
         self.info = Info.from_started_event(started_event, run_id)
+        #: WORKFLOW_EXECUTION_STARTED's attributes (what the previous run passed on: `last_run`).
+        self.started_attributes: dict[str, Any] = started_event.get("attributes") or {}
         self.converter = converter or DataConverter.default()
         # Decoded when the code starts, so input it cannot decode fails the task.
         self._input = (started_event.get("attributes") or {}).get("input")

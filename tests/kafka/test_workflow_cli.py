@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import orjson
@@ -10,7 +11,8 @@ from click.testing import CliRunner
 
 from streamproc import activity, workflow
 from streamproc.cli.main import main
-from streamproc.client import Client
+from streamproc.client import Client, WorkflowFailureError
+from streamproc.client.errors import TerminatedError
 from streamproc.settings import Settings
 from streamproc.worker import Worker
 from tests.support.engines import EngineThread
@@ -69,6 +71,16 @@ class Mailbox:
         return [letter for letter in self.letters if isinstance(letter, dict) and letter.get("from") == who]
 
 
+@workflow.defn
+class Tick:
+    """A cron workflow that counts its runs through the last completion result."""
+
+    @workflow.run
+    async def run(self) -> dict:
+        previous = workflow.get_last_completion_result() if workflow.has_last_completion_result() else {"n": 0}
+        return {"n": previous["n"] + 1, "cron": workflow.info().cron_schedule}
+
+
 @pytest.fixture
 def cli(bootstrap, namespace, tmp_path, monkeypatch):
     monkeypatch.setenv("STREAMPROC_BOOTSTRAP", bootstrap)
@@ -86,7 +98,7 @@ def cli(bootstrap, namespace, tmp_path, monkeypatch):
         return result.stdout if code == 0 else result.output
 
     with EngineThread(settings, idle_poll_ms=10), Client(bootstrap, namespace) as client, \
-            Worker(client, task_queue=QUEUE, workflows=[Greeter, Waiter, Mailbox], activities=[greet]):
+            Worker(client, task_queue=QUEUE, workflows=[Greeter, Waiter, Mailbox, Tick], activities=[greet]):
         yield run
 
 
@@ -148,3 +160,33 @@ def test_signal_query_and_stack(cli):
     rejected = cli("query", "-w", "mail-1", "--type", "letters_from", "-i", '"ann"',
                    "--reject-condition", "NOT_OPEN", code=1)
     assert "Query rejected, status: COMPLETED" in rejected
+
+
+def test_a_cron_workflow_runs_every_two_seconds_until_terminated(cli, bootstrap, namespace):
+    """In real time: three runs of `--cron '@every 2s'`, each counting on the last one's
+    result and scheduled 2 s after the one before; then terminated, which ends the chain."""
+    refused = cli("start", "--type", "Tick", "-t", QUEUE, "-w", "tick", "--cron", "0 0 * * 7", code=1)
+    assert "invalid CronSchedule." in refused
+    began = time.monotonic()
+    started = orjson.loads(cli("start", "--type", "Tick", "-t", QUEUE, "-w", "tick", "--cron", "@every 2s",
+                               "-o", "json"))
+    run_id, results, execution_times = started["run_id"], [], []
+    with Client(bootstrap, namespace) as client:
+        for _ in range(3):
+            run = client.get_workflow_handle("tick", run_id=run_id)
+            results.append(run.result(20, follow_runs=False))
+            execution_times.append(run.describe().raw["execution_time_ms"])
+            run_id = run.fetch_history().events[-1]["attributes"]["new_execution_run_id"]
+            assert run_id  # a cron run follows every completed one
+        assert results == [{"n": n, "cron": "@every 2s"} for n in (1, 2, 3)]
+        gaps = [b - a for a, b in zip(execution_times, execution_times[1:])]
+        assert all(2000 <= gap < 3000 for gap in gaps), gaps  # 2 s after the previous scheduled time
+        assert time.monotonic() - began < 20
+
+        assert "terminated tick" in cli("terminate", "-w", "tick", "--reason", "enough ticks")
+        with pytest.raises(WorkflowFailureError) as ended:
+            client.get_workflow_handle("tick", run_id=started["run_id"]).result(20)  # follows the chain
+        assert isinstance(ended.value.cause, TerminatedError)
+        assert client.get_workflow_handle("tick").describe().raw["status"] == "TERMINATED"
+        time.sleep(2.5)  # no run follows a terminated one
+        assert client.get_workflow_handle("tick").describe().raw["run_id"] == run_id

@@ -26,8 +26,9 @@ from streamproc.engine.workflows.runs import WF, E, append, deliver
 from streamproc.engine.workflows.senders import command_attributes
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
-from streamproc.protocol.wire_values import policy_from_record, policy_to_record, to_ms
+from streamproc.protocol.wire_values import policy_from_record, policy_to_record, to_datetime, to_ms
 from streamproc.semantics import InvalidArgument, normalize_workflow_retry_policy
+from streamproc.semantics.cron_workflow import validate_cron_schedule
 from streamproc.semantics.workflow_ids import WorkflowIdReusePolicy, validate_workflow_id
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, normalize_workflow_timeouts
 from streamproc.state.workflow_run import PendingEvent, RunChild, WorkflowRun
@@ -64,6 +65,11 @@ def check_start_child(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_o
     if close_policy not in PARENT_CLOSE_POLICIES:
         raise InvalidArgument(f"parent_close_policy must be one of {', '.join(PARENT_CLOSE_POLICIES)}, "
                               f"got {close_policy!r}")
+    cron_schedule = c.get("cron_schedule") or ""
+    try:
+        validate_cron_schedule(cron_schedule, to_datetime(ctx.now_ms))
+    except InvalidArgument as exc:  # Temporal names the command it came with
+        raise InvalidArgument(f"invalid CronSchedule on StartChildWorkflowExecutionCommand: {exc}") from None
     problem = ctx.admit_task_queue(queue)
     if problem:
         raise InvalidArgument(problem)
@@ -71,7 +77,7 @@ def check_start_child(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_o
             "input": c.get("input"), "workflow_execution_timeout_ms": to_ms(timeouts.execution),
             "workflow_run_timeout_ms": to_ms(timeouts.run), "workflow_task_timeout_ms": to_ms(timeouts.task),
             "parent_close_policy": close_policy, "workflow_id_reuse_policy": reuse, "retry_policy": policy,
-            "control": ""}
+            "control": "", **({"cron_schedule": cron_schedule} if cron_schedule else {})}
 
 
 def start_child(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
@@ -85,6 +91,7 @@ def start_child(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict,
         "workflow_run_timeout_ms": a["workflow_run_timeout_ms"],
         "workflow_task_timeout_ms": a["workflow_task_timeout_ms"], "retry_policy": a["retry_policy"],
         "id_reuse_policy": a["workflow_id_reuse_policy"], "id_conflict_policy": "FAIL", "identity": "",
+        "cron_schedule": a.get("cron_schedule", ""),
         "attributes": orjson.dumps({"parent": {"workflow_id": run.workflow_id, "run_id": run.run_id,
                                                "initiated_event_id": initiated}}).decode()},
         request_id=f"{run.run_id}/{initiated}")

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from streamproc.engine.workflows import activities as workflow_activities
-from streamproc.engine.workflows import children, externals, updates
+from streamproc.engine.workflows import children, cron, externals, updates
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.runs import E, append, close
@@ -207,8 +207,14 @@ def _record_marker(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: di
 
 def _complete(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
               eager_for: str | None) -> bool:
+    """WORKFLOW_EXECUTION_COMPLETED, and a cron workflow's next run, given this result."""
+    cron_backoff = cron.next_run_backoff(ctx, run)
+    new_run_id = str(uuid.uuid4()) if cron_backoff is not None else ""
     close(ctx, run_key, run, Status.COMPLETED, E.WORKFLOW_EXECUTION_COMPLETED, {
-        **a, "workflow_task_completed_event_id": completed_id, "new_execution_run_id": ""})
+        **a, "workflow_task_completed_event_id": completed_id, "new_execution_run_id": new_run_id})
+    if cron_backoff is not None:
+        next_run(ctx, run_key, run, new_run_id, ContinueAsNewInitiator.CRON_SCHEDULE, attempt=1,
+                 backoff_ms=to_ms(cron_backoff), last_completion_result=a["result"])
     return False
 
 
@@ -234,7 +240,9 @@ def _cancel_timer(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dic
 
 def _fail(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
           eager_for: str | None) -> bool:
-    """WORKFLOW_EXECUTION_FAILED, and a retry run if the policy asks for one (SEMANTICS 1.7)."""
+    """WORKFLOW_EXECUTION_FAILED, and a retry run if the policy asks for one (SEMANTICS 1.7),
+    else a cron workflow's next run. A retry run gets no last completion result; a cron
+    run gets the one this run was started with (Temporal reads it from the start event)."""
     failure = a["failure"]
     plan = plan_workflow_retry(
         policy_from_record(run.retry_policy) if run.retry_policy is not None else None,
@@ -242,20 +250,25 @@ def _fail(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, compl
         execution_expiration=to_datetime(run.execution_expiration_ms) if run.execution_expiration_ms else None,
         previous_run_execution_time=to_datetime(run.execution_time_ms))
     retrying = plan.retry_state is RetryState.IN_PROGRESS
-    new_run_id = str(uuid.uuid4()) if retrying else ""
+    cron_backoff = None if retrying else cron.next_run_backoff(ctx, run)
+    new_run_id = str(uuid.uuid4()) if retrying or cron_backoff is not None else ""
+    last_result = cron.started_with_completion_result(ctx, run_key) if cron_backoff is not None else None
     close(ctx, run_key, run, Status.FAILED, E.WORKFLOW_EXECUTION_FAILED, {
         "failure": failure, "retry_state": plan.retry_state.name,
         "workflow_task_completed_event_id": completed_id, "new_execution_run_id": new_run_id})
     if retrying:
         next_run(ctx, run_key, run, new_run_id, ContinueAsNewInitiator.RETRY, attempt=plan.next_attempt,
                  backoff_ms=to_ms(plan.first_workflow_task_backoff), continued_failure=failure)
+    elif cron_backoff is not None:
+        next_run(ctx, run_key, run, new_run_id, ContinueAsNewInitiator.CRON_SCHEDULE, attempt=1,
+                 backoff_ms=to_ms(cron_backoff), continued_failure=failure, last_completion_result=last_result)
     return False
 
 
 def next_run(ctx: ProcessingContext, run_key: int, run: WorkflowRun, new_run_id: str,
              initiator: ContinueAsNewInitiator, *, attempt: int, backoff_ms: int = 0,
              continued_failure: dict | None = None, **changes: Any) -> None:
-    """The run that follows a closed one (retry or continue-as-new, see
+    """The run that follows a closed one (retry, cron or continue-as-new, see
     `WorkflowRun.successor`). It keeps the chain's start request id: a START resent with it
     (a client across a broker outage) is answered with the chain's current run instead of
     starting another."""

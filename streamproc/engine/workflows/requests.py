@@ -7,7 +7,7 @@ import orjson
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.workflows.senders import answer_sender, command_attributes, external_sender, refused_child_only
-from streamproc.engine.workflows.runs import WF, E, deliver, history_pages, terminate
+from streamproc.engine.workflows.runs import BACKOFF_START, WF, E, deliver, history_pages, terminate
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.state.workflow_run import PendingEvent, RunActivity, WorkflowRun
 
@@ -83,6 +83,10 @@ def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
     if sender is not None:
         attributes.update(external_initiated_event_id=sender["initiated_event_id"], external_workflow_execution={
             "workflow_id": sender["workflow_id"], "run_id": sender["run_id"]})
+    if BACKOFF_START in run.deadlines:
+        # The workflow decides now, not at the run's time: a cron, retry or delayed run
+        # waiting for its first task gets it at once, as on a Temporal server.
+        ctx.workflow_timers.disarm(run_key, run, BACKOFF_START)
     deliver(ctx, run_key, run, [PendingEvent(E.WORKFLOW_EXECUTION_CANCEL_REQUESTED.name, attributes)])
     ctx.workflows.put(run_key, run)
     _reply_event(ctx, run_key, run, E.WORKFLOW_EXECUTION_CANCEL_REQUESTED, attributes)

@@ -14,6 +14,7 @@ import orjson
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
+from streamproc.engine.workflows.cron import first_run_backoff
 from streamproc.engine.workflows.scheduled import tell_schedule_start_failed, tell_schedule_started
 from streamproc.engine.workflows.senders import command_attributes
 from streamproc.engine.workflows.signals import SignalRequest, check_signal, signal_run
@@ -30,7 +31,8 @@ from streamproc.engine.workflows.runs import (
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
 from streamproc.semantics import InvalidArgument, normalize_workflow_retry_policy
-from streamproc.semantics.workflow_events import EventType
+from streamproc.semantics.cron_workflow import validate_cron_schedule
+from streamproc.semantics.workflow_events import ContinueAsNewInitiator, EventType
 from streamproc.semantics.workflow_ids import (
     CurrentRun,
     WorkflowIdAction,
@@ -79,6 +81,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
             "workflow_execution_timeout_ms", "workflow_run_timeout_ms", "workflow_task_timeout_ms"))))
         policy = normalize_workflow_retry_policy(
             policy_from_record(v["retry_policy"]) if v["retry_policy"] is not None else None)
+        validate_cron_schedule(v["cron_schedule"], to_datetime(ctx.now_ms))
         policies = normalize_workflow_id_policies(
             _enum(WorkflowIdReusePolicy, v["id_reuse_policy"], "id_reuse_policy"),
             _enum(WorkflowIdConflictPolicy, v["id_conflict_policy"], "id_conflict_policy"),
@@ -116,12 +119,16 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         terminate(ctx, run_key, run, decision.reason, decision.identity, details=decision.details)
         ctx.workflows.put(run_key, run)
     expiration = workflow_execution_expiration(to_datetime(ctx.now_ms), timeouts.execution)
+    cron_schedule = v["cron_schedule"]  # a cron workflow's first run waits for its first time
     run_key, run = start_run(ctx, RunStart(
         run_id=new_run_id, workflow_id=v["workflow_id"], workflow_type=v["workflow_type"],
         task_queue=v["task_queue"], input=v["input"], timeouts=timeouts,
         retry_policy=None if policy is None else policy_to_record(policy), attempt=1,
         execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id,
-        parent=parent, scheduled_by=scheduled_by, memo=attributes.get("memo"),
+        parent=parent, cron_schedule=cron_schedule,
+        initiator=ContinueAsNewInitiator.CRON_SCHEDULE if cron_schedule else ContinueAsNewInitiator.UNSPECIFIED,
+        first_task_backoff_ms=to_ms(first_run_backoff(cron_schedule, ctx.now_ms)),
+        scheduled_by=scheduled_by, memo=attributes.get("memo"),
         search_attributes=attributes.get("search_attributes"),
         last_completion_result=attributes.get("last_completion_result"),
         continued_failure=attributes.get("continued_failure")), signal)
@@ -168,6 +175,7 @@ def start_run(ctx: ProcessingContext, start: RunStart, signal: SignalRequest | N
         "identity": run.identity, "workflow_execution_expiration_time_ms": expiration_ms,
         "initiator": start.initiator.name, "first_workflow_task_backoff_ms": start.first_task_backoff_ms,
         "continued_failure": start.continued_failure,
+        **({} if not start.cron_schedule else {"cron_schedule": start.cron_schedule}),
         **{name: value for name in ("last_completion_result", "memo", "search_attributes")
            if (value := getattr(start, name)) is not None},
         **({} if start.parent is None else {

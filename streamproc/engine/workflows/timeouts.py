@@ -9,6 +9,7 @@ import uuid
 from dataclasses import replace
 
 from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.workflows import cron
 from streamproc.engine.workflows.commands import next_run
 from streamproc.engine.workflows.runs import (
     BACKOFF_START,
@@ -75,7 +76,7 @@ def timer_fire(cmd: Record, ctx: ProcessingContext) -> None:
 
 
 def backoff_start(cmd: Record, ctx: ProcessingContext) -> None:
-    """A retry run's first-task backoff is over: its first workflow task."""
+    """A retry, cron or delayed run's first-task backoff is over: its first workflow task."""
     run = _armed(cmd, ctx, BACKOFF_START)
     if run is None:
         return
@@ -101,19 +102,21 @@ def run_time_out(cmd: Record, ctx: ProcessingContext) -> None:
         attempt=run.attempt, now=to_datetime(cmd.value["due_ms"]),
         execution_expiration=to_datetime(expiration) if expiration else None,
         previous_run_execution_time=to_datetime(run.execution_time_ms),
-        workflow_task_started=run.task is not None)
+        workflow_task_started=run.task is not None, cron_backoff=cron.next_run_backoff(ctx, run))
     _timed_out(cmd.key, run, outcome, ctx)
 
 
 def _timed_out(run_key: int, run: WorkflowRun, outcome: WorkflowTimedOut, ctx: ProcessingContext) -> None:
     """WORKFLOW_EXECUTION_TIMED_OUT (a task that is out failed first, then what was buffered),
-    and the retry run if any. A dispatched task counts as started (`force_close`)."""
+    and the retry or cron run if any, with the last completion result this run was started
+    with. A dispatched task counts as started (`force_close`)."""
     new_run_id = str(uuid.uuid4()) if outcome.new_run is not None else ""
+    last_result = cron.started_with_completion_result(ctx, run_key) if outcome.new_run is not None else None
     force_close(ctx, run_key, run, outcome.status, E.WORKFLOW_EXECUTION_TIMED_OUT,
                 {"retry_state": outcome.retry_state.name, "new_execution_run_id": new_run_id},
                 fail_started_task=outcome.fail_started_workflow_task)
     if outcome.new_run is not None:
         next_run(ctx, run_key, run, new_run_id, outcome.new_run.initiator, attempt=outcome.new_run.attempt,
                  backoff_ms=to_ms(outcome.new_run.first_workflow_task_backoff),
-                 continued_failure=failure_to_record(run_timeout_failure()))
+                 continued_failure=failure_to_record(run_timeout_failure()), last_completion_result=last_result)
     ctx.workflows.put(run_key, run)
