@@ -31,6 +31,8 @@ SCENARIOS = {
     "signal_throughput": "bench.workflow_messages:run_signals",
     "query_latency": "bench.workflow_messages:run_queries",
     "child_workflows": "bench.workflow_messages:run_children",
+    "schedule_fire_lag": "bench.schedules:run_fire_lag",
+    "schedule_memory": "bench.schedules:run_memory",
 }
 #: Scenarios that take --workers and --profile (worker processes; py-spy files prefix).
 WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflow_latency_single",

@@ -1,0 +1,116 @@
+"""Schedules (issue 17): how late actions start, and what idle schedules cost.
+
+schedule_fire_lag: schedules with one action each (an interval of 1 s bounded by start =
+end = the action time), one engine on 4 partitions, no worker (the start is what is
+measured). Burst: 10,000 actions due in the same second. Spread: 10,000 spread over 10 s
+(1,000 a second: schedule times have a resolution of one second).
+  lag_ms = WORKFLOW_EXECUTION_STARTED's timestamp - the action's nominal time
+  (it includes the TRIGGER, the START to the workflow's partition and its processing).
+
+schedule_memory: N idle schedules (hourly, first action a day away) on 4 partitions.
+  engine_rss_mb = the engine's peak RSS once all are created
+  takeover_s    = a second engine with an empty state directory, the first one stopped:
+                  from its start to the last partition_restored line (rebuilt from the
+                  changelog alone)
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import orjson
+
+from bench.common import Bench, EventTap, loadavg, log_time_ms, peak_rss_mb, percentiles, say, stop, wait_log
+from streamproc.client import Client
+from streamproc.protocol.partitioning import partition_for
+from streamproc.protocol.records import Record, ScheduleIntent, ValueType
+
+PARTITIONS = 4
+
+
+def _definition(first_ms: int, last_ms: int | None, every_ms: int) -> str:
+    return orjson.dumps({
+        "action": {"start_workflow": {"workflow_id": "", "workflow_type": "BenchTick", "task_queue": "bench-ticks",
+                                      "workflow_run_timeout_ms": 60_000}},
+        "spec": {"interval": [{"interval_ms": every_ms}], "start_time_ms": first_ms, "end_time_ms": last_ms},
+        "policy": {"overlap": "ALLOW_ALL"}}).decode()
+
+
+def _create(client: Client, tap: EventTap, schedules: list[tuple[str, str]]) -> float:
+    """Send CREATEs without waiting for each answer; returns the seconds until all were CREATED."""
+    began = time.monotonic()
+    for schedule_id, definition in schedules:
+        value = orjson.loads(definition)
+        value["action"]["start_workflow"]["workflow_id"] = schedule_id
+        client.send(Record.command(ValueType.SCHEDULE, ScheduleIntent.CREATE, {
+            "schedule_id": schedule_id, "schedule": orjson.dumps(value).decode()}),
+            partition_for(schedule_id, PARTITIONS))
+    client.flush(120)
+    tap.wait(lambda: tap.count("CREATED") >= len(schedules), 120 + len(schedules) / 200, "every CREATED")
+    return time.monotonic() - began
+
+
+def run_fire_lag(bench: Bench, quick: bool) -> dict:
+    count = 2000 if quick else 10_000
+    spread_s = 3 if quick else 10
+    engine = bench.engine(f"schedules-{uuid.uuid4().hex[:6]}", PARTITIONS)
+    out: dict = {"schedules": count, "partitions": PARTITIONS, "load1_at_start": loadavg()}
+    try:
+        wait_log(engine, "partitions_assigned", 90)
+        tap = EventTap(bench, PARTITIONS)
+        client = Client(bench.bootstrap, bench.namespace)
+        for phase, spread in (("burst", 1), ("spread", spread_s)):
+            tap.forget()
+            # Far enough ahead that every CREATE is processed before the first action is due.
+            first_ms = (int(time.time()) + 10 + count // 1000) * 1000
+            schedules = [(f"{phase}-{n}", _definition(t, t, 1000))
+                         for n in range(count) for t in [first_ms + (n * spread // count) * 1000]]
+            created_s = _create(client, tap, schedules)
+            tap.wait(lambda: tap.count("WORKFLOW_EXECUTION_STARTED") >= count, 120, "every action's start")
+            tap.poll(0.5)
+            nominal = {e.value["workflow_id"]: orjson.loads(e.value["attributes"])["nominal_time_ms"]
+                       for e in tap.decode("ACTION_STARTED")}
+            lags = [e.timestamp_ms - nominal[e.value["workflow_id"]]
+                    for e in tap.decode("WORKFLOW_EXECUTION_STARTED") if e.value["workflow_id"] in nominal]
+            out[phase] = {"actions": len(lags), "lag_ms": percentiles(lags), "create_s": round(created_s, 2),
+                          "spread_s": spread, "rejections": tap.rejections()}
+            say(phase, out[phase])
+        out["engine_peak_rss_mb"] = peak_rss_mb(engine)
+        client.close()
+        tap.close()
+    finally:
+        stop(engine)
+    return out
+
+
+def run_memory(bench: Bench, quick: bool) -> dict:
+    count = 100_000 if quick else 1_000_000
+    first = bench.engine("memory-a", PARTITIONS)
+    out: dict = {"schedules": count, "partitions": PARTITIONS, "load1_at_start": loadavg()}
+    try:
+        wait_log(first, "partitions_assigned", 90)
+        tap = EventTap(bench, PARTITIONS)
+        client = Client(bench.bootstrap, bench.namespace)
+        first_ms = (int(time.time()) + 86_400) * 1000
+        definition = _definition(first_ms, None, 3_600_000)
+        created_s = 0.0
+        for start in range(0, count, 50_000):  # in slices, so the producer queue never fills
+            created_s += _create(client, tap, [(f"idle-{n:07d}", definition)
+                                               for n in range(start, min(count, start + 50_000))])
+            tap.forget()
+        out["create_per_sec"] = round(count / created_s)
+        out["engine_rss_mb"] = peak_rss_mb(first)
+        client.close()
+        tap.close()
+        stop(first)
+        second = bench.engine("memory-b", PARTITIONS)
+        began = time.time() * 1000
+        restored = wait_log(second, "partition_restored", 600, count=PARTITIONS)
+        out["takeover_s"] = round((max(log_time_ms(line) for line in restored) - began) / 1000, 1)
+        out["restored_records"] = sum(line["records"] for line in restored)
+        out["takeover_rss_mb"] = peak_rss_mb(second)
+        say("memory", out)
+    finally:
+        stop(first)
+    return out
