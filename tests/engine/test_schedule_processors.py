@@ -254,3 +254,15 @@ def test_list_pages_through_the_partitions_schedules(d):
     assert [s["schedule_id"] for s in page["schedules"]] == ["s0", "s1", "s2"] and not page["more"]
     _, replies = d.send_schedule("LIST", schedule_id="s0")
     assert [s["schedule_id"] for s in orjson.loads(replies[-1].value["attributes"])["schedules"]] == ["s1", "s2"]
+
+
+def test_a_json_create_as_docs_show_it_works_from_any_language(d):
+    command = {"value_type": "SCHEDULE", "intent": "CREATE", "request_id": "r-1", "reply_partition": 0,
+               "schedule": {"schedule_id": "nightly-report", "identity": "ops", "schedule": orjson.dumps({
+                   "action": {"start_workflow": {"workflow_id": "report", "workflow_type": "Report",
+                                                 "task_queue": "reports"}},
+                   "spec": {"interval": [{"interval_ms": 3_600_000}]}}).decode()}}
+    events = d.h.send(orjson.dumps(command), [("content-type", b"application/json")])
+    assert [(e.intent, e.request_id) for e in events] == [("CREATED", "r-1")]
+    d.advance_to("2026-05-04T11:30:00Z")
+    assert d.started_ids("nightly-report") == ["report-2026-05-04T11:00:00Z"]

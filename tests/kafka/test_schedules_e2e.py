@@ -95,6 +95,17 @@ def test_a_schedule_every_2_s_runs_real_workflows_and_obeys_the_cli(env):
     _wait(lambda: client.get_schedule_handle("every-2s").describe().info.num_actions == count + 1,
           what="the triggered action")
 
+    past = int(time.time()) // 2 * 2 - 100  # an even second before the schedule existed
+    at = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(past + s)) for s in (0, 4)]
+    assert "backfill" in cli("backfill", "-s", "every-2s", "--start-time", at[0], "--end-time", at[1],
+                             "--overlap-policy", "ALLOW_ALL")
+    backfilled = _wait(lambda: [a for a in client.get_schedule_handle("every-2s").describe().info.recent_actions
+                                if a.workflow_id <= f"report-{at[1]}"], what="the backfilled actions")
+    assert sorted(a.workflow_id for a in backfilled) == [
+        "report-" + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(past + s)) for s in (0, 2, 4)]
+    assert "unpaused" in cli("toggle", "-s", "every-2s", "--unpause", "--reason", "back")
+    assert orjson.loads(cli("describe", "-s", "every-2s", "-o", "json"))["schedule"]["state"]["paused"] is False
+
     cli("update", "-s", "every-2s", "--interval", "1h", "-w", "report", "--type", "Report", "-t", QUEUE,
         "-i", '"us"', "--paused")
     described = orjson.loads(cli("describe", "-s", "every-2s", "-o", "json"))
