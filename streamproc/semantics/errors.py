@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["InvalidArgument"]
+__all__ = ["InvalidArgument", "ScheduleSpecError"]
 
 
 class InvalidArgument(ValueError):
@@ -13,3 +13,15 @@ class InvalidArgument(ValueError):
     cause ``BAD_SCHEDULE_ACTIVITY_ATTRIBUTES``; for a workflow start it is returned to
     the caller.
     """
+
+
+class ScheduleSpecError(InvalidArgument):
+    """A schedule spec was refused (CreateSchedule/UpdateSchedule's ``INVALID_ARGUMENT``).
+
+    ``reason`` is Temporal's own text (``CronString does not have 5-7 fields``); the
+    message adds the server's prefix, as a Temporal client would see it.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"Invalid schedule spec: {reason}")
+        self.reason = reason
