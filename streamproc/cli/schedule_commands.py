@@ -195,36 +195,39 @@ def schedule_list(output: str) -> None:
             for e in entries], ("ScheduleId", "WorkflowType", "Paused", "NextActionTime"))
 
 
+def _toggle(schedule_id: str, pause: bool, reason: str | None) -> None:
+    with Client() as client:
+        handle = client.get_schedule_handle(schedule_id)
+        _guarded(lambda: handle.pause(note=reason) if pause else handle.unpause(note=reason))
+    click.echo(f"schedule {schedule_id} {'paused' if pause else 'unpaused'}")
+
+
+_REASON = click.option("--reason", default=None, help="Note why.")
+
+
 @schedule.command("pause")
 @_SCHEDULE_ID
-@click.option("--reason", default=None, help="Note why.")
+@_REASON
 def schedule_pause(schedule_id: str, reason: str | None) -> None:
     """Stop automatic actions until unpaused (manual triggers still run)."""
-    with Client() as client:
-        _guarded(lambda: client.get_schedule_handle(schedule_id).pause(note=reason))
-    click.echo(f"schedule {schedule_id} paused")
+    _toggle(schedule_id, True, reason)
 
 
 @schedule.command("unpause")
 @_SCHEDULE_ID
-@click.option("--reason", default=None, help="Note why.")
+@_REASON
 def schedule_unpause(schedule_id: str, reason: str | None) -> None:
     """Resume automatic actions from now (missed ones are not taken)."""
-    with Client() as client:
-        _guarded(lambda: client.get_schedule_handle(schedule_id).unpause(note=reason))
-    click.echo(f"schedule {schedule_id} unpaused")
+    _toggle(schedule_id, False, reason)
 
 
 @schedule.command("toggle")
 @_SCHEDULE_ID
 @click.option("--pause/--unpause", required=True, help="Pause or unpause.")
-@click.option("--reason", default=None, help="Note why.")
+@_REASON
 def schedule_toggle(schedule_id: str, pause: bool, reason: str | None) -> None:
     """Pause or unpause (Temporal's `schedule toggle`)."""
-    with Client() as client:
-        handle = client.get_schedule_handle(schedule_id)
-        _guarded(lambda: handle.pause(note=reason) if pause else handle.unpause(note=reason))
-    click.echo(f"schedule {schedule_id} {'paused' if pause else 'unpaused'}")
+    _toggle(schedule_id, pause, reason)
 
 
 @schedule.command("trigger")

@@ -72,6 +72,11 @@ def run_pass(ctx: ProcessingContext, schedule: StoredSchedule) -> None:
     arm_next(ctx, schedule, spec, now if more else None)
 
 
+def run_pass_and_store(ctx: ProcessingContext, schedule: StoredSchedule) -> None:
+    run_pass(ctx, schedule)
+    ctx.schedules.put(schedule)
+
+
 def arm_next(ctx: ProcessingContext, schedule: StoredSchedule, spec: CompiledSpec | None = None,
              at_ms: int | None = None) -> None:
     """Wake the schedule at `at_ms`, else at its next automatic action time (none when

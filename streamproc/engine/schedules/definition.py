@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
-from streamproc.engine.validation import check_json
+from streamproc.engine.validation import check_json, json_object
 from streamproc.protocol.topics import check_task_queue
 from streamproc.protocol.wire_values import policy_from_record, policy_to_record
 from streamproc.semantics import InvalidArgument, normalize_workflow_retry_policy
@@ -43,12 +43,7 @@ def parse_definition(ctx: ProcessingContext, text: str | None) -> ScheduleDefini
     """The schedule a command describes; raises `InvalidArgument` with the reason."""
     if not text:
         raise InvalidArgument("schedule is not set on request")
-    try:
-        doc = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidArgument(f"schedule must be a JSON object: {exc}") from None
-    if not isinstance(doc, dict):
-        raise InvalidArgument("schedule must be a JSON object")
+    doc = json_object(text, "schedule")
     state = _object(doc, "state")
     remaining = state.get("remaining_actions", 0)
     if not isinstance(remaining, int) or remaining < 0:

@@ -14,6 +14,7 @@ from streamproc.engine.processing import ProcessingContext, Processor
 from streamproc.engine.schedules import actions
 from streamproc.engine.schedules.definition import check_memo, overlap_policy, parse_definition
 from streamproc.engine.schedules.description import describe, summary
+from streamproc.engine.validation import json_object
 from streamproc.protocol.records import Record, RejectionType, ScheduleIntent, ValueType
 from streamproc.semantics import InvalidArgument
 from streamproc.semantics.schedule_overlap import ScheduleOverlapPolicy
@@ -36,14 +37,7 @@ def _found(cmd: Record, ctx: ProcessingContext) -> StoredSchedule | None:
 
 
 def _attributes(cmd: Record) -> dict[str, Any]:
-    raw = cmd.value["attributes"]
-    try:
-        parsed = orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError as exc:
-        raise InvalidArgument(f"attributes must be a JSON object: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise InvalidArgument("attributes must be a JSON object")
-    return parsed
+    return json_object(cmd.value["attributes"], "attributes")
 
 
 def _recorded(ctx: ProcessingContext, intent: str, of: StoredSchedule, **value: Any) -> None:
@@ -90,8 +84,7 @@ def create(cmd: Record, ctx: ProcessingContext) -> None:
     _recorded(ctx, ScheduleIntent.CREATED, schedule, schedule=_definition_json(schedule), identity=v["identity"],
               conflict_token=schedule.conflict_token)
     _apply_patch(ctx, schedule, patch)
-    actions.run_pass(ctx, schedule)
-    ctx.schedules.put(schedule)
+    actions.run_pass_and_store(ctx, schedule)
 
 
 def update(cmd: Record, ctx: ProcessingContext) -> None:
@@ -123,19 +116,11 @@ def update(cmd: Record, ctx: ProcessingContext) -> None:
     schedule.processed_ms = max(schedule.processed_ms, ctx.now_ms)
     _recorded(ctx, ScheduleIntent.UPDATED, schedule, schedule=_definition_json(schedule),
               identity=cmd.value["identity"], conflict_token=schedule.conflict_token)
-    actions.run_pass(ctx, schedule)
-    ctx.schedules.put(schedule)
+    actions.run_pass_and_store(ctx, schedule)
 
 
 def _parse_patch(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        patch = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidArgument(f"patch must be a JSON object: {exc}") from None
-    if not isinstance(patch, dict):
-        raise InvalidArgument("patch must be a JSON object")
+    patch = json_object(text, "patch")
     trigger = patch.get("trigger_immediately")
     if trigger is not None:
         if not isinstance(trigger, dict):
@@ -201,8 +186,7 @@ def patch(cmd: Record, ctx: ProcessingContext) -> None:
         return
     _apply_patch(ctx, schedule, parsed)
     ctx.out.reply(SC, ScheduleIntent.PATCHED, -1, {"schedule_id": schedule.schedule_id})
-    actions.run_pass(ctx, schedule)
-    ctx.schedules.put(schedule)
+    actions.run_pass_and_store(ctx, schedule)
 
 
 def delete(cmd: Record, ctx: ProcessingContext) -> None:
@@ -236,8 +220,7 @@ def trigger(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"schedule {cmd.value['schedule_id']!r} is not due at {cmd.value['due_ms']}")
         return
-    actions.run_pass(ctx, schedule)
-    ctx.schedules.put(schedule)
+    actions.run_pass_and_store(ctx, schedule)
 
 
 def _schedule_of_workflow(cmd: Record, ctx: ProcessingContext) -> StoredSchedule | None:
@@ -273,8 +256,7 @@ def workflow_start_failed(cmd: Record, ctx: ProcessingContext) -> None:
     _workflow_gone(schedule, cmd.value["workflow_id"], "START_FAILED")
     _recorded(ctx, ScheduleIntent.WORKFLOW_RECORDED, schedule, workflow_id=cmd.value["workflow_id"],
               reason=cmd.value["reason"], attributes=orjson.dumps({"status": "START_FAILED"}).decode())
-    actions.run_pass(ctx, schedule)
-    ctx.schedules.put(schedule)
+    actions.run_pass_and_store(ctx, schedule)
 
 
 def workflow_closed(cmd: Record, ctx: ProcessingContext) -> None:
@@ -300,8 +282,7 @@ def workflow_closed(cmd: Record, ctx: ProcessingContext) -> None:
             _recorded(ctx, ScheduleIntent.PAUSED, schedule, reason=schedule.note)
     _recorded(ctx, ScheduleIntent.WORKFLOW_RECORDED, schedule, workflow_id=v["workflow_id"], run_id=v["run_id"],
               attributes=orjson.dumps({"status": status}).decode())
-    actions.run_pass(ctx, schedule)
-    ctx.schedules.put(schedule)
+    actions.run_pass_and_store(ctx, schedule)
 
 
 def _workflow_gone(schedule: StoredSchedule, workflow_id: str, status: str) -> bool:
