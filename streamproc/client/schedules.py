@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from streamproc.client.errors import rejection_error
+from streamproc.client.errors import InvalidArgument, rejection_error
 from streamproc.client.requests import RequestChannel
 from streamproc.client.schedule_types import (
     Schedule,
@@ -36,6 +36,7 @@ from streamproc.client.schedule_types import (
 )
 from streamproc.exceptions import ScheduleAlreadyRunningError
 from streamproc.kafka.replies import Reply
+from streamproc.protocol.limits import MAX_PAYLOAD_BYTES
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, RecordType, RejectionType, ScheduleIntent, ValueType
 
@@ -243,6 +244,10 @@ class ScheduleOperations:
         if backfill:
             patch["backfill_request"] = [backfill_wire(b) for b in backfill]
         attributes = {k: v for k, v in (("memo", memo), ("search_attributes", search_attributes)) if v is not None}
+        for name, value in attributes.items():  # refused here, as the engine would, before a huge send
+            size = len(orjson.dumps(value))
+            if size > MAX_PAYLOAD_BYTES:
+                raise InvalidArgument(f"{name} is {size} bytes, more than the limit of {MAX_PAYLOAD_BYTES}")
         self.schedule_calls.call(ScheduleIntent.CREATE, {
             "schedule_id": id, "schedule": orjson.dumps(schedule_wire(schedule, self.data_converter.encode_args)).decode(),
             "patch": orjson.dumps(patch).decode() if patch else None, "identity": self.identity,

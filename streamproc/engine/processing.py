@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from streamproc.engine.activities.owners import owner_kind
 from streamproc.engine.output import RecordWriter
+from streamproc.protocol.limits import MAX_COMMAND_BYTES, MAX_PAYLOAD_BYTES
 from streamproc.protocol.records import Record
 from streamproc.engine.task_queues import TaskQueuePolicy, admit
 from streamproc.semantics.workflow_history_limits import DEFAULT_HISTORY_LIMITS, HistoryLimits
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
 class Limits:
     """Sizes the engine refuses to go beyond, so no record it writes can exceed Kafka's limit."""
 
-    max_command_bytes: int = 512 * 1024
-    max_payload_bytes: int = 256 * 1024
+    max_command_bytes: int = MAX_COMMAND_BYTES
+    max_payload_bytes: int = MAX_PAYLOAD_BYTES
     max_timeout_ms: int = 365 * 24 * 3600 * 1000
     max_retries: int = 1_000_000
     #: A workflow task's history travels in pages of at most this many bytes of events.
