@@ -125,7 +125,7 @@ def test_the_python_client_creates_updates_and_lists_schedules(env):
     handle = client.create_schedule("py-hourly", schedule, trigger_immediately=True, memo={"team": "ops"})
     with pytest.raises(ScheduleAlreadyRunningError):
         client.create_schedule("py-hourly", schedule)
-    with pytest.raises(InvalidArgument, match="memo is 10000010 bytes, more than the limit of 262144"):
+    with pytest.raises(InvalidArgument, match="memo is 10000008 bytes, more than the limit of 262144"):
         client.create_schedule("py-huge", schedule, memo={"x": "y" * 10_000_000})
     done = _wait(lambda: _completed(client, "py-hourly"), what="the immediate trigger's run")
     assert client.get_workflow_handle(done[0].workflow_id).result(timeout=30).startswith("apac by py-report-")
