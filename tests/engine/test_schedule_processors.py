@@ -266,3 +266,11 @@ def test_a_json_create_as_docs_show_it_works_from_any_language(d):
     assert [(e.intent, e.request_id) for e in events] == [("CREATED", "r-1")]
     d.advance_to("2026-05-04T11:30:00Z")
     assert d.started_ids("nightly-report") == ["report-2026-05-04T11:00:00Z"]
+
+
+def test_a_paused_schedule_still_lists_its_next_times_from_now(d):
+    """As Temporal's server does (checked on 1.32: a paused schedule describes 10 next times)."""
+    d.create(HOURLY, state={"paused": True})
+    d.advance_to("2026-05-04T15:30:00Z")
+    times = d.describe()["info"]["future_action_times_ms"]
+    assert len(times) == 10 and iso(times[0]) == "2026-05-04T16:00:00Z"

@@ -142,7 +142,7 @@ def test_the_python_client_creates_updates_and_lists_schedules(env):
     handle.update(pause_it)
     described = handle.describe()
     assert described.schedule.state.paused and described.schedule.state.note == "by update"
-    assert described.info.next_action_times == []
+    assert len(described.info.next_action_times) == 10  # listed while paused, as Temporal does
     assert "py-hourly" in [s.id for s in client.list_schedules()]
     handle.delete()
     assert "py-hourly" not in [s.id for s in client.list_schedules()]

@@ -18,16 +18,15 @@ LIST_ACTIONS = 5
 
 
 def future_action_times(ctx: ProcessingContext, schedule: StoredSchedule, count: int) -> list[int]:
-    """The next `count` (jittered) action times, fewer when limited or the spec ends; none
-    while paused."""
-    if schedule.paused:
-        return []
+    """The next `count` (jittered) action times, fewer when limited or the spec ends. A
+    paused schedule lists them too (as Temporal's server does: checked on 1.32)."""
     if schedule.limited_actions:
         count = min(count, schedule.remaining_actions)
     if count <= 0:
         return []
-    times = action_times(CompiledSpec.from_dict(schedule.spec), seed_of(ctx, schedule),
-                         schedule.processed_ms, limit=count)
+    # A paused schedule is not woken, so its last pass may be long ago: list from now.
+    after = max(schedule.processed_ms, ctx.now_ms) if schedule.paused else schedule.processed_ms
+    times = action_times(CompiledSpec.from_dict(schedule.spec), seed_of(ctx, schedule), after, limit=count)
     return [t.actual_ms for t in times]
 
 
