@@ -39,6 +39,11 @@ _WORKFLOW_ID = click.option("--workflow-id", "-w", required=True, help="Workflow
 _RUN_ID = click.option("--run-id", "-r", default=None, help="Run id (default: the current run).")
 
 
+def _which_run(command):
+    """The options naming the run a command is about: ``--workflow-id`` and ``--run-id``."""
+    return _WORKFLOW_ID(_RUN_ID(command))
+
+
 def _seconds(name: str, default: str = "none"):
     return click.option(f"--{name}", type=click.FloatRange(0), default=None,
                         help=f"{name.replace('-', ' ').capitalize()} in seconds (default: {default}).")
@@ -104,8 +109,7 @@ def workflow_start(workflow_type: str, task_queue: str, workflow_id: str, inputs
 
 
 @workflow.command("result")
-@_WORKFLOW_ID
-@_RUN_ID
+@_which_run
 @click.option("--timeout", type=click.FloatRange(0), default=None, help="Seconds to wait (default: forever).")
 @_OUTPUT
 def workflow_result(workflow_id: str, run_id: str | None, timeout: float | None, output: str) -> None:
@@ -131,8 +135,7 @@ def workflow_result(workflow_id: str, run_id: str | None, timeout: float | None,
 
 
 @workflow.command("describe")
-@_WORKFLOW_ID
-@_RUN_ID
+@_which_run
 @_OUTPUT
 def workflow_describe(workflow_id: str, run_id: str | None, output: str) -> None:
     """Show the run's status, type, times and pending work."""
@@ -145,8 +148,7 @@ def workflow_describe(workflow_id: str, run_id: str | None, output: str) -> None
 
 
 @workflow.command("show")
-@_WORKFLOW_ID
-@_RUN_ID
+@_which_run
 @_OUTPUT
 def workflow_show(workflow_id: str, run_id: str | None, output: str) -> None:
     """Print the run's event history."""
@@ -161,8 +163,7 @@ def workflow_show(workflow_id: str, run_id: str | None, output: str) -> None:
 
 
 @workflow.command("cancel")
-@_WORKFLOW_ID
-@_RUN_ID
+@_which_run
 @click.option("--reason", default="", help="Why, recorded with the request.")
 def workflow_cancel(workflow_id: str, run_id: str | None, reason: str) -> None:
     """Request cancellation: the workflow code decides how to end."""
@@ -172,8 +173,7 @@ def workflow_cancel(workflow_id: str, run_id: str | None, reason: str) -> None:
 
 
 @workflow.command("terminate")
-@_WORKFLOW_ID
-@_RUN_ID
+@_which_run
 @click.option("--reason", default="", help="Why, recorded on WorkflowExecutionTerminated.")
 def workflow_terminate(workflow_id: str, run_id: str | None, reason: str) -> None:
     """End the run at once, running no more of its code."""

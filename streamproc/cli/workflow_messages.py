@@ -12,7 +12,7 @@ import click
 import orjson
 
 from streamproc.cli.params import json_value
-from streamproc.cli.workflow_commands import _OUTPUT, _RUN_ID, _WORKFLOW_ID, _echo_json, _guarded, workflow
+from streamproc.cli.workflow_commands import _OUTPUT, _echo_json, _guarded, _which_run, workflow
 from streamproc.client.client import Client
 from streamproc.semantics.workflow_ids import QueryRejectCondition
 
@@ -20,9 +20,17 @@ _INPUTS = click.option("--input", "-i", "inputs", multiple=True,
                        help="JSON value of an argument; repeat for several arguments.")
 
 
+def _echo_answer(output: str, answer: dict) -> None:
+    """A query's or an update's answer: its result as compact JSON, or with ``--output json``
+    the whole answer (which run, which query or update, the result)."""
+    if output == "json":
+        _echo_json(answer)
+    else:
+        click.echo(orjson.dumps(answer["result"]).decode())
+
+
 @workflow.command("signal")
-@_WORKFLOW_ID
-@_RUN_ID
+@_which_run
 @click.option("--name", required=True, help="Signal name.")
 @_INPUTS
 def workflow_signal(workflow_id: str, run_id: str | None, name: str, inputs: tuple[str, ...]) -> None:
@@ -34,8 +42,7 @@ def workflow_signal(workflow_id: str, run_id: str | None, name: str, inputs: tup
 
 
 @workflow.command("query")
-@_WORKFLOW_ID
-@_RUN_ID
+@_which_run
 @click.option("--type", "query_type", required=True, help="Query name.")
 @_INPUTS
 @click.option("--reject-condition", type=click.Choice([c.name for c in QueryRejectCondition if c]), default=None,
@@ -51,15 +58,11 @@ def workflow_query(workflow_id: str, run_id: str | None, query_type: str, inputs
             query_type, args=[json_value(text) for text in inputs],
             reject_condition=QueryRejectCondition[reject_condition] if reject_condition else None,
             rpc_timeout=timeout))
-    if output == "json":
-        _echo_json({"workflow_id": workflow_id, "query_type": query_type, "result": result})
-    else:
-        click.echo(orjson.dumps(result).decode())
+    _echo_answer(output, {"workflow_id": workflow_id, "query_type": query_type, "result": result})
 
 
 @workflow.command("update")
-@_WORKFLOW_ID
-@_RUN_ID
+@_which_run
 @click.option("--name", required=True, help="Update name.")
 @_INPUTS
 @click.option("--update-id", default=None, help="Update id (default: a new one); the same id is applied once.")
@@ -73,15 +76,11 @@ def workflow_update(workflow_id: str, run_id: str | None, name: str, inputs: tup
         handle = client.get_workflow_handle(workflow_id, run_id=run_id)
         result = _guarded(lambda: handle.execute_update(name, args=[json_value(text) for text in inputs],
                                                         id=update_id, timeout=timeout))
-    if output == "json":
-        _echo_json({"workflow_id": workflow_id, "update_name": name, "result": result})
-    else:
-        click.echo(orjson.dumps(result).decode())
+    _echo_answer(output, {"workflow_id": workflow_id, "update_name": name, "result": result})
 
 
 @workflow.command("stack")
-@_WORKFLOW_ID
-@_RUN_ID
+@_which_run
 @click.option("--timeout", type=click.FloatRange(0), default=30.0, show_default=True,
               help="Seconds to wait for a worker's answer.")
 def workflow_stack(workflow_id: str, run_id: str | None, timeout: float) -> None:

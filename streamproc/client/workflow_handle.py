@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from streamproc.call_arguments import NO_ARG, call_arguments
 from streamproc.activity.failures import exception_from_failure
 from streamproc.converter import DataConverter
 from streamproc.client.errors import (
@@ -61,7 +62,6 @@ _CONTINUED = "WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
 #: when a copy reached the log without an answer; the others only when a copy did not.
 IDEMPOTENT_INTENTS = frozenset({WorkflowIntent.START, WorkflowIntent.DESCRIBE, WorkflowIntent.QUERY,
                                 WorkflowIntent.SIGNAL, WorkflowIntent.UPDATE})
-_UNSET: Any = object()
 
 
 class WorkflowRequests:
@@ -206,17 +206,17 @@ class WorkflowHandle:
             raise _rejection(answer, self.id)
         return WorkflowHistory(self.id, [e for page in answer for e in orjson.loads(page.value["history"])])
 
-    def signal(self, signal: str | Callable[..., Any], arg: Any = _UNSET, *, args: Sequence[Any] = (),
+    def signal(self, signal: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
                request_id: str | None = None, rpc_timeout: float = 30) -> None:
         """Send the signal (a name, or the ``@workflow.signal`` method) with its arguments.
         Returns once the run recorded it. Sent again across a broker outage with the same
         `request_id`, it is still recorded once."""
         name = signal_name_of(signal)
         self._command(WorkflowIntent.SIGNAL, {
-            "signal_name": name, "input": self._requests.client.data_converter.encode_args(_args(arg, args)),
+            "signal_name": name, "input": self._requests.client.data_converter.encode_args(call_arguments(arg, args)),
             "identity": self._requests.client.identity}, rpc_timeout, WorkflowIntent.SIGNALED, request_id=request_id)
 
-    def query(self, query: str | Callable[..., Any], arg: Any = _UNSET, *, args: Sequence[Any] = (),
+    def query(self, query: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
               reject_condition: QueryRejectCondition | None = None, rpc_timeout: float = 30) -> Any:
         """The answer of the query handler (a name, or the ``@workflow.query`` method), run
         by a worker on the run's state. Raises `WorkflowQueryRejectedError` when the run's
@@ -227,7 +227,7 @@ class WorkflowHandle:
         condition = "" if not reject_condition else QueryRejectCondition(reject_condition).name
         reply = self._requests.request(
             WorkflowIntent.QUERY, {"workflow_id": self.id, "run_id": self.run_id or "", "query_type": name,
-                                   "input": converter.encode_args(_args(arg, args)),
+                                   "input": converter.encode_args(call_arguments(arg, args)),
                                    "query_reject_condition": condition}, rpc_timeout,
             accept=lambda r: r.intent in (WorkflowIntent.QUERY_ANSWERED, WorkflowIntent.QUERY_REJECTED),
             unknown=lambda message, delivered, until: WorkflowQueryFailedError(
@@ -243,7 +243,7 @@ class WorkflowHandle:
             raise WorkflowQueryFailedError(record.value["failure"].get("message") or "query failed")
         return converter.decode(record.value["result"])
 
-    def start_update(self, update: str | Callable[..., Any], arg: Any = _UNSET, *, args: Sequence[Any] = (),
+    def start_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
                      id: str | None = None, wait_for_stage: WorkflowUpdateStage = WorkflowUpdateStage.ACCEPTED,
                      rpc_timeout: float = 30) -> WorkflowUpdateHandle:
         """Send an update (a name, or the ``@workflow.update`` method) and wait until it
@@ -252,14 +252,14 @@ class WorkflowHandle:
         new uuid by default) makes sending it again safe: it is applied once."""
         name = update_name_of(update)
         update_id = id or str(uuid.uuid4())
-        encoded = self._requests.client.data_converter.encode_args(_args(arg, args))
+        encoded = self._requests.client.data_converter.encode_args(call_arguments(arg, args))
         record = send_update(self, update_id, name, encoded, WorkflowUpdateStage(wait_for_stage), rpc_timeout)
         finished = record.intent in (WorkflowIntent.UPDATE_COMPLETED, WorkflowIntent.UPDATE_REJECTED)
         if record.intent == WorkflowIntent.UPDATE_REJECTED:
             update_outcome(record, self, update_id, name)  # raises
         return WorkflowUpdateHandle(self, update_id, name, encoded, record if finished else None)
 
-    def execute_update(self, update: str | Callable[..., Any], arg: Any = _UNSET, *, args: Sequence[Any] = (),
+    def execute_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
                        id: str | None = None, rpc_timeout: float = 30, timeout: float | None = None) -> Any:
         """Send an update and wait for its result (`timeout` seconds at most; None: as long
         as it takes). Raises `WorkflowUpdateFailedError` when it was rejected or failed."""
@@ -294,13 +294,6 @@ class WorkflowHandle:
     def __repr__(self) -> str:
         return f"WorkflowHandle(id={self.id!r}, run_id={self.run_id!r})"
 
-
-def _args(arg: Any, args: Sequence[Any]) -> list[Any]:
-    if arg is not _UNSET:
-        if args:
-            raise ValueError("give either arg or args, not both")
-        return [arg]
-    return list(args)
 
 
 def outcome_of_close(event: WorkflowEvent, converter: DataConverter | None = None) -> Any:

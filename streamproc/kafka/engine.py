@@ -117,8 +117,7 @@ class Engine:
         self._echo_offsets_since = 0.0
         self.progress = Progress()
         self._recovery = Recovery(settings.engine_id, self.progress, faults, transaction_timeout_ms / 1000)
-        self._watchdog = Watchdog(self.progress, lambda: sorted(self.partitions), faults.stall_after_s,
-                                  faults.stall_log_interval_s, faults.rebuild_after_s)
+        self._watchdog = Watchdog(self.progress, lambda: sorted(self.partitions), faults)
         #: Why run() ended, if not by stop(): another live process has this engine's id.
         self.failure: IdentityConflict | None = None
         self.on_batch_committed: Callable[[int], None] | None = None

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from streamproc.kafka.fault_policy import FaultPolicy
+
 log = structlog.get_logger("streamproc.engine")
 
 
@@ -37,14 +39,12 @@ class Progress:
 
 
 class Watchdog:
-    def __init__(self, progress: Progress, owned: Callable[[], list[int]], stall_after_s: float = 15.0,
-                 interval_s: float = 15.0, rebuild_after_s: float = 60.0,
+    def __init__(self, progress: Progress, owned: Callable[[], list[int]], policy: FaultPolicy,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.progress = progress
         self._owned = owned
-        self.stall_after_s = stall_after_s
-        self.interval_s = interval_s
-        self.rebuild_after_s = rebuild_after_s
+        #: its bounds: `stall_after_s`, `stall_log_interval_s`, `rebuild_after_s`
+        self.policy = policy
         self._clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -67,9 +67,9 @@ class Watchdog:
     def stall(self, now: float) -> tuple[str, float] | None:
         """(reason, since) if the loop is not making progress, else None."""
         p = self.progress
-        if p.failing_since is not None and now - p.failing_since >= self.stall_after_s:
+        if p.failing_since is not None and now - p.failing_since >= self.policy.stall_after_s:
             return "commits_failing", p.failing_since
-        if now - p.step_at >= self.stall_after_s:
+        if now - p.step_at >= self.policy.stall_after_s:
             return "step_not_finishing", p.step_at
         return None
 
@@ -82,12 +82,13 @@ class Watchdog:
             return
         reason, since = stall
         p = self.progress
-        if self._logged_at is None or now - self._logged_at >= self.interval_s:
+        if self._logged_at is None or now - self._logged_at >= self.policy.stall_log_interval_s:
             self._logged_at = now
             log.warning("engine_stalled", reason=reason, stage=p.stage, seconds=round(now - since, 1),
                         attempts=p.attempts, error=p.last_error, partitions=self._owned())
         stuck_for = now - since
-        if stuck_for >= self.rebuild_after_s and (self._rebuilt_for is None or now - self._rebuilt_for >= self.rebuild_after_s):
+        bound = self.policy.rebuild_after_s
+        if stuck_for >= bound and (self._rebuilt_for is None or now - self._rebuilt_for >= bound):
             self._rebuilt_for = now
             p.rebuild_requested = True
             log.warning("engine_clients_rebuild_requested", reason=reason, stage=p.stage, seconds=round(stuck_for, 1))

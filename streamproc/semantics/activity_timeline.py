@@ -126,20 +126,7 @@ def run_activity_timeline(
 
             assert result is not None, "a deadline taken from the state cannot be stale"
             started = state.started_time
-            if isinstance(result, ActivityRetry):
-                records.append(
-                    AttemptRecord(
-                        attempt=state.attempt,
-                        scheduled_time=attempt_scheduled,
-                        started_time=started,
-                        ended_time=when,
-                        failure=result.failure,
-                        retry_delay=result.delay,
-                        next_due=result.state.scheduled_time,
-                    )
-                )
-                state = result.state
-                break
+            retry = result if isinstance(result, ActivityRetry) else None
             records.append(
                 AttemptRecord(
                     attempt=state.attempt,
@@ -147,10 +134,13 @@ def run_activity_timeline(
                     started_time=started,
                     ended_time=when,
                     failure=getattr(result, "failure", None),
-                    retry_delay=None,
-                    next_due=None,
+                    retry_delay=retry.delay if retry else None,
+                    next_due=retry.state.scheduled_time if retry else None,
                 )
             )
+            if retry is not None:
+                state = retry.state
+                break
             return ActivityTimeline(tuple(records), result, state)
     raise RuntimeError(f"activity still retrying after {max_attempts} attempts")
 

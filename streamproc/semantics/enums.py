@@ -6,12 +6,12 @@ names (``RETRY_STATE_IN_PROGRESS``) are available as ``proto_name``.
 
 from __future__ import annotations
 
-from enum import IntEnum
+from streamproc.semantics.temporal_enum import TemporalEnum
 
 __all__ = ["RetryState", "TimeoutType"]
 
 
-class RetryState(IntEnum):
+class RetryState(TemporalEnum):
     """Why an activity or workflow stopped retrying, or that it still is."""
 
     UNSPECIFIED = 0
@@ -23,11 +23,6 @@ class RetryState(IntEnum):
     INTERNAL_SERVER_ERROR = 6
     CANCEL_REQUESTED = 7
 
-    @property
-    def proto_name(self) -> str:
-        """The Temporal API name, e.g. ``RETRY_STATE_TIMEOUT``."""
-        return f"RETRY_STATE_{self.name}"
-
 
 _TIMEOUT_SHORT_NAMES = {
     0: "Unspecified",
@@ -38,7 +33,7 @@ _TIMEOUT_SHORT_NAMES = {
 }
 
 
-class TimeoutType(IntEnum):
+class TimeoutType(TemporalEnum):
     """Which clock ran out. The numbers order timers that fall due at the same instant."""
 
     UNSPECIFIED = 0
@@ -46,11 +41,6 @@ class TimeoutType(IntEnum):
     SCHEDULE_TO_START = 2
     SCHEDULE_TO_CLOSE = 3
     HEARTBEAT = 4
-
-    @property
-    def proto_name(self) -> str:
-        """The Temporal API name, e.g. ``TIMEOUT_TYPE_START_TO_CLOSE``."""
-        return f"TIMEOUT_TYPE_{self.name}"
 
     @property
     def short_name(self) -> str:

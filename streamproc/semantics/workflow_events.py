@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from streamproc.semantics.temporal_enum import TemporalEnum
+
 __all__ = [
     "EventType",
     "ContinueAsNewInitiator",
@@ -14,7 +16,7 @@ __all__ = [
 ]
 
 
-class EventType(IntEnum):
+class EventType(TemporalEnum):
     """History event types. Members use the protobuf names without ``EVENT_TYPE_``."""
 
     UNSPECIFIED = 0
@@ -78,11 +80,6 @@ class EventType(IntEnum):
     WORKFLOW_EXECUTION_PAUSED = 58
     WORKFLOW_EXECUTION_UNPAUSED = 59
     WORKFLOW_EXECUTION_TIME_SKIPPING_TRANSITIONED = 60
-
-    @property
-    def proto_name(self) -> str:
-        """The Temporal API name, e.g. ``EVENT_TYPE_TIMER_FIRED``."""
-        return f"EVENT_TYPE_{self.name}"
 
     @property
     def event_name(self) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 
 from streamproc.semantics.errors import InvalidArgument
+from streamproc.semantics.temporal_enum import TemporalEnum
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -48,7 +49,7 @@ TERMINATE_EXISTING_REASON = "TerminateIfRunning WorkflowIdReusePolicy"
 HISTORY_SERVICE_IDENTITY = "history-service"
 
 
-class WorkflowIdReusePolicy(IntEnum):
+class WorkflowIdReusePolicy(TemporalEnum):
     """What a start may do when the id's current run is *closed*.
 
     ``TERMINATE_IF_RUNNING`` is deprecated: it is migrated to
@@ -61,13 +62,8 @@ class WorkflowIdReusePolicy(IntEnum):
     REJECT_DUPLICATE = 3
     TERMINATE_IF_RUNNING = 4
 
-    @property
-    def proto_name(self) -> str:
-        """The Temporal API name, e.g. ``WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE``."""
-        return f"WORKFLOW_ID_REUSE_POLICY_{self.name}"
 
-
-class WorkflowIdConflictPolicy(IntEnum):
+class WorkflowIdConflictPolicy(TemporalEnum):
     """What a start may do when the id's current run is *running*."""
 
     UNSPECIFIED = 0
@@ -75,13 +71,8 @@ class WorkflowIdConflictPolicy(IntEnum):
     USE_EXISTING = 2
     TERMINATE_EXISTING = 3
 
-    @property
-    def proto_name(self) -> str:
-        """The Temporal API name, e.g. ``WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING``."""
-        return f"WORKFLOW_ID_CONFLICT_POLICY_{self.name}"
 
-
-class WorkflowExecutionStatus(IntEnum):
+class WorkflowExecutionStatus(TemporalEnum):
     """The status of one run, with Temporal's numbers."""
 
     UNSPECIFIED = 0
@@ -92,11 +83,6 @@ class WorkflowExecutionStatus(IntEnum):
     TERMINATED = 5
     CONTINUED_AS_NEW = 6
     TIMED_OUT = 7
-
-    @property
-    def proto_name(self) -> str:
-        """The Temporal API name, e.g. ``WORKFLOW_EXECUTION_STATUS_TIMED_OUT``."""
-        return f"WORKFLOW_EXECUTION_STATUS_{self.name}"
 
     @property
     def is_running(self) -> bool:

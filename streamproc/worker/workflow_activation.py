@@ -31,12 +31,18 @@ from streamproc.protocol.workflow_commands import CLOSE_COMMANDS
 if TYPE_CHECKING:
     from streamproc.worker.eager_activities import EagerActivities
 
-__all__ = ["WorkflowTaskHandler", "HistoryUnavailable", "UNHANDLED_FAILURE"]
+__all__ = ["WorkflowTaskHandler", "HistoryUnavailable", "UNHANDLED_FAILURE", "not_registered"]
 
 log = structlog.get_logger("streamproc.worker")
 
 #: WorkflowTaskFailedCause of a task the worker could not run (Temporal's name).
 UNHANDLED_FAILURE = "WORKFLOW_WORKER_UNHANDLED_FAILURE"
+
+
+def not_registered(workflow_type: str, definitions: Mapping[str, Any]) -> str:
+    """What a task or a query of a workflow type this worker does not run is told (Temporal's words)."""
+    return (f"Workflow class {workflow_type} is not registered on this worker, available workflows: "
+            f"{', '.join(sorted(definitions)) or '(none)'}")
 
 
 class Instance(Protocol):
@@ -93,8 +99,7 @@ class WorkflowTaskHandler:
         if definition is None:
             self.cache.evict(task.run_id)
             return self._fail(task, UNHANDLED_FAILURE, failure_from_exception(errors.ApplicationError(
-                f"Workflow class {task.workflow_type} is not registered on this worker, available "
-                f"workflows: {', '.join(sorted(self.definitions)) or '(none)'}", type="NotFoundError")))
+                not_registered(task.workflow_type, self.definitions), type="NotFoundError")))
         try:
             instance = self._instance_for(task, definition)
             if hasattr(instance, "offer_updates"):  # test doubles may lack it

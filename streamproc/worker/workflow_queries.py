@@ -20,6 +20,7 @@ from streamproc.activity.failures import failure_from_exception
 from streamproc.exceptions import ApplicationError, WorkflowQueryFailedError
 from streamproc.protocol.records import Record, RecordType, ValueType, WorkflowIntent
 from streamproc.worker.sticky_cache import StickyCache
+from streamproc.worker.workflow_activation import not_registered
 
 __all__ = ["QueryAnswerer"]
 
@@ -58,9 +59,7 @@ class QueryAnswerer:
     def _result(self, v: dict[str, Any]) -> str:
         definition = self.definitions.get(v["workflow_type"])
         if definition is None:
-            raise WorkflowQueryFailedError(
-                f"Workflow class {v['workflow_type']} is not registered on this worker, available workflows: "
-                f"{', '.join(sorted(self.definitions)) or '(none)'}")
+            raise WorkflowQueryFailedError(not_registered(v["workflow_type"], self.definitions))
         instance = self.cache.peek(v["run_id"])
         if instance is not None:
             self.cached += 1

@@ -22,6 +22,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from streamproc.activity.failures import exception_from_failure
+from streamproc.call_arguments import NO_ARG, call_arguments
 from streamproc.exceptions import (
     ApplicationError,
     CancelledError,
@@ -45,7 +46,6 @@ __all__ = ["ParentClosePolicy", "ChildWorkflowHandle", "ExternalWorkflowHandle",
            "execute_child_workflow", "get_external_workflow_handle", "ChildWorkflows"]
 
 _E = EventType
-_NO_ARG: Any = object()
 _CHILD_CLOSES = {_E.CHILD_WORKFLOW_EXECUTION_COMPLETED.name, _E.CHILD_WORKFLOW_EXECUTION_FAILED.name,
                  _E.CHILD_WORKFLOW_EXECUTION_CANCELED.name, _E.CHILD_WORKFLOW_EXECUTION_TIMED_OUT.name,
                  _E.CHILD_WORKFLOW_EXECUTION_TERMINATED.name}
@@ -83,8 +83,8 @@ class ChildWorkflowHandle:
     def __await__(self):
         return self._child.result.__await__()
 
-    async def signal(self, signal: str | Callable[..., Any], arg: Any = _NO_ARG, *, args: Sequence[Any] = ()) -> None:
-        await current_runtime().children.signal(self.id, "", signal, _args(arg, args), child_only=True)
+    async def signal(self, signal: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = ()) -> None:
+        await current_runtime().children.signal(self.id, "", signal, call_arguments(arg, args), child_only=True)
 
     async def cancel(self) -> None:
         """Ask the child to cancel (its code decides what that means)."""
@@ -98,14 +98,15 @@ class ExternalWorkflowHandle:
         self.id = workflow_id
         self.run_id = run_id
 
-    async def signal(self, signal: str | Callable[..., Any], arg: Any = _NO_ARG, *, args: Sequence[Any] = ()) -> None:
-        await current_runtime().children.signal(self.id, self.run_id or "", signal, _args(arg, args), child_only=False)
+    async def signal(self, signal: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = ()) -> None:
+        await current_runtime().children.signal(self.id, self.run_id or "", signal, call_arguments(arg, args),
+                                                child_only=False)
 
     async def cancel(self) -> None:
         await current_runtime().children.cancel(self.id, self.run_id or "", child_only=False)
 
 
-async def start_child_workflow(workflow: str | Callable[..., Any], arg: Any = _NO_ARG, *, id: str,
+async def start_child_workflow(workflow: str | Callable[..., Any], arg: Any = NO_ARG, *, id: str,
                                args: Sequence[Any] = (), task_queue: str | None = None,
                                execution_timeout: timedelta | None = None, run_timeout: timedelta | None = None,
                                task_timeout: timedelta | None = None, retry_policy: RetryPolicy | None = None,
@@ -121,7 +122,7 @@ async def start_child_workflow(workflow: str | Callable[..., Any], arg: Any = _N
     reuse = WorkflowIdReusePolicy(id_reuse_policy)
     command = {
         "type": CommandType.START_CHILD_WORKFLOW_EXECUTION, "workflow_id": id, "workflow_type": workflow_type,
-        "task_queue": task_queue or "", "input": runtime.converter.encode_args(_args(arg, args)),
+        "task_queue": task_queue or "", "input": runtime.converter.encode_args(call_arguments(arg, args)),
         "workflow_execution_timeout_ms": _ms(execution_timeout), "workflow_run_timeout_ms": _ms(run_timeout),
         "workflow_task_timeout_ms": _ms(task_timeout),
         "retry_policy": None if retry_policy is None else retry_policy_record(retry_policy),
@@ -133,7 +134,7 @@ async def start_child_workflow(workflow: str | Callable[..., Any], arg: Any = _N
     return ChildWorkflowHandle(child, run_id)
 
 
-async def execute_child_workflow(workflow: str | Callable[..., Any], arg: Any = _NO_ARG, **options: Any) -> Any:
+async def execute_child_workflow(workflow: str | Callable[..., Any], arg: Any = NO_ARG, **options: Any) -> Any:
     """Start a child workflow and wait for its result (ChildWorkflowError if it did not complete)."""
     return await (await start_child_workflow(workflow, arg, **options))
 
@@ -241,13 +242,6 @@ class ChildWorkflows:
         error.__cause__ = cause
         child.result.set_exception(error)
 
-
-def _args(arg: Any, args: Sequence[Any]) -> list[Any]:
-    if arg is not _NO_ARG:
-        if args:
-            raise ValueError("give either arg or args, not both")
-        return [arg]
-    return list(args)
 
 
 def _ms(value: timedelta | None) -> int:

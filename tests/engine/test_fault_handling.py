@@ -114,7 +114,8 @@ def test_a_consumer_fenced_soon_after_a_lost_connection_is_our_own_rejoin():
 def test_the_watchdog_reports_once_per_interval_and_asks_for_new_clients_after_its_bound():
     clock = Clock()
     progress = Progress(step_at=clock.t)
-    dog = Watchdog(progress, lambda: [0, 1], stall_after_s=15, interval_s=15, rebuild_after_s=60, clock=clock)
+    dog = Watchdog(progress, lambda: [0, 1], FaultPolicy(stall_after_s=15, stall_log_interval_s=15,
+                                                      rebuild_after_s=60), clock=clock)
     logged = []
     import streamproc.kafka.watchdog as module
     real = module.log

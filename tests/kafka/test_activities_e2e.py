@@ -72,6 +72,14 @@ def intents(history: list[Record]) -> list[str]:
     return [r.intent for r in history]
 
 
+def assert_closed_at_the_first_attempt(env: Env, handles: list, closed: str) -> None:
+    """Each activity's history: scheduled, started (attempt 1), then `closed`."""
+    for handle in handles:
+        history = env.history(handle.key)
+        assert intents(history) == [A.SCHEDULED, A.STARTED, closed]
+        assert history[1].value["attempt"] == 1
+
+
 def test_an_activity_completes_with_its_result_and_sees_its_info(env):
     @activity.defn(name="greet")
     def greet(name: str, punctuation: str) -> dict:
@@ -180,10 +188,7 @@ def test_non_retryable_errors_end_the_activity_at_the_first_attempt(env):
     assert causes[0].non_retryable and not causes[1].non_retryable and causes[2].non_retryable
     assert causes[2].message == ("Activity function missing_activity is not registered on this worker, "
                                  "available activities: lookup, refuse")
-    for handle in handles:
-        history = env.history(handle.key)
-        assert intents(history) == [A.SCHEDULED, A.STARTED, A.FAILED]
-        assert history[1].value["attempt"] == 1
+    assert_closed_at_the_first_attempt(env, handles, A.FAILED)
 
 
 def test_a_start_to_close_timeout_is_retried_and_the_retry_succeeds(env):
@@ -237,10 +242,7 @@ def test_heartbeats_keep_a_long_activity_alive_past_its_heartbeat_timeout(env):
         assert handles[0].result(30) > 10
         assert handles[1].result(30) == "done"
 
-    for handle in handles:
-        history = env.history(handle.key)
-        assert intents(history) == [A.SCHEDULED, A.STARTED, A.COMPLETED]
-        assert history[1].value["attempt"] == 1
+    assert_closed_at_the_first_attempt(env, handles, A.COMPLETED)
 
 
 def test_a_stopped_heartbeat_times_out_and_a_retry_resumes_from_its_details(env):

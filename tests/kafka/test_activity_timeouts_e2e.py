@@ -150,6 +150,19 @@ def failure_of(error: ActivityError):
     return (cause.type, cause.message)
 
 
+def failed_activity(env: Env, handle, retry_state: RetryState, cause: tuple[str, str]) -> list[Record]:
+    """Wait for the activity to fail with `retry_state` and `cause` (type, message); its
+    history, which ends ActivityTaskFailed after the one started attempt."""
+    with pytest.raises(ActivityError) as caught:
+        handle.result(30)
+    error = caught.value
+    assert error.message == "Activity task failed" and error.retry_state is retry_state
+    assert failure_of(error) == cause
+    history = env.history(handle.key)
+    assert intents(history) == [A.SCHEDULED, A.STARTED, A.FAILED]
+    return history
+
+
 def test_schedule_to_start_fires_when_no_worker_polls_the_queue(env):
     scheduled = to_datetime(env.clock.now_ms())
     handle = env.schedule("nobody_polls", schedule_to_start_timeout=5 * SECOND,
@@ -250,14 +263,8 @@ def test_a_failure_whose_retry_would_start_after_schedule_to_close_fails_at_once
         first = env.next_attempt()
         env.fire(first.started_time + 3 * SECOND)
         second = env.next_attempt()  # fails at T+3.001 s; 12 s more would pass T+10 s
-        with pytest.raises(ActivityError) as caught:
-            handle.result(30)
+        history = failed_activity(env, handle, RetryState.TIMEOUT, ("Flaky", "attempt 2 failed"))
 
-    error = caught.value
-    assert error.message == "Activity task failed" and error.retry_state is RetryState.TIMEOUT
-    assert (error.cause.type, error.cause.message) == ("Flaky", "attempt 2 failed")
-    history = env.history(handle.key)
-    assert intents(history) == [A.SCHEDULED, A.STARTED, A.FAILED]
     assert history[1].value["last_failure"]["message"] == "attempt 1 failed"
     assert history[2].timestamp_ms == to_ms(second.started_time)
 
@@ -319,13 +326,7 @@ def test_maximum_attempts_3_fails_after_the_third_attempt(env):
 
     assert [a.attempt for a in attempts] == [1, 2, 3]
     assert retry_delays(attempts) == [SECOND, 2 * SECOND]
-    with pytest.raises(ActivityError) as caught:
-        handle.result(30)
-    error = caught.value
-    assert error.message == "Activity task failed" and error.retry_state is RetryState.MAXIMUM_ATTEMPTS_REACHED
-    assert (error.cause.type, error.cause.message) == ("Flaky", "attempt 3 failed")
-    history = env.history(handle.key)
-    assert intents(history) == [A.SCHEDULED, A.STARTED, A.FAILED]
+    history = failed_activity(env, handle, RetryState.MAXIMUM_ATTEMPTS_REACHED, ("Flaky", "attempt 3 failed"))
     started, failed = history[1].value, history[2]
     assert started["attempt"] == 3 and started["last_failure"]["message"] == "attempt 2 failed"
     assert failed.timestamp_ms == to_ms(attempts[-1].started_time)  # closed at the failure, no wait

@@ -67,6 +67,15 @@ def _activity_worker(bootstrap, namespace, tmp_path, name, function, runs):
                                            STREAMPROC_TEST_RUNS=str(runs), STREAMPROC_TEST_WORKER=name)
 
 
+def _let_the_bad_worker_run(runs, bad, kill_after_runs: int | None) -> None:
+    """Wait until the bad worker ran something; with `kill_after_runs`, SIGKILL it once it ran that many."""
+    _wait_for(lambda: any(w == "bad" for _, _, w in _runs(runs)), 20, "the bad worker ran nothing")
+    if kill_after_runs is not None:
+        _wait_for(lambda: sum(w == "bad" for _, _, w in _runs(runs)) >= kill_after_runs, 20,
+                  "the bad worker ran too little")
+        bad.kill()
+
+
 def _run_jobs(bootstrap, namespace, tmp_path, bad_handler, count, kill_after_runs=None):
     runs = tmp_path / "runs.txt"
     engine, (good, bad) = _start_rig(tmp_path, bootstrap, namespace,
@@ -79,11 +88,7 @@ def _run_jobs(bootstrap, namespace, tmp_path, bad_handler, count, kill_after_run
                 client.create_job(QUEUE, {"n": i}, retries=3, timeout=timedelta(seconds=TIMEOUT_S),
                                   request_id=f"job-{i}")
         created_at = time.monotonic()
-        _wait_for(lambda: any(w == "bad" for _, _, w in _runs(runs)), 20, "the bad worker ran nothing")
-        if kill_after_runs is not None:
-            _wait_for(lambda: sum(w == "bad" for _, _, w in _runs(runs)) >= kill_after_runs, 20,
-                      "the bad worker ran too little")
-            bad.kill()
+        _let_the_bad_worker_run(runs, bad, kill_after_runs)
         events.read_until(lambda e: e.count("COMPLETED") >= count, timeout=TIMEOUT_S + GRACE_S + 10)
         took = time.monotonic() - created_at
         time.sleep(1)
@@ -130,11 +135,7 @@ def _run_activities(bootstrap, namespace, tmp_path, bad_function, count, kill_af
                                                     start_to_close_timeout=timedelta(seconds=TIMEOUT_S),
                                                     retry_policy=policy) for i in range(count)]
             scheduled_at = time.monotonic()
-            _wait_for(lambda: any(w == "bad" for _, _, w in _runs(runs)), 20, "the bad worker ran nothing")
-            if kill_after_runs is not None:
-                _wait_for(lambda: sum(w == "bad" for _, _, w in _runs(runs)) >= kill_after_runs, 20,
-                          "the bad worker ran too little")
-                bad.kill()
+            _let_the_bad_worker_run(runs, bad, kill_after_runs)
             results = [h.result(TIMEOUT_S + GRACE_S + 10) for h in handles]
             took = time.monotonic() - scheduled_at
         assert results == [i * 2 for i in range(count)]

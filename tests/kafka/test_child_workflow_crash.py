@@ -17,7 +17,11 @@ import time
 import orjson
 import pytest
 
-from tests.kafka.test_workflow_crash_recovery import _kill_at_random_moments
+from tests.support.crash_chaos import (
+    KILLS_EACH,
+    kill_at_random_moments,
+    stop_workers_that_lived,
+)
 from tests.support.crash_children import CHILDREN, FamilyParent, expected
 from tests.support.crash_workflow_checks import (
     COMPLETED,
@@ -51,20 +55,14 @@ def test_parents_and_children_complete_once_while_engine_and_workers_are_sigkill
         start_processes(engine, workers)
         starter = Starter(bootstrap, namespace, QUEUE, workflow=FamilyParent.run)
 
-        def completed() -> int:
-            events.read_available()
-            return events.count_value("WORKFLOW", COMPLETED)
-
-        progress = _kill_at_random_moments(rng, engine, workers, ids, starter, completed)
+        progress = kill_at_random_moments(rng, engine, workers, ids, starter, events)
         starter.close()
         assert starter.started() == PARENTS, starter.failures()[:5]
         try:
             events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= total, timeout=240)
         except TimeoutError:
             raise AssertionError(f"{events.count_value('WORKFLOW', COMPLETED)} of {total} completed") from None
-        for w in workers:
-            assert w.alive(), f"{w.log_path.name}: the process died by itself:\n{w.log_text()[-3000:]}"
-            w.stop()
+        stop_workers_that_lived(workers)
         engine.stop()
         events.read_to_end(timeout=60)
 
@@ -82,7 +80,7 @@ def test_parents_and_children_complete_once_while_engine_and_workers_are_sigkill
             close = next(e for e in runs[run_id] if e.is_close)
             result = orjson.loads(close.attributes["result"])
             assert {**result, "acks": sorted(result["acks"])} == expected(parent_id), (parent_id, result)
-        print(f"\n{PARENTS} parents x {CHILDREN} children, 5 kills of the engine and of each of 2 workers "
+        print(f"\n{PARENTS} parents x {CHILDREN} children, {KILLS_EACH} kills of the engine and of each of 2 workers "
               f"((submitted, completed) at each kill: {progress}); all done in {time.monotonic() - began:.1f} s")
     finally:
         events.close()

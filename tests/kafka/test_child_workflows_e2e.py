@@ -13,6 +13,7 @@ from streamproc.protocol.partitioning import partition_for
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history import check_well_formed
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
+from tests.support import orders
 from tests.support.engines import workflow_setup
 
 pytestmark = pytest.mark.kafka
@@ -31,12 +32,8 @@ class Payment:
 
 
 @workflow.defn
-class Order:
-    """The issue's sample, with the Payment child."""
-
-    def __init__(self) -> None:
-        self.items: list[str] = []
-        self.approved = False
+class Order(orders.Order):
+    """The issue's sample (its signals, queries and update), paying with the Payment child."""
 
     @workflow.run
     async def run(self, customer: str) -> dict:
@@ -47,14 +44,6 @@ class Order:
         except workflow.ChildWorkflowError as err:
             receipt = f"failed: {err.cause}"
         return {"items": self.items, "receipt": receipt}
-
-    @workflow.signal
-    def add_item(self, item: str) -> None:
-        self.items.append(item)
-
-    @workflow.signal(name="approve")
-    async def approve(self) -> None:
-        self.approved = True
 
 
 @workflow.defn

@@ -18,6 +18,11 @@ import time
 import orjson
 import pytest
 
+from tests.support.crash_chaos import (
+    KILLS_EACH,
+    kill_at_random_moments,
+    stop_workers_that_lived,
+)
 from tests.support.crash_workflow_checks import (
     COMPLETED,
     Starter,
@@ -37,32 +42,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 COUNT = 1000
 QUEUE = "crashy-flows"
-KILLS_EACH = 5
 WORKFLOW = "tests.support.crash_workflows:ThreeStepsAndATimer"
 ACTIVITY = "tests.support.crash_workflows:crash_step"
-
-
-def _kill_at_random_moments(rng: random.Random, engine, workers: list, ids: list[str], starter: Starter,
-                            completed) -> list[tuple[int, int]]:
-    """SIGKILL and restart the engine and each worker KILLS_EACH times, in random order. Before
-    each kill a new slice of the workflows is started, so every kill finds runs at every
-    stage; after each restart wait until the process has its partitions back, so that work
-    goes on between kills. Returns (submitted, completed) workflows at each kill."""
-    victims = [engine, *workers] * KILLS_EACH
-    rng.shuffle(victims)
-    slices = [ids[n::len(victims) + 1] for n in range(len(victims) + 1)]
-    progress = []
-    for victim, workflow_ids in zip(victims, slices):
-        starter.start(workflow_ids)
-        time.sleep(rng.uniform(0.3, 1.5))  # a run takes about 2 s: most kills catch this slice running
-        assert victim.alive(), f"{victim.log_path.name}: the process died by itself:\n{victim.log_text()[-3000:]}"
-        progress.append((starter.submitted(), completed()))
-        victim.kill()
-        mark = len(victim.log_text())
-        victim.start()
-        victim.wait_for_log("partitions_assigned" if victim is engine else "workflow_tasks_assigned", since=mark)
-    starter.start(slices[-1])
-    return progress
 
 
 def _completed_attempts(history: list) -> dict[int, int]:
@@ -106,10 +87,7 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
     try:
         start_processes(engine, workers)
         starter = Starter(bootstrap, namespace, QUEUE)
-        def completed() -> int:
-            events.read_available()
-            return events.count_value("WORKFLOW", COMPLETED)
-        progress = _kill_at_random_moments(rng, engine, workers, ids, starter, completed)
+        progress = kill_at_random_moments(rng, engine, workers, ids, starter, events)
         chaos_s = time.monotonic() - began
         in_flight = sum(submitted > done for submitted, done in progress)
         assert in_flight >= len(progress) // 2, f"most kills found no workflow running: {progress}"
@@ -121,9 +99,7 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
             for p in (*workers, engine):
                 p.stop()
             raise AssertionError(f"stuck; open activities: {open_activities(tmp_path / 'state')}") from None
-        for w in workers:
-            assert w.alive(), f"{w.log_path.name}: the process died by itself:\n{w.log_text()[-3000:]}"
-            w.stop()
+        stop_workers_that_lived(workers)
         sample = histories_from_the_client(bootstrap, namespace, rng.sample(ids, 20))
         # Stop the engine cleanly, then read the events topic to its end: no late duplicate hides.
         engine.stop()

@@ -20,7 +20,13 @@ import time
 import orjson
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from streamproc.client import Client, WorkflowAlreadyStartedError
 from streamproc.kafka.config import consumer_config
@@ -28,7 +34,11 @@ from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.topics import Topics
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history import check_well_formed
-from streamproc.semantics.workflow_ids import WorkflowExecutionStatus, WorkflowIdReusePolicy
+from streamproc.semantics.workflow_ids import (
+    WorkflowExecutionStatus,
+    WorkflowIdReusePolicy,
+)
+from tests.support.crash_chaos import stop_workers_that_lived
 from tests.support.crash_workflow_checks import (
     COMPLETED,
     Runs,
@@ -222,9 +232,7 @@ def test_workflows_survive_an_engine_killed_without_its_disk_and_a_restore_of_ev
         new_runs = _closed_runs_survive_restore(bootstrap, namespace, runs, ids + late_ids)
         sample = histories_from_the_client(bootstrap, namespace, [*ids[::10], *late_ids[::5]])
 
-        for w in workers:
-            assert w.alive(), f"{w.log_path.name}: the process died by itself:\n{w.log_text()[-3000:]}"
-            w.stop()
+        stop_workers_that_lived(workers)
         c.stop()
         events.read_to_end(timeout=60)
         assert open_activities(tmp_path / "c") == []

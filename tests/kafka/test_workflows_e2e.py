@@ -188,13 +188,20 @@ def test_starting_a_running_workflow_id_again_is_refused_with_temporals_message(
     first.terminate("done with it")
 
 
-def test_a_cancel_the_workflow_handles_runs_its_cleanup_then_ends_canceled(env):
-    handle = env.start(CancellableOrder.run, "order-3", "order-3")
-    env.wait_for_event("order-3", "TIMER_STARTED")
-    handle.cancel("customer changed their mind")
+def _end_a_sleeping_order(env, workflow_id: str, end) -> tuple:
+    """Start a CancellableOrder, `end(handle)` it once it sleeps; returns the handle and the
+    WorkflowFailureError its result raised."""
+    handle = env.start(CancellableOrder.run, workflow_id, workflow_id)
+    env.wait_for_event(workflow_id, "TIMER_STARTED")
+    end(handle)
     with pytest.raises(WorkflowFailureError) as raised:
         handle.result(60)
-    assert isinstance(raised.value.cause, CancelledError)
+    return handle, raised.value
+
+
+def test_a_cancel_the_workflow_handles_runs_its_cleanup_then_ends_canceled(env):
+    handle, error = _end_a_sleeping_order(env, "order-3", lambda h: h.cancel("customer changed their mind"))
+    assert isinstance(error.cause, CancelledError)
     history = history_of(handle)
     assert check_well_formed(history) == []
     types = [t.name for _, t, _ in history]
@@ -204,12 +211,8 @@ def test_a_cancel_the_workflow_handles_runs_its_cleanup_then_ends_canceled(env):
 
 
 def test_terminate_ends_the_run_at_once_without_running_its_code(env):
-    handle = env.start(CancellableOrder.run, "order-4", "order-4")
-    env.wait_for_event("order-4", "TIMER_STARTED")
-    handle.terminate("by the test")
-    with pytest.raises(WorkflowFailureError) as raised:
-        handle.result(60)
-    assert isinstance(raised.value.cause, TerminatedError) and raised.value.cause.message == "by the test"
+    handle, error = _end_a_sleeping_order(env, "order-4", lambda h: h.terminate("by the test"))
+    assert isinstance(error.cause, TerminatedError) and error.cause.message == "by the test"
     history = history_of(handle)
     assert check_well_formed(history) == []
     assert history[-1][1] is EventType.WORKFLOW_EXECUTION_TERMINATED

@@ -30,9 +30,9 @@ from streamproc.semantics import (
     schedule_activity,
     start_attempt,
 )
+from tests.support.vector_times import S
 
 T0 = datetime(2026, 5, 4, 12, 0, tzinfo=timezone.utc)
-S = timedelta(seconds=1)
 HANG = AttemptPlan()  # picked up at once, then never answers
 STC_FAILURE = TimeoutFailure(
     message="activity StartToClose timeout", timeout_type=TimeoutType.START_TO_CLOSE

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
@@ -22,12 +22,7 @@ from streamproc.semantics import (
     retry_expiration,
     timed_out_event_failure,
 )
-
-T = datetime(2026, 5, 4, tzinfo=timezone.utc)
-S = timedelta(seconds=1)
-M = timedelta(minutes=1)
-H = timedelta(hours=1)
-NONE = timedelta(0)
+from tests.support.vector_times import NONE, H, M, S, T
 
 
 def timeouts(s2c=NONE, s2s=NONE, stc=NONE, hb=NONE) -> ActivityTimeouts:

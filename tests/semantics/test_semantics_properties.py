@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from fractions import Fraction
 
 from hypothesis import assume, given, settings
@@ -28,8 +28,7 @@ from streamproc.semantics import (
     workflow_retry_decision,
 )
 from streamproc.semantics.backoff import _go_pow_int
-
-T = datetime(2026, 5, 4, tzinfo=timezone.utc)
+from tests.support.vector_times import T
 
 millis = st.integers(min_value=1, max_value=10**9).map(lambda ms: timedelta(milliseconds=ms))
 optional_millis = st.one_of(st.just(timedelta(0)), millis)

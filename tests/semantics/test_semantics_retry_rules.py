@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
@@ -34,10 +34,7 @@ from streamproc.semantics import (
     workflow_execution_expiration,
 )
 from streamproc.semantics.durations import INT64_MAX
-
-T = datetime(2026, 5, 4, tzinfo=timezone.utc)
-S = timedelta(seconds=1)
-
+from tests.support.vector_times import S, T
 
 # --- 1.1 defaults -------------------------------------------------------------------
 
@@ -287,52 +284,31 @@ def test_interval_matches_go_math_pow_bit_for_bit(initial_ns, coefficient, attem
     assert exponential_backoff_ns(initial, coefficient, attempt) == expected_ns
 
 
+def backoff(attempt: int, initial: timedelta, maximum: timedelta):
+    """The decision for `attempt` of a policy doubling from `initial` up to `maximum`, with no
+    attempt limit."""
+    return next_backoff_interval(now=T, attempt=attempt, maximum_attempts=0, initial_interval=initial,
+                                 maximum_interval=maximum, backoff_coefficient=2.0)
+
+
 def test_interval_overflow_clamps_to_int64_max_then_maximum_interval() -> None:
     assert exponential_backoff_ns(100 * S, 2.0, 100) == INT64_MAX
-    decision = next_backoff_interval(
-        now=T,
-        attempt=100,
-        maximum_attempts=0,
-        initial_interval=100 * S,
-        maximum_interval=200 * S,
-        backoff_coefficient=2.0,
-    )
+    decision = backoff(attempt=100, initial=100 * S, maximum=200 * S)
     assert (decision.retry_state, decision.delay) == (RetryState.IN_PROGRESS, 200 * S)
 
 
 def test_attempt_below_one_counts_as_one() -> None:
-    decision = next_backoff_interval(
-        now=T,
-        attempt=0,
-        maximum_attempts=0,
-        initial_interval=3 * S,
-        maximum_interval=100 * S,
-        backoff_coefficient=2.0,
-    )
+    decision = backoff(attempt=0, initial=3 * S, maximum=100 * S)
     assert decision.delay == 3 * S
 
 
 def test_zero_maximum_with_zero_interval_is_timeout() -> None:
-    decision = next_backoff_interval(
-        now=T,
-        attempt=1,
-        maximum_attempts=0,
-        initial_interval=timedelta(0),
-        maximum_interval=timedelta(0),
-        backoff_coefficient=2.0,
-    )
+    decision = backoff(attempt=1, initial=timedelta(0), maximum=timedelta(0))
     assert (decision.retry_state, decision.delay) == (RetryState.TIMEOUT, None)
 
 
 def test_zero_maximum_means_uncapped() -> None:
-    decision = next_backoff_interval(
-        now=T,
-        attempt=30,
-        maximum_attempts=0,
-        initial_interval=1 * S,
-        maximum_interval=timedelta(0),
-        backoff_coefficient=2.0,
-    )
+    decision = backoff(attempt=30, initial=1 * S, maximum=timedelta(0))
     assert decision.delay == 2**29 * S
 
 

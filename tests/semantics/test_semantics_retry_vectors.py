@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
@@ -21,9 +21,7 @@ from streamproc.semantics import (
     workflow_execution_expiration,
     workflow_retry_decision,
 )
-
-T = datetime(2026, 5, 4, 0, 0, tzinfo=timezone.utc)
-S = timedelta(seconds=1)
+from tests.support.vector_times import S, T
 
 
 def activity_delay(policy: RetryPolicy | None, attempt: int, failure=None, **kwargs):

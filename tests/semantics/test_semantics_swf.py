@@ -25,8 +25,7 @@ from streamproc.semantics import (
     timeout_type_from_swf,
     timeout_type_to_swf,
 )
-
-S = timedelta(seconds=1)
+from tests.support.vector_times import S
 
 
 @pytest.mark.parametrize(

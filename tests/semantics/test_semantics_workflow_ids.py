@@ -197,27 +197,25 @@ def test_ID4_terminate_if_running_terminates_and_starts() -> None:
     assert decision.identity == HISTORY_SERVICE_IDENTITY
 
 
-def test_ID5_completed_with_failed_only_is_rejected() -> None:
-    decision = resolve(CurrentRun("r1", Status.COMPLETED), reuse=Reuse.ALLOW_DUPLICATE_FAILED_ONLY)
+@pytest.mark.parametrize(("status", "reuse", "message"), [
+    pytest.param(Status.COMPLETED, Reuse.ALLOW_DUPLICATE_FAILED_ONLY,
+                 "Workflow execution already finished successfully. WorkflowId: w, RunId: r1."
+                 " Workflow Id reuse policy: allow duplicate workflow Id if last run failed.",
+                 id="ID5-completed-with-failed-only"),
+    pytest.param(Status.FAILED, Reuse.REJECT_DUPLICATE,
+                 "Workflow execution already finished. WorkflowId: w, RunId: r1."
+                 " Workflow Id reuse policy: reject duplicate workflow Id.",
+                 id="ID7-failed-with-reject-duplicate"),
+])
+def test_ID5_ID7_a_closed_run_the_reuse_policy_keeps_rejects_the_start(status, reuse, message) -> None:
+    decision = resolve(CurrentRun("r1", status), reuse=reuse)
     assert decision.action is WorkflowIdAction.ALREADY_STARTED
-    assert decision.message == (
-        "Workflow execution already finished successfully. WorkflowId: w, RunId: r1."
-        " Workflow Id reuse policy: allow duplicate workflow Id if last run failed."
-    )
+    assert decision.message == message
 
 
 def test_ID6_timed_out_with_failed_only_starts() -> None:
     decision = resolve(CurrentRun("r1", Status.TIMED_OUT), reuse=Reuse.ALLOW_DUPLICATE_FAILED_ONLY)
     assert decision == WorkflowIdDecision(WorkflowIdAction.START, "w", "r2", started=True)
-
-
-def test_ID7_failed_with_reject_duplicate_is_rejected() -> None:
-    decision = resolve(CurrentRun("r1", Status.FAILED), reuse=Reuse.REJECT_DUPLICATE)
-    assert decision.action is WorkflowIdAction.ALREADY_STARTED
-    assert decision.message == (
-        "Workflow execution already finished. WorkflowId: w, RunId: r1."
-        " Workflow Id reuse policy: reject duplicate workflow Id."
-    )
 
 
 def test_ID8_signal_with_start_delivers_to_the_running_run() -> None:

@@ -38,12 +38,7 @@ from streamproc.semantics import (
     workflow_run_deadlines,
     workflow_task_timeout_for_attempt,
 )
-
-T = datetime(2026, 5, 4, tzinfo=timezone.utc)
-S = timedelta(seconds=1)
-M = timedelta(minutes=1)
-H = timedelta(hours=1)
-NONE = timedelta(0)
+from tests.support.vector_times import NONE, H, M, S, T
 
 
 def timeouts(execution=NONE, run=NONE, task=NONE) -> WorkflowTimeouts:

@@ -22,13 +22,6 @@ class SleepsForReal:
         await asyncio.sleep(1)
 
 
-def test_asyncio_sleep_with_real_time_fails_the_task_and_says_what_to_use():
-    outcome = Run(SleepsForReal).activate()
-    assert outcome.cause == "WORKFLOW_WORKER_UNHANDLED_FAILURE"
-    assert outcome.failure["type"] == "NondeterministicCallError"
-    assert "use workflow.sleep()" in outcome.failure["message"]
-
-
 @workflow.defn
 class UsesAThread:
     @workflow.run
@@ -36,10 +29,15 @@ class UsesAThread:
         await asyncio.get_running_loop().run_in_executor(None, print)
 
 
-def test_executors_are_refused_inside_workflow_code():
-    outcome = Run(UsesAThread).activate()
+@pytest.mark.parametrize(("workflow_cls", "says"), [
+    pytest.param(SleepsForReal, "use workflow.sleep()", id="asyncio-sleep-with-real-time"),
+    pytest.param(UsesAThread, "activity", id="an-executor"),
+])
+def test_real_time_and_executors_fail_the_task_and_say_what_to_use(workflow_cls, says):
+    outcome = Run(workflow_cls).activate()
+    assert outcome.cause == "WORKFLOW_WORKER_UNHANDLED_FAILURE"
     assert outcome.failure["type"] == "NondeterministicCallError"
-    assert "activity" in outcome.failure["message"]
+    assert says in outcome.failure["message"]
 
 
 @workflow.defn

@@ -17,14 +17,19 @@ def _complete(commands):
     return [c for c in commands if c["type"] == "COMPLETE_WORKFLOW_EXECUTION"]
 
 
+def _completions_of_the_next_task(run):
+    """Schedule a workflow task and run it: the COMPLETE_WORKFLOW_EXECUTION commands it issued."""
+    run.history.schedule_task()
+    return _complete(run.step())
+
+
 def test_signals_reach_their_handlers_in_the_order_recorded_and_complete_the_run():
     run = Run(Order, "ann")
     run.step()
     for item in ("a", "b", "c"):
         run.history.signaled("add_item", [item])
     run.history.signaled("approve")
-    run.history.schedule_task()
-    (close,) = _complete(run.step())
+    (close,) = _completions_of_the_next_task(run)
     assert close["result"] == '{"customer":"ann","items":["a","b","c"]}'
     assert run.replay().commands == []  # the recorded history replays without a mismatch
 
@@ -58,8 +63,7 @@ def test_a_signal_with_no_handler_waits_for_one_set_later():
     run.history.signaled("late", ["one"])
     run.history.signaled("late", ["two"])
     run.history.timer_fired("1")
-    run.history.schedule_task()
-    (close,) = _complete(run.step())
+    (close,) = _completions_of_the_next_task(run)
     assert close["result"] == '["one","two"]'
 
 
@@ -82,8 +86,7 @@ def test_a_dynamic_signal_handler_gets_the_name_and_the_arguments():
     run.step()
     run.history.signaled("x", [1])
     run.history.signaled("y", [2, 3])
-    run.history.schedule_task()
-    (close,) = _complete(run.step())
+    (close,) = _completions_of_the_next_task(run)
     assert close["result"] == '[["x",1],["y",2,3]]'
 
 
@@ -121,8 +124,7 @@ def test_queries_read_state_and_fail_clearly():
         run.instance.query("sneaky", "[]")
     # the failed query changed nothing: the next task still replays and completes
     run.history.signaled("approve")
-    run.history.schedule_task()
-    assert _complete(run.step())
+    assert _completions_of_the_next_task(run)
     assert run.replay().commands == []
 
 
@@ -182,8 +184,7 @@ def test_all_handlers_finished_waits_for_async_handlers():
     commands = run.step()
     assert [c["type"] for c in commands] == ["START_TIMER"]  # not complete: the handler still sleeps
     run.history.timer_fired(commands[0]["timer_id"])
-    run.history.schedule_task()
-    assert _complete(run.step())
+    assert _completions_of_the_next_task(run)
 
 
 @workflow.defn

@@ -8,6 +8,7 @@ write what Temporal writes: no history event for a start or a retried attempt, a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -127,21 +128,30 @@ def _save(key: int, meta: ActivityMeta, state, ctx: ProcessingContext) -> None:
 
 def _open(cmd: Record, ctx: ProcessingContext, verb: str, *, started: bool) -> tuple[ActivityMeta, Any] | None:
     """The activity at the command's attempt (started or not, as asked), or None after rejecting."""
-    found = ctx.activities.get(cmd.key) if cmd.key >= 0 else None
-    prefix = f"Expected to {verb} activity with key '{cmd.key}' at attempt {cmd.value['attempt']}, but"
+    def problem(meta: ActivityMeta, state: Any) -> str | None:
+        if cmd.value["attempt"] != state.attempt:
+            return f"that attempt is over: the activity is at attempt {state.attempt}"
+        if started and state.started_time is None:
+            return "the attempt has not started"
+        if not started and (state.started_time is not None or not meta.dispatched):
+            return f"the attempt is {'already started' if state.started_time else 'not dispatched yet'}"
+        return None
+
+    return _checked(cmd, ctx, ctx.activities.get(cmd.key) if cmd.key >= 0 else None,
+                    f"Expected to {verb} activity with key '{cmd.key}' at attempt {cmd.value['attempt']}, but", problem)
+
+
+def _checked(cmd: Record, ctx: ProcessingContext, found: tuple[ActivityMeta, Any] | None, prefix: str,
+             problem: Callable[[ActivityMeta, Any], str | None]) -> tuple[ActivityMeta, Any] | None:
+    """`found` if an activity is open and `problem` finds nothing wrong with the command,
+    else None after rejecting it (NOT_FOUND, or INVALID_STATE with the problem)."""
     if found is None:
         ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"{prefix} no such activity is open")
         return None
-    meta, state = found
-    if cmd.value["attempt"] != state.attempt:
-        reason = f"{prefix} that attempt is over: the activity is at attempt {state.attempt}"
-    elif started and state.started_time is None:
-        reason = f"{prefix} the attempt has not started"
-    elif not started and (state.started_time is not None or not meta.dispatched):
-        reason = f"{prefix} the attempt is {'already started' if state.started_time else 'not dispatched yet'}"
-    else:
-        return meta, state
-    ctx.out.reject(cmd, RejectionType.INVALID_STATE, reason)
+    reason = problem(*found)
+    if reason is None:
+        return found
+    ctx.out.reject(cmd, RejectionType.INVALID_STATE, f"{prefix} {reason}")
     return None
 
 
@@ -234,22 +244,18 @@ def _retry(key: int, meta: ActivityMeta, retry: ActivityRetry, ctx: ProcessingCo
 
 def _armed_timer(cmd: Record, ctx: ProcessingContext, kind: str) -> tuple[ActivityMeta, Any] | None:
     """TIME_OUT / DISPATCH come from the checker, maybe twice or late: re-check the timer."""
-    found = ctx.activities.get(cmd.key)
     due = cmd.value["timer_due_ms"]
-    prefix = f"Expected to fire the {kind} timer due at {due} of activity with key '{cmd.key}', but"
-    if found is None:
-        ctx.out.reject(cmd, RejectionType.NOT_FOUND, f"{prefix} no such activity is open")
+
+    def problem(meta: ActivityMeta, state: Any) -> str | None:
+        timer = meta.timer
+        if timer is None or timer.due_ms != due or timer.kind != kind:
+            return f"the armed timer is {list(timer) if timer else None}"
+        if due > ctx.now_ms:
+            return f"it is not due yet (now {ctx.now_ms})"
         return None
-    meta, state = found
-    timer = meta.timer
-    if timer is None or timer.due_ms != due or timer.kind != kind:
-        reason = f"{prefix} the armed timer is {list(timer) if timer else None}"
-    elif due > ctx.now_ms:
-        reason = f"{prefix} it is not due yet (now {ctx.now_ms})"
-    else:
-        return meta, state
-    ctx.out.reject(cmd, RejectionType.INVALID_STATE, reason)
-    return None
+
+    return _checked(cmd, ctx, ctx.activities.get(cmd.key),
+                    f"Expected to fire the {kind} timer due at {due} of activity with key '{cmd.key}', but", problem)
 
 
 def dispatch(cmd: Record, ctx: ProcessingContext) -> None:

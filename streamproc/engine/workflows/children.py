@@ -13,6 +13,7 @@ parent close policy is applied to the children still open whenever the parent cl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -114,11 +115,26 @@ def _parent_and_child(cmd: Record, ctx: ProcessingContext) -> tuple[int, Workflo
     return run_key, run, initiated, child
 
 
-def child_started(cmd: Record, ctx: ProcessingContext) -> None:
-    found = _parent_and_child(cmd, ctx)
-    if found is None:
-        return
-    run_key, run, initiated, child = found
+def _reported_by_child(handle: Callable[[Record, ProcessingContext, int, WorkflowRun, int, RunChild], None]
+                       ) -> Callable[[Record, ProcessingContext], None]:
+    """A processor for what a child's chain reports to its parent: finds the parent's run and
+    the child (else rejects the command), lets `handle(cmd, ctx, run_key, run, initiated,
+    child)` record it, and stores the run."""
+    def process(cmd: Record, ctx: ProcessingContext) -> None:
+        found = _parent_and_child(cmd, ctx)
+        if found is None:
+            return
+        handle(cmd, ctx, *found)
+        run_key, run, _, _ = found
+        ctx.workflows.put(run_key, run)
+    process.__name__ = process.__qualname__ = handle.__name__
+    process.__doc__ = handle.__doc__
+    return process
+
+
+@_reported_by_child
+def child_started(cmd: Record, ctx: ProcessingContext, run_key: int, run: WorkflowRun, initiated: int,
+                  child: RunChild) -> None:
     started = command_attributes(cmd)
     child.run_id = started["workflow_execution"]["run_id"]
     if not run.is_open:
@@ -129,14 +145,11 @@ def child_started(cmd: Record, ctx: ProcessingContext) -> None:
         deliver(ctx, run_key, run, [PendingEvent(E.CHILD_WORKFLOW_EXECUTION_STARTED.name, {
             "namespace": "", "initiated_event_id": initiated, "workflow_execution": started["workflow_execution"],
             "workflow_type": child.workflow_type})])
-    ctx.workflows.put(run_key, run)
 
 
-def child_start_failed(cmd: Record, ctx: ProcessingContext) -> None:
-    found = _parent_and_child(cmd, ctx)
-    if found is None:
-        return
-    run_key, run, initiated, child = found
+@_reported_by_child
+def child_start_failed(cmd: Record, ctx: ProcessingContext, run_key: int, run: WorkflowRun, initiated: int,
+                       child: RunChild) -> None:
     if not run.is_open:
         del run.children[initiated]
     else:
@@ -145,14 +158,11 @@ def child_start_failed(cmd: Record, ctx: ProcessingContext) -> None:
             "namespace": "", "workflow_id": child.workflow_id, "workflow_type": child.workflow_type,
             "cause": command_attributes(cmd).get("cause") or ALREADY_EXISTS_CAUSE, "control": "",
             "initiated_event_id": initiated, "workflow_task_completed_event_id": 0})])
-    ctx.workflows.put(run_key, run)
 
 
-def child_closed(cmd: Record, ctx: ProcessingContext) -> None:
-    found = _parent_and_child(cmd, ctx)
-    if found is None:
-        return
-    run_key, run, initiated, child = found
+@_reported_by_child
+def child_closed(cmd: Record, ctx: ProcessingContext, run_key: int, run: WorkflowRun, initiated: int,
+                 child: RunChild) -> None:
     closed = command_attributes(cmd)
     if not run.is_open:
         del run.children[initiated]  # an abandoned child outlived its parent
@@ -160,4 +170,3 @@ def child_closed(cmd: Record, ctx: ProcessingContext) -> None:
         child.closed = True
         event_type = closed.pop("event_type")
         deliver(ctx, run_key, run, [PendingEvent(event_type, {"namespace": "", **closed})])
-    ctx.workflows.put(run_key, run)

@@ -69,25 +69,26 @@ def _sender(run: WorkflowRun, initiated_id: int, child_only: bool) -> str:
 
 def signal_external(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
                     eager_for: str | None) -> bool:
-    initiated = append(ctx, run_key, run, E.SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
-                       {**a, "workflow_task_completed_event_id": completed_id})
-    run.externals[initiated] = _SIGNAL
-    target = a["workflow_execution"]
-    ctx.out.command(WF, WorkflowIntent.SIGNAL, -1, {
-        "workflow_id": target["workflow_id"], "run_id": target["run_id"], "signal_name": a["signal_name"],
-        "input": a["input"], "identity": "", "attributes": _sender(run, initiated, a["child_workflow_only"])},
-        request_id=f"{run.run_id}/{initiated}")
-    return False
+    return _initiate(ctx, run_key, run, a, completed_id, E.SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED, _SIGNAL,
+                     WorkflowIntent.SIGNAL, {"signal_name": a["signal_name"], "input": a["input"]})
 
 
 def cancel_external(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
                     eager_for: str | None) -> bool:
-    initiated = append(ctx, run_key, run, E.REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
-                       {**a, "workflow_task_completed_event_id": completed_id})
-    run.externals[initiated] = _CANCEL
+    return _initiate(ctx, run_key, run, a, completed_id, E.REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
+                     _CANCEL, WorkflowIntent.REQUEST_CANCEL, {"reason": a["reason"]})
+
+
+def _initiate(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int, initiated_type: E,
+              kind: str, intent: WorkflowIntent, request: dict[str, Any]) -> bool:
+    """Write the INITIATED event, remember that it waits for an answer of `kind`, and send
+    `intent` with `request` to the target's partition, recorded once (its request id is
+    `<run id>/<initiated event id>`)."""
+    initiated = append(ctx, run_key, run, initiated_type, {**a, "workflow_task_completed_event_id": completed_id})
+    run.externals[initiated] = kind
     target = a["workflow_execution"]
-    ctx.out.command(WF, WorkflowIntent.REQUEST_CANCEL, -1, {
-        "workflow_id": target["workflow_id"], "run_id": target["run_id"], "reason": a["reason"], "identity": "",
+    ctx.out.command(WF, intent, -1, {
+        "workflow_id": target["workflow_id"], "run_id": target["run_id"], **request, "identity": "",
         "attributes": _sender(run, initiated, a["child_workflow_only"])}, request_id=f"{run.run_id}/{initiated}")
     return False
 

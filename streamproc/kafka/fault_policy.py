@@ -1,0 +1,27 @@
+"""The engine's bounds for faults, shared by its recovery and its watchdog."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FaultPolicy"]
+
+
+@dataclass(frozen=True)
+class FaultPolicy:
+    """The engine's bounds for faults (seconds)."""
+
+    #: a commit may take the transaction timeout plus this before it is abandoned
+    commit_margin_s: float = 5.0
+    backoff_min_s: float = 0.1
+    backoff_max_s: float = 2.0
+    #: the watchdog: a stage stuck, or commits failing, this long is reported ...
+    stall_after_s: float = 15.0
+    #: ... once per this interval ...
+    stall_log_interval_s: float = 15.0
+    #: ... and after this long the Kafka clients are replaced.
+    rebuild_after_s: float = 60.0
+    conflict_limit: int = 3
+    conflict_window_s: float = 60.0
+    #: A consumer fencing counts towards a conflict only this long after every broker was lost.
+    consumer_fencing_after_s: float = 30.0
