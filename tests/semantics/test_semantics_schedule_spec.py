@@ -47,6 +47,8 @@ INVALID = [
     ("cron-zone-vs-name", {"cron_string": ["CRON_TZ=Europe/Paris 0 * * * *"], "timezone_name": "Asia/Tokyo"},
      "conflicting timezone names"),
     ("unknown-zone", {"timezone_name": "Mars/Olympus"}, "unknown time zone Mars/Olympus"),
+    ("cron-unknown-zone", {"cron_string": ["CRON_TZ=Mars/Olympus 0 * * * *"]}, "unknown time zone Mars/Olympus"),
+    ("every-sub-second", {"cron_string": ["@every 500ms"]}, "interval is too small"),
 ]
 
 
