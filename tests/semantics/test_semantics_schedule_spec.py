@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from streamproc.semantics import CompiledSpec, ScheduleSpecError, action_times, compile_spec, next_action_time
 
 H = 3_600_000
+M = 60_000
 
 
 def ms(text: str) -> int:
@@ -198,3 +199,43 @@ def test_a_sparse_zoned_spec_answers_quickly():
     assert time.perf_counter() - began < 0.05
     assert found.nominal_ms == ms("2099-06-01T04:00:00Z")
     assert next_action_time(spec, "", found.nominal_ms) is None
+
+
+# Answers of a real Temporal server (dev server 1.9.1 = Server 1.32.0) to the same specs,
+# through ListScheduleMatchingTimes and DescribeSchedule.
+
+def test_server_jitter_with_a_real_namespace_id_seed():
+    spec = compile_spec({"interval": [{"interval_ms": H}], "jitter_ms": 600_000})
+    seed = "01a21245-93bf-782b-8830-2d7cdfbb9d75-s-jitter"
+    found = action_times(spec, seed, ms("2026-05-04T10:00:00Z"), limit=3)
+    assert [t.actual_ms for t in found] == [ms("2026-05-04T11:00:35.903Z"), ms("2026-05-04T12:09:05.002Z"),
+                                            ms("2026-05-04T13:02:36.815Z")]
+
+
+def test_server_fold_hour_fires_twice_and_gap_hour_never():
+    fold = compile_spec({"calendar": [{"hour": "1", "minute": "30"}], "timezone_name": "America/New_York"})
+    assert [t.nominal_ms for t in action_times(fold, "", ms("2026-10-31T00:00:00Z"), limit=4)] == [
+        ms("2026-10-31T05:30:00Z"), ms("2026-11-01T05:30:00Z"), ms("2026-11-01T06:30:00Z"), ms("2026-11-02T06:30:00Z")]
+    gap = compile_spec({"cron_string": ["CRON_TZ=America/New_York 15,45 * * * *"]})
+    found = action_times(gap, "", ms("2026-03-08T05:00:00Z"), limit=100, until_ms=ms("2026-03-08T09:00:00Z"))
+    assert [t.nominal_ms for t in found] == [ms("2026-03-08T05:00:00Z") + k * 30 * M + 15 * M for k in range(8)]
+
+
+def test_server_compiled_sunday_ranges_and_unvalidated_excludes():
+    cal = compile_spec({"cron_string": ["0 0 * * 1-7/2"]}).to_dict()["structured_calendar"][0]
+    assert cal["day_of_week"] == [{"start": 0, "end": 0, "step": 1}, {"start": 1, "end": 6, "step": 2}]
+    # The server validates only the calendars, not the exclusions.
+    spec = compile_spec({"cron_string": ["0 * * * *"],
+                         "exclude_structured_calendar": [{"hour": [{"start": 30}], "day_of_week": [{"start": 9}]}]})
+    assert len(action_times(spec, "", ms("2026-05-04T00:00:00Z"), limit=3)) == 3
+
+
+@pytest.mark.parametrize("cron,reason", [
+    ("5/ * * * *", "Minute missing step value"),
+    ("5/x * * * *", 'strconv.Atoi: parsing "x": invalid syntax'),
+    ("61 25 * * *", "Minute is not in range [0-59], Hour is not in range [0-23]"),
+])
+def test_server_step_and_range_messages(cron, reason):
+    with pytest.raises(ScheduleSpecError) as caught:
+        compile_spec({"cron_string": [cron]})
+    assert caught.value.reason == reason
