@@ -239,3 +239,11 @@ def test_server_step_and_range_messages(cron, reason):
     with pytest.raises(ScheduleSpecError) as caught:
         compile_spec({"cron_string": [cron]})
     assert caught.value.reason == reason
+
+
+@given(st.binary(max_size=300))
+def test_pure_python_fingerprint32_equals_the_native_one(data):
+    farmhash = pytest.importorskip("farmhash")
+    from streamproc.semantics.farmhash32 import fingerprint32
+
+    assert fingerprint32(data) == farmhash.fingerprint32(data)
