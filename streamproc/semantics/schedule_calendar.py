@@ -62,7 +62,7 @@ class ScheduleRange:
 
 Ranges = tuple[ScheduleRange, ...]
 
-_ALL_SECONDS_OF_DAY_DEFAULTS: dict[str, Ranges] = {
+_SDK_DEFAULTS: dict[str, Ranges] = {
     # The Temporal Python SDK's ScheduleCalendarSpec defaults, used for a missing key.
     "second": (ScheduleRange(0, 0, 1),),
     "minute": (ScheduleRange(0, 0, 1),),
@@ -121,7 +121,7 @@ def structured_calendar_from_dict(value: object) -> StructuredCalendar:
     fields: dict[str, Ranges] = {}
     for name in CALENDAR_FIELDS:
         if name not in value or value[name] is None:
-            fields[name] = _ALL_SECONDS_OF_DAY_DEFAULTS[name]
+            fields[name] = _SDK_DEFAULTS[name]
             continue
         raw = value[name]
         if not isinstance(raw, (list, tuple)):

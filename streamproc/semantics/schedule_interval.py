@@ -84,4 +84,5 @@ def parse_go_duration_ms(text: str) -> int:
             value_ns += int(fraction) * scale // 10 ** len(fraction)
         total_ns += value_ns
         rest = rest[match.end():]
-    return sign * total_ns // 1_000_000 if sign > 0 else -(total_ns // 1_000_000)
+    total_ms = total_ns // 1_000_000  # Go's Duration.Milliseconds truncates toward zero
+    return total_ms if sign > 0 else -total_ms

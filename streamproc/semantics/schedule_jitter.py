@@ -5,15 +5,19 @@ followed by the seed ``<namespaceId>-<scheduleId>``, with FarmHash Fingerprint32
 scales the 32-bit hash into ``[0, max_jitter)`` milliseconds. Reproducing the bytes and
 the hash exactly gives the same jittered times as a Temporal server.
 
-FarmHash comes from ``pyfarmhash`` (Google's C++ FarmHash): its ``fingerprint32`` is the
-stable Fingerprint32, reproducing Temporal's vectors bit for bit.
+FarmHash comes from ``pyfarmhash`` (Google's C++ FarmHash, whose ``fingerprint32`` is
+the stable Fingerprint32) where it installs, else from the pure-Python ``farmhash32``;
+both reproduce Temporal's vectors bit for bit.
 """
 
 from __future__ import annotations
 
 import struct
 
-import farmhash
+try:
+    from farmhash import fingerprint32
+except ImportError:  # no wheel here: the pure-Python port (~20 us a hash instead of 0.2)
+    from streamproc.semantics.farmhash32 import fingerprint32
 
 __all__ = ["go_time_binary", "jitter_ms"]
 
@@ -33,5 +37,5 @@ def jitter_ms(seed: str, nominal_s: int, max_jitter_ms: int) -> int:
     cap = min(max(max_jitter_ms, 0), _UINT32_MAX)
     if cap == 0:
         return 0
-    fingerprint = farmhash.fingerprint32(go_time_binary(nominal_s) + seed.encode())
+    fingerprint = fingerprint32(go_time_binary(nominal_s) + seed.encode())
     return (fingerprint * cap) >> 32

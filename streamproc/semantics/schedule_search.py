@@ -38,7 +38,7 @@ def wall_fields(wall: int) -> tuple[int, int, int, int, int, int, int]:
 class CalendarMatcher:
     """A compiled ``StructuredCalendar`` (cleaned ranges): ``matches`` and ``next_wall``."""
 
-    __slots__ = ("years", "months", "days", "weekdays", "hours", "minutes", "seconds", "_year_set",
+    __slots__ = ("years", "months", "day_values", "days", "weekdays", "hours", "minutes", "seconds", "_year_set",
                  "_never")
 
     def __init__(self, calendar: StructuredCalendar) -> None:
@@ -46,7 +46,8 @@ class CalendarMatcher:
         self.years = _values(calendar.year, MIN_CALENDAR_YEAR, MAX_CALENDAR_YEAR) if calendar.year else None
         self._year_set = frozenset(self.years) if self.years is not None else None
         self.months = _values(calendar.month, 1, 12)
-        self.days = frozenset(_values(calendar.day_of_month, 1, 31))
+        self.day_values = _values(calendar.day_of_month, 1, 31)
+        self.days = frozenset(self.day_values)
         self.weekdays = frozenset(_values(calendar.day_of_week, 0, 6))
         self.hours = _values(calendar.hour, 0, 23)
         self.minutes = _values(calendar.minute, 0, 59)
@@ -64,11 +65,12 @@ class CalendarMatcher:
 
     def _first_day(self, year: int, month: int, day: int, last: int) -> int | None:
         """The first day >= ``day`` of the month whose date and weekday both match."""
-        weekday = (date(year, month, day).toordinal()) % 7
-        for candidate in range(day, last + 1):
-            if candidate in self.days and weekday in self.weekdays:
+        before_first = date(year, month, 1).toordinal() - 1
+        for candidate in self.day_values[bisect_left(self.day_values, day):]:
+            if candidate > last:
+                return None
+            if (before_first + candidate) % 7 in self.weekdays:
                 return candidate
-            weekday = (weekday + 1) % 7
         return None
 
     def next_wall(self, wall: int) -> int | None:
@@ -103,7 +105,8 @@ class CalendarMatcher:
                 month, day, hour, minute, second = self.months[index], 1, 0, 0, 0
             found = self._first_day(year, month, day, monthrange(year, month)[1])
             if found is None:
-                month, day, hour, minute, second = month + 1, 1, 0, 0, 0
+                year, month = (year, month + 1) if month < 12 else (year + 1, 1)
+                day, hour, minute, second = 1, 0, 0, 0
                 continue
             if found != day:
                 day, hour, minute, second = found, 0, 0, 0

@@ -218,9 +218,10 @@ def next_action_time(spec: CompiledSpec, seed: str, after_ms: int) -> ActionTime
         return None
     # Jitter never pushes an action past the next nominal time, excluded or not.
     max_jitter_ms = spec.jitter_ms
-    following = spec.raw_next_s(nominal)
-    if following is not None:
-        max_jitter_ms = min(max_jitter_ms, (following - nominal) * 1000)
+    if max_jitter_ms > 0:
+        following = spec.raw_next_s(nominal)
+        if following is not None:
+            max_jitter_ms = min(max_jitter_ms, (following - nominal) * 1000)
     return ActionTime(nominal * 1000, nominal * 1000 + jitter_ms(seed, nominal, max_jitter_ms))
 
 

@@ -10,6 +10,10 @@ the wall clock is the instant plus a constant, so the first matching wall time g
 first matching instant. Offset changes are found once per zone and year by probing
 ``zoneinfo`` and cached; two changes less than ``_PROBE_S`` apart would be missed, which
 no zone in the database has.
+
+Known difference: the reference server's search assumes DST shifts of one hour, so in
+Australia/Lord_Howe (a 30-minute shift) it fires a repeated wall time only at its second
+occurrence (observed on Server 1.32.0); this module follows the rule above and fires both.
 """
 
 from __future__ import annotations

@@ -135,9 +135,9 @@ def test_S42_hash_input_bytes_and_fingerprint():
 
     nominal_s = ms("2026-05-04T11:00:00Z") // 1000
     assert go_time_binary(nominal_s).hex() == "010000000ee18a733000000000ffff"
-    import farmhash
+    from streamproc.semantics.farmhash32 import fingerprint32
 
-    assert farmhash.fingerprint32(go_time_binary(nominal_s) + b"ns-id-1-my-schedule") == 3790806063
+    assert fingerprint32(go_time_binary(nominal_s) + b"ns-id-1-my-schedule") == 3790806063
     assert jitter_ms("ns-id-1-my-schedule", nominal_s, 600_000) == 529_569
 
 
@@ -162,3 +162,11 @@ def test_invalid_spec_vector(spec, reason):
     assert isinstance(caught.value, InvalidArgument)
     assert caught.value.reason == reason
     assert str(caught.value) == f"Invalid schedule spec: {reason}"
+
+
+def test_S42_with_the_pure_python_hash(monkeypatch):
+    from streamproc.semantics import farmhash32, schedule_jitter
+
+    monkeypatch.setattr(schedule_jitter, "fingerprint32", farmhash32.fingerprint32)
+    test_S42_jitter_is_deterministic_from_seed_and_capped_by_the_interval()
+    test_S44_empty_seed()
