@@ -12,7 +12,6 @@ one JSON document with ``--output json``.
 from __future__ import annotations
 
 import dataclasses
-import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,12 +32,11 @@ from streamproc.client.schedule_types import (
     spec_wire,
 )
 from streamproc.client.schedules import ScheduleUpdate
+from streamproc.semantics.go_duration import GoDurationError, parse_go_duration_ns
 
 _SCHEDULE_ID = click.option("--schedule-id", "-s", required=True, help="Schedule id.")
 _OVERLAP = click.option("--overlap-policy", type=click.Choice([p.name for p in ScheduleOverlapPolicy if p.value]),
                         default=None, help="What to do when a workflow of the schedule is still running.")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 #: The JSON calendar form's fields, in Temporal CLI's camelCase and in snake_case.
 _CALENDAR_KEYS = {"second": "second", "minute": "minute", "hour": "hour", "dayOfMonth": "day_of_month",
                   "day_of_month": "day_of_month", "month": "month", "year": "year", "dayOfWeek": "day_of_week",
@@ -46,11 +44,11 @@ _CALENDAR_KEYS = {"second": "second", "minute": "minute", "hour": "hour", "dayOf
 
 
 def duration(text: str) -> timedelta:
-    """``90s``, ``5m``, ``1h30m``, ``2d`` (Go duration syntax plus days)."""
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise click.BadParameter(f"not a duration like 90s, 5m, 1h30m or 2d: {text!r}")
-    return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
+    """``90s``, ``5m``, ``1h30m``, ``2d`` (Go duration syntax plus days, as Temporal's CLI)."""
+    try:
+        return timedelta(microseconds=parse_go_duration_ns(text, days=True) / 1000)
+    except GoDurationError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _time(text: str | None) -> datetime | None:
@@ -123,6 +121,13 @@ def _build(o: dict[str, Any]) -> Schedule:
     return Schedule(action, spec, policy, state)
 
 
+def _change(schedule_id: str, call, done: str) -> None:
+    """Run `call(client)`; one line says what was done (or, on error, what went wrong)."""
+    with Client(identity="streamproc-cli") as client:
+        _guarded(lambda: call(client))
+    click.echo(f"schedule {schedule_id} {done}")
+
+
 @click.group()
 def schedule() -> None:
     """Create, inspect, pause, trigger, backfill, update and delete schedules."""
@@ -134,9 +139,7 @@ def schedule() -> None:
 def schedule_create(schedule_id: str, **o: Any) -> None:
     """Create a schedule that starts a workflow at the times of its spec."""
     built = _build(o)
-    with Client(identity="streamproc-cli") as client:
-        _guarded(lambda: client.create_schedule(schedule_id, built))
-    click.echo(f"schedule {schedule_id} created")
+    _change(schedule_id, lambda client: client.create_schedule(schedule_id, built), "created")
 
 
 @schedule.command("update")
@@ -145,9 +148,8 @@ def schedule_create(schedule_id: str, **o: Any) -> None:
 def schedule_update(schedule_id: str, **o: Any) -> None:
     """Replace the schedule's spec, action, policies and state (counts and history stay)."""
     built = _build(o)
-    with Client(identity="streamproc-cli") as client:
-        _guarded(lambda: client.get_schedule_handle(schedule_id).update(lambda _: ScheduleUpdate(built)))
-    click.echo(f"schedule {schedule_id} updated")
+    _change(schedule_id, lambda client: client.get_schedule_handle(schedule_id).update(
+        lambda _: ScheduleUpdate(built)), "updated")
 
 
 @schedule.command("describe")
@@ -196,10 +198,10 @@ def schedule_list(output: str) -> None:
 
 
 def _toggle(schedule_id: str, pause: bool, reason: str | None) -> None:
-    with Client() as client:
+    def call(client: Client) -> None:
         handle = client.get_schedule_handle(schedule_id)
-        _guarded(lambda: handle.pause(note=reason) if pause else handle.unpause(note=reason))
-    click.echo(f"schedule {schedule_id} {'paused' if pause else 'unpaused'}")
+        handle.pause(note=reason) if pause else handle.unpause(note=reason)
+    _change(schedule_id, call, "paused" if pause else "unpaused")
 
 
 _REASON = click.option("--reason", default=None, help="Note why.")
@@ -235,10 +237,8 @@ def schedule_toggle(schedule_id: str, pause: bool, reason: str | None) -> None:
 @_OVERLAP
 def schedule_trigger(schedule_id: str, overlap_policy: str | None) -> None:
     """Take the action now, even when paused."""
-    with Client() as client:
-        _guarded(lambda: client.get_schedule_handle(schedule_id).trigger(
-            overlap=ScheduleOverlapPolicy[overlap_policy] if overlap_policy else None))
-    click.echo(f"schedule {schedule_id} triggered")
+    overlap = ScheduleOverlapPolicy[overlap_policy] if overlap_policy else None
+    _change(schedule_id, lambda client: client.get_schedule_handle(schedule_id).trigger(overlap=overlap), "triggered")
 
 
 @schedule.command("backfill")
@@ -250,15 +250,12 @@ def schedule_backfill(schedule_id: str, start_time: str, end_time: str, overlap_
     """Take the actions the spec has in a range of time, now."""
     backfill = ScheduleBackfill(_time(start_time), _time(end_time),
                                 ScheduleOverlapPolicy[overlap_policy] if overlap_policy else None)
-    with Client() as client:
-        _guarded(lambda: client.get_schedule_handle(schedule_id).backfill(backfill))
-    click.echo(f"schedule {schedule_id} backfill from {start_time} to {end_time} requested")
+    _change(schedule_id, lambda client: client.get_schedule_handle(schedule_id).backfill(backfill),
+            f"backfill from {start_time} to {end_time} requested")
 
 
 @schedule.command("delete")
 @_SCHEDULE_ID
 def schedule_delete(schedule_id: str) -> None:
     """Delete the schedule (workflows it started keep running)."""
-    with Client(identity="streamproc-cli") as client:
-        _guarded(lambda: client.get_schedule_handle(schedule_id).delete())
-    click.echo(f"schedule {schedule_id} deleted")
+    _change(schedule_id, lambda client: client.get_schedule_handle(schedule_id).delete(), "deleted")

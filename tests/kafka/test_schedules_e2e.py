@@ -8,10 +8,8 @@ from datetime import timedelta
 
 import orjson
 import pytest
-from click.testing import CliRunner
 
 from streamproc import workflow
-from streamproc.cli.main import main
 from streamproc.client import (
     Client,
     Schedule,
@@ -22,8 +20,8 @@ from streamproc.client import (
     ScheduleUpdate,
 )
 from streamproc.exceptions import InvalidArgument
-from streamproc.settings import Settings
 from streamproc.worker import Worker
+from tests.support.cli import cli_of, cli_settings
 from tests.support.engines import EngineThread
 
 pytestmark = pytest.mark.kafka
@@ -41,16 +39,8 @@ class Report:
 
 @pytest.fixture
 def env(bootstrap, namespace, tmp_path, monkeypatch):
-    monkeypatch.setenv("STREAMPROC_BOOTSTRAP", bootstrap)
-    monkeypatch.setenv("STREAMPROC_NAMESPACE", namespace)
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path,
-                        engine_id="schedules")
-    runner = CliRunner()
-
-    def cli(*args: str, code: int = 0) -> str:
-        result = runner.invoke(main, ["schedule", *args], catch_exceptions=False)
-        assert result.exit_code == code, result.output
-        return result.stdout if code == 0 else result.output
+    settings = cli_settings(bootstrap, namespace, tmp_path, monkeypatch, "schedules")
+    cli = cli_of("schedule")
 
     with EngineThread(settings, idle_poll_ms=10), Client(bootstrap, namespace) as client, \
             Worker(client, task_queue=QUEUE, workflows=[Report]):

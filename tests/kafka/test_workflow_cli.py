@@ -7,14 +7,12 @@ from datetime import timedelta
 
 import orjson
 import pytest
-from click.testing import CliRunner
 
 from streamproc import activity, workflow
-from streamproc.cli.main import main
 from streamproc.client import Client, WorkflowFailureError
 from streamproc.client.errors import TerminatedError
-from streamproc.settings import Settings
 from streamproc.worker import Worker
+from tests.support.cli import cli_of, cli_settings
 from tests.support.engines import EngineThread
 
 pytestmark = pytest.mark.kafka
@@ -83,19 +81,8 @@ class Tick:
 
 @pytest.fixture
 def cli(bootstrap, namespace, tmp_path, monkeypatch):
-    monkeypatch.setenv("STREAMPROC_BOOTSTRAP", bootstrap)
-    monkeypatch.setenv("STREAMPROC_NAMESPACE", namespace)
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path,
-                        engine_id="cli")
-    runner = CliRunner()
-
-    def run(*args: str, code: int = 0) -> str:
-        result = runner.invoke(main, ["workflow", *args], catch_exceptions=False)
-        assert result.exit_code == code, result.output
-        # On success stdout only: log lines of the engine and worker threads of this process
-        # go to the stderr the command's logging was configured with, which the runner
-        # captures too (a JSON document followed by a log line is not JSON).
-        return result.stdout if code == 0 else result.output
+    settings = cli_settings(bootstrap, namespace, tmp_path, monkeypatch, "cli")
+    run = cli_of("workflow")
 
     with EngineThread(settings, idle_poll_ms=10), Client(bootstrap, namespace) as client, \
             Worker(client, task_queue=QUEUE, workflows=[Greeter, Waiter, Mailbox, Tick], activities=[greet]):
