@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import faulthandler
+import os
 import signal
 import sys
 
 import click
 import orjson
 
+from streamproc.kafka.user_config import KafkaConfigError, user_properties
 from streamproc.logs import configure_logging
 from streamproc.settings import Settings
 
@@ -16,8 +18,24 @@ from streamproc.settings import Settings
 @click.group()
 @click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
               help="Log format (default: console on a terminal, json otherwise).")
-def main(log_format: str | None) -> None:
-    """streamproc: a durable workflow and job engine on Kafka."""
+@click.option("--bootstrap", default=None, metavar="HOST:PORT[,...]",
+              help="Kafka bootstrap servers (sets STREAMPROC_BOOTSTRAP).")
+@click.option("--namespace", default=None, help="Prefix of every topic and group (sets STREAMPROC_NAMESPACE).")
+def main(log_format: str | None, bootstrap: str | None, namespace: str | None) -> None:
+    """streamproc: a durable workflow and job engine on Kafka.
+
+    Secured clusters: any librdkafka property as STREAMPROC_KAFKA_<PROPERTY> (e.g.
+    STREAMPROC_KAFKA_SECURITY_PROTOCOL=SASL_SSL) or in a properties file named by
+    STREAMPROC_KAFKA_CONFIG.
+    """
+    # Through the environment: every command, and the processes it starts, read Settings.from_env.
+    for variable, value in (("STREAMPROC_BOOTSTRAP", bootstrap), ("STREAMPROC_NAMESPACE", namespace)):
+        if value is not None:
+            os.environ[variable] = value
+    try:  # a setting that would break a guarantee: one line before anything starts
+        user_properties()
+    except KafkaConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     configure_logging(log_format)
     # `kill -USR1 <pid>` writes every thread's stack to stderr: what a process that stopped
     # making progress is waiting on, without a debugger on the host.

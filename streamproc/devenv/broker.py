@@ -400,7 +400,10 @@ def ensure_broker(bootstrap_env: str = "STREAMPROC_BOOTSTRAP", *, timeout: float
     """
     named = os.environ.get(bootstrap_env, "").strip() if bootstrap_env else ""
     if named:
-        if broker_reachable(named, timeout=5.0):
+        from streamproc.kafka.user_config import user_properties  # a secured cluster's settings
+
+        client_config = {k: v for k, v in user_properties().items() if k != "bootstrap.servers"}
+        if broker_reachable(named, timeout=5.0, client_config=client_config):
             return named, None
         host_port = _first_host_port(named)
         if host_port is None or host_port[0] not in _LOOPBACK or "," in named:

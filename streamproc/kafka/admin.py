@@ -7,6 +7,7 @@ import time
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from streamproc.kafka.config import admin_config
 from streamproc.protocol.topics import Topics
 from streamproc.settings import Settings
 
@@ -34,7 +35,7 @@ class TopicAdmin:
         self.replication_factor = settings.replication_factor
         self._replication_config = ({"min.insync.replicas": str(settings.min_insync_replicas)}
                                     if settings.min_insync_replicas > 0 else {})
-        self._admin = AdminClient({"bootstrap.servers": bootstrap, **(client_config or {})})
+        self._admin = AdminClient(admin_config(bootstrap, **(client_config or {})))
         self._known: set[str] = set()
 
     def ensure_engine_topics(self, partitions: int) -> int:
