@@ -147,12 +147,12 @@ def engine_run(engine_id: str | None, max_batch: int) -> None:
     """Own the partitions the engine group gives this process, until SIGINT/SIGTERM."""
     from streamproc.engine.processing import Limits
     from streamproc.kafka.engine import Engine
-    from streamproc.kafka.errors import IdentityConflict
+    from streamproc.kafka.errors import IdentityConflict, StartRefused
 
     settings = Settings.from_env(engine_id=engine_id)
     try:
         _run_until_signal(Engine(settings, limits=Limits.from_settings(settings), max_batch=max_batch))
-    except IdentityConflict as exc:  # another live engine has this id: one line, exit 1
+    except (IdentityConflict, StartRefused) as exc:  # another live engine has this id, ...: one line, exit 1
         raise click.ClickException(str(exc)) from None
 
 
@@ -168,8 +168,13 @@ def topics_create(partitions: int | None) -> None:
     from streamproc.kafka.admin import TopicAdmin
     from streamproc.protocol.topics import Topics
 
+    from streamproc.kafka.errors import StartRefused
+
     s = Settings.from_env(partitions=partitions)
-    n = TopicAdmin(s.bootstrap, Topics(s.namespace)).ensure_engine_topics(s.partitions)
+    try:
+        n = TopicAdmin(s.bootstrap, Topics(s.namespace)).ensure_engine_topics(s.partitions)
+    except StartRefused as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"{s.namespace}: commands, events, changelog with {n} partitions")
 
 

@@ -37,7 +37,8 @@ from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import close_in_background, consume_available
 from streamproc.kafka.client_log import ClientLog
-from streamproc.kafka.errors import ClientFailure, IdentityConflict, Origin
+from streamproc.kafka.connection import check_connection
+from streamproc.kafka.errors import ClientFailure, IdentityConflict, Origin, StartRefused
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
@@ -128,6 +129,7 @@ class Engine:
         """Process until `stop()`. A failure aborts the transaction and rewinds the owned
         partitions to their last commit, then the loop goes on (see `_reconnect`); it ends
         only for `IdentityConflict`, which is raised."""
+        check_connection(self.settings.bootstrap)  # wrong credentials: refused now, not retried forever
         self._watchdog.start()
         try:
             while not self._stop.is_set():
@@ -137,13 +139,16 @@ class Engine:
                             break
                         self._reconnect()
                     self._step()
-                except IdentityConflict:
+                except (IdentityConflict, StartRefused):
                     raise
                 except Exception as exc:  # noqa: BLE001 - every failure is rewound (see recovery.py)
                     self._failed(exc)
         except IdentityConflict as exc:
             self.failure = exc
             log.error("engine_identity_conflict", error=str(exc))
+            raise
+        except StartRefused as exc:
+            log.error("engine_start_refused", error=str(exc))
             raise
         finally:
             self._watchdog.stop()
