@@ -8,9 +8,7 @@ start with one line saying so, instead of a silent retry loop.
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
 import time
 
 import orjson
@@ -88,12 +86,7 @@ def test_wrong_credentials_stop_the_engine_with_one_clear_line(secured_broker, t
     engine = engine_process(bootstrap, "secured-wrong", "wrong-engine", tmp_path / "state", tmp_path)
     engine.env.update(variables, STREAMPROC_KAFKA_SASL_PASSWORD="not-the-password", STREAMPROC_LOG_FORMAT="console")
     started = time.monotonic()
-    engine.start()
-    try:
-        code = engine.proc.wait(60)
-    except subprocess.TimeoutExpired:
-        engine.kill()
-        pytest.fail(f"the engine kept running with wrong credentials:\n{engine.log_text()[-2000:]}")
+    code = engine.start().wait_exit(60)
     elapsed = time.monotonic() - started
     text = engine.log_text()
     assert code == 1, text

@@ -3,8 +3,6 @@ a commands topic with another partition count than configured, a changelog not c
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -24,12 +22,7 @@ def _create(bootstrap: str, topics: dict[str, tuple[int, dict[str, str]]]) -> No
 def _refusal(bootstrap: str, namespace: str, tmp_path, partitions: int) -> str:
     engine = engine_process(bootstrap, namespace, "checked", tmp_path / "state", tmp_path, partitions=partitions)
     engine.env["STREAMPROC_LOG_FORMAT"] = "console"
-    engine.start()
-    try:
-        code = engine.proc.wait(45)
-    except subprocess.TimeoutExpired:
-        engine.kill()
-        pytest.fail(f"the engine started on topics it cannot use:\n{engine.log_text()[-2000:]}")
+    code = engine.start().wait_exit(45)
     text = engine.log_text()
     assert code == 1, text
     assert "Traceback" not in text
