@@ -81,14 +81,16 @@ def test_engine_and_worker_run_over_sasl_ssl(secured_broker, tmp_path, monkeypat
         engine.stop()
 
 
-def test_wrong_credentials_stop_the_engine_with_one_clear_line(secured_broker, tmp_path):
+@pytest.mark.parametrize("role", ["engine", "worker"])
+def test_wrong_credentials_stop_a_process_with_one_clear_line(secured_broker, tmp_path, role):
     bootstrap, variables = secured_broker
-    engine = engine_process(bootstrap, "secured-wrong", "wrong-engine", tmp_path / "state", tmp_path)
-    engine.env.update(variables, STREAMPROC_KAFKA_SASL_PASSWORD="not-the-password", STREAMPROC_LOG_FORMAT="console")
+    process = (engine_process(bootstrap, "secured-wrong", "wrong-engine", tmp_path / "state", tmp_path)
+               if role == "engine" else worker_process(bootstrap, "secured-wrong", "jobs", "wrong-worker", tmp_path))
+    process.env.update(variables, STREAMPROC_KAFKA_SASL_PASSWORD="not-the-password", STREAMPROC_LOG_FORMAT="console")
     started = time.monotonic()
-    code = engine.start().wait_exit(60)
+    code = process.start().wait_exit(60)
     elapsed = time.monotonic() - started
-    text = engine.log_text()
+    text = process.log_text()
     assert code == 1, text
     assert elapsed < 30, elapsed
     assert "Traceback" not in text
