@@ -143,3 +143,17 @@ def test_cli_bootstrap_and_namespace_set_what_the_variables_set(no_kafka_env):
         main.commands.pop("show-settings-for-test")
     assert result.exit_code == 0, result.output
     assert seen == {"bootstrap": "b1:9092", "namespace": "ns1"}
+
+
+def test_a_property_librdkafka_does_not_know_is_refused_in_one_line(no_kafka_env):
+    from streamproc.kafka.connection import check_connection
+    from streamproc.kafka.errors import StartRefused
+
+    no_kafka_env.setenv("STREAMPROC_KAFKA_SASL_JAAS_CONFIG", "org.apache.kafka...")  # Java clients' only
+    with pytest.raises(StartRefused, match="^Kafka client settings refused: Java JAAS configuration is not supported"):
+        check_connection("127.0.0.1:1", timeout_s=1)
+    no_kafka_env.delenv("STREAMPROC_KAFKA_SASL_JAAS_CONFIG")
+    no_kafka_env.setenv("STREAMPROC_KAFKA_CLIENT_DNS_LOOKUPS", "use_all_dns_ips")
+    with pytest.raises(StartRefused, match='^Kafka client settings refused: No such configuration property: '
+                                           '"client.dns.lookups"$'):
+        check_connection("127.0.0.1:1", timeout_s=1)

@@ -33,7 +33,10 @@ def check_connection(bootstrap: str, timeout_s: float = 15.0) -> None:
         (refused if error.code() in REFUSALS else unreachable).append(error)
 
     # Its own log lines say what on_error reports, once per retry: kept quiet.
-    admin = AdminClient(admin_config(bootstrap, error_cb=on_error, log_level=0))
+    try:
+        admin = AdminClient(admin_config(bootstrap, error_cb=on_error, log_level=0))
+    except KafkaException as exc:  # a property librdkafka does not know, or a value it refuses
+        raise StartRefused(f"Kafka client settings refused: {exc.args[0].str()}") from None
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:

@@ -108,6 +108,8 @@ class Engine:
         self._brokers_lost = False
         #: When (monotonic) the consumer last lost every broker (see recovery.py).
         self._brokers_lost_at = float("-inf")
+        # Settings or credentials the cluster refuses: StartRefused now, not retried forever.
+        check_connection(settings.bootstrap)
         self._client_log = ClientLog("engine", faults.stall_log_interval_s * 2)
         self._admin = TopicAdmin(settings.bootstrap, self.topics, {**RECONNECT, **self._client_log.config()})
         self._producers = TransactionalProducers(
@@ -129,7 +131,6 @@ class Engine:
         """Process until `stop()`. A failure aborts the transaction and rewinds the owned
         partitions to their last commit, then the loop goes on (see `_reconnect`); it ends
         only for `IdentityConflict`, which is raised."""
-        check_connection(self.settings.bootstrap)  # wrong credentials: refused now, not retried forever
         self._watchdog.start()
         try:
             while not self._stop.is_set():
