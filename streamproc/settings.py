@@ -7,9 +7,14 @@ import os
 import socket
 from pathlib import Path
 
+from streamproc.kafka.user_config import user_bootstrap
+
 #: Every variable streamproc reads, with what it means (also checked against docker-compose.yml).
 ENVIRONMENT = {
-    "STREAMPROC_BOOTSTRAP": "Kafka bootstrap servers (default 127.0.0.1:19092)",
+    "STREAMPROC_BOOTSTRAP": "Kafka bootstrap servers (default: bootstrap.servers of the Kafka properties, "
+                            "else 127.0.0.1:19092)",
+    "STREAMPROC_KAFKA_CONFIG": "a librdkafka properties file (key=value) applied to every Kafka client; "
+                               "STREAMPROC_KAFKA_<PROPERTY> variables (SASL_MECHANISMS: sasl.mechanisms) win over it",
     "STREAMPROC_NAMESPACE": "prefix of every topic and consumer group (default streamproc)",
     "STREAMPROC_PARTITIONS": "partitions of the commands/events/changelog topics, used when creating them (default 4)",
     "STREAMPROC_STATE_DIR": "where engines keep their RocksDB state (default ~/.local/state/streamproc)",
@@ -72,7 +77,7 @@ class Settings:
         if not partitions.isdigit() or not 1 <= int(partitions) <= 8192:
             raise ValueError(f"STREAMPROC_PARTITIONS must be an integer in [1, 8192], got {partitions!r}")
         values = dict(
-            bootstrap=_env("STREAMPROC_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+            bootstrap=_env("STREAMPROC_BOOTSTRAP", user_bootstrap() or DEFAULT_BOOTSTRAP),
             namespace=_env("STREAMPROC_NAMESPACE", DEFAULT_NAMESPACE),
             partitions=int(partitions),
             state_dir=Path(_env("STREAMPROC_STATE_DIR", str(DEFAULT_STATE_DIR))).expanduser(),

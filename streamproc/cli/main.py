@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import faulthandler
+import os
 import signal
 import sys
 
 import click
 import orjson
 
+from streamproc.kafka.user_config import KafkaConfigError, user_properties
 from streamproc.logs import configure_logging
 from streamproc.settings import Settings
 
@@ -16,8 +18,24 @@ from streamproc.settings import Settings
 @click.group()
 @click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
               help="Log format (default: console on a terminal, json otherwise).")
-def main(log_format: str | None) -> None:
-    """streamproc: a durable workflow and job engine on Kafka."""
+@click.option("--bootstrap", default=None, metavar="HOST:PORT[,...]",
+              help="Kafka bootstrap servers (sets STREAMPROC_BOOTSTRAP).")
+@click.option("--namespace", default=None, help="Prefix of every topic and group (sets STREAMPROC_NAMESPACE).")
+def main(log_format: str | None, bootstrap: str | None, namespace: str | None) -> None:
+    """streamproc: a durable workflow and job engine on Kafka.
+
+    Secured clusters: any librdkafka property as STREAMPROC_KAFKA_<PROPERTY> (e.g.
+    STREAMPROC_KAFKA_SECURITY_PROTOCOL=SASL_SSL) or in a properties file named by
+    STREAMPROC_KAFKA_CONFIG.
+    """
+    # Through the environment: every command, and the processes it starts, read Settings.from_env.
+    for variable, value in (("STREAMPROC_BOOTSTRAP", bootstrap), ("STREAMPROC_NAMESPACE", namespace)):
+        if value is not None:
+            os.environ[variable] = value
+    try:  # a setting that would break a guarantee: one line before anything starts
+        user_properties()
+    except KafkaConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     configure_logging(log_format)
     # `kill -USR1 <pid>` writes every thread's stack to stderr: what a process that stopped
     # making progress is waiting on, without a debugger on the host.
@@ -129,12 +147,12 @@ def engine_run(engine_id: str | None, max_batch: int) -> None:
     """Own the partitions the engine group gives this process, until SIGINT/SIGTERM."""
     from streamproc.engine.processing import Limits
     from streamproc.kafka.engine import Engine
-    from streamproc.kafka.errors import IdentityConflict
+    from streamproc.kafka.errors import IdentityConflict, StartRefused
 
     settings = Settings.from_env(engine_id=engine_id)
     try:
         _run_until_signal(Engine(settings, limits=Limits.from_settings(settings), max_batch=max_batch))
-    except IdentityConflict as exc:  # another live engine has this id: one line, exit 1
+    except (IdentityConflict, StartRefused) as exc:  # another live engine has this id, ...: one line, exit 1
         raise click.ClickException(str(exc)) from None
 
 
@@ -150,8 +168,13 @@ def topics_create(partitions: int | None) -> None:
     from streamproc.kafka.admin import TopicAdmin
     from streamproc.protocol.topics import Topics
 
+    from streamproc.kafka.errors import StartRefused
+
     s = Settings.from_env(partitions=partitions)
-    n = TopicAdmin(s.bootstrap, Topics(s.namespace)).ensure_engine_topics(s.partitions)
+    try:
+        n = TopicAdmin(s.bootstrap, Topics(s.namespace)).ensure_engine_topics(s.partitions)
+    except StartRefused as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"{s.namespace}: commands, events, changelog with {n} partitions")
 
 

@@ -60,6 +60,7 @@ def worker_run(task_queue: str, handler: str, worker_id: str | None, backoff_s: 
     """Join TASK_QUEUE's consumer group and run HANDLER for its jobs until SIGINT/SIGTERM."""
     from streamproc.worker.job_worker import JobWorker
 
+    _check_connection()
     w = JobWorker(task_queue, _load_handler(handler), worker_id=worker_id,
                   retry_backoff=timedelta(seconds=backoff_s), max_concurrent=max_concurrent,
                   start_unconfirmed=start_unconfirmed)
@@ -94,6 +95,7 @@ def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[
     workflow_classes = [_load_definition(spec, "Class", WorkflowDefinition.of) for spec in workflows]
     activity_functions = [_load_definition(spec, "function", ActivityDefinition.of) for spec in activities]
     s = Settings.from_env()
+    _check_connection()
     with Client(s.bootstrap, s.namespace) as client:
         try:
             w = Worker(client, task_queue=task_queue, workflows=workflow_classes, activities=activity_functions,
@@ -103,6 +105,17 @@ def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[
             raise click.UsageError(str(exc)) from None
         w.run()  # in the main thread: SIGINT / SIGTERM stop it
     _exit_past_stuck_handlers()
+
+
+def _check_connection() -> None:
+    """Credentials or TLS settings the cluster refuses: one line and exit 1, not a silent wait."""
+    from streamproc.kafka.connection import check_connection
+    from streamproc.kafka.errors import StartRefused
+
+    try:
+        check_connection(Settings.from_env().bootstrap)
+    except StartRefused as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _exit_past_stuck_handlers(grace_s: float = 1.0) -> None:

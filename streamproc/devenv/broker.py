@@ -59,6 +59,7 @@ from streamproc.devenv.broker_config import (advertised_port, broker_log_config,
 from streamproc.devenv.broker_errors import BrokerError
 from streamproc.devenv.broker_install import find_main_classes, install_jars, jars_installed
 from streamproc.devenv.broker_jvm import check_java, find_java, jvm_command
+from streamproc.devenv.broker_security import SaslSslListener
 from streamproc.devenv.broker_probe import (answers_metadata, broker_reachable, check_ports_free, metadata_client,
                                             port_accepts)
 from streamproc.devenv.broker_process import (file_lock, is_alive, read_pid, rss_bytes, runs_broker_with, send_signal,
@@ -90,6 +91,7 @@ class LocalBroker:
         heap: str | None = None,
         extra_properties: Mapping[str, Any] | None = None,
         cluster_id: str | None = None,
+        sasl_ssl: SaslSslListener | None = None,
     ) -> None:
         self.port = int(port if port is not None else port_from_env(ENV_PORT) or DEFAULT_PORT)
         if controller_port is None:
@@ -104,6 +106,8 @@ class LocalBroker:
         self.extra_properties = dict(extra_properties or {})
         #: The id its storage is formatted with: one shared by the nodes of a cluster (else random).
         self.cluster_id = cluster_id
+        #: An extra SASL_SSL listener (TLS + SCRAM-SHA-512) beside the PLAINTEXT one, or None.
+        self.sasl_ssl = sasl_ssl
         #: True once start() of this object launched the JVM (False if it found one running).
         self.launched = False
         #: seconds from launching the JVM to the first metadata answer, set by start()
@@ -198,7 +202,10 @@ class LocalBroker:
 
     def _launch(self, timeout: float) -> None:
         """Launch the JVM and wait for its first metadata answer; a JVM that gives none is killed."""
-        check_ports_free({"client": self.port, "controller": self.controller_port}, self.state_dir)
+        ports = {"client": self.port, "controller": self.controller_port}
+        if self.sasl_ssl is not None:
+            ports["SASL_SSL"] = self.sasl_ssl.port
+        check_ports_free(ports, self.state_dir)
         java = find_java()
         check_java(java, self.kafka_version)
         self.install()
@@ -240,7 +247,8 @@ class LocalBroker:
 
     def server_properties(self) -> dict[str, str]:
         """The broker configuration this object writes (``extra_properties`` applied last)."""
-        return server_properties(self.port, self.controller_port, self.data_dir, self.extra_properties)
+        props = server_properties(self.port, self.controller_port, self.data_dir, self.extra_properties)
+        return self.sasl_ssl.add_to(props) if self.sasl_ssl is not None else props
 
     def _format_storage(self, java: str, storage_tool: str) -> None:
         """Format ``data_dir`` as a new cluster, unless it holds one already."""
@@ -251,7 +259,8 @@ class LocalBroker:
         # the tool logs to stdout (kafka.out), warnings only: kafka.log stays the broker's
         tool_log = self.state_dir / "tools-log4j.properties"
         tool_log.write_text(storage_tool_log_config(self.kafka_version), encoding="ascii")
-        cmd = jvm_command(java, storage_tool, ["format", "-t", cluster_id, "-c", str(self.config_file)],
+        users = self.sasl_ssl.format_arguments() if self.sasl_ssl is not None else []
+        cmd = jvm_command(java, storage_tool, ["format", "-t", cluster_id, "-c", str(self.config_file), *users],
                           kafka_version=self.kafka_version, heap="-Xmx256m", log_config=tool_log,
                           logs_dir=self.state_dir, lib_dir=self.lib_dir)
         with open(self.out_file, "ab") as out:
@@ -400,7 +409,10 @@ def ensure_broker(bootstrap_env: str = "STREAMPROC_BOOTSTRAP", *, timeout: float
     """
     named = os.environ.get(bootstrap_env, "").strip() if bootstrap_env else ""
     if named:
-        if broker_reachable(named, timeout=5.0):
+        from streamproc.kafka.user_config import user_properties  # a secured cluster's settings
+
+        client_config = {k: v for k, v in user_properties().items() if k != "bootstrap.servers"}
+        if broker_reachable(named, timeout=5.0, client_config=client_config):
             return named, None
         host_port = _first_host_port(named)
         if host_port is None or host_port[0] not in _LOOPBACK or "," in named:

@@ -11,9 +11,11 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 
 from streamproc.devenv.broker import LocalBroker
 from streamproc.devenv.broker_errors import BrokerError
+from streamproc.devenv.broker_security import SaslSslListener
 from streamproc.devenv.broker_settings import (DEFAULT_HEAP, DEFAULT_KAFKA_VERSION, DEFAULT_PORT, ENV_CONTROLLER_PORT,
                                                ENV_DIR, ENV_HEAP, ENV_PORT, ENV_VERSION)
 
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         broker = LocalBroker(port=args.port, controller_port=args.controller_port, state_dir=args.state_dir,
                              kafka_version=args.kafka_version, lib_dir=args.lib_dir, heap=args.heap,
-                             extra_properties=extra)
+                             extra_properties=extra, sasl_ssl=_sasl_ssl_listener(parser, args))
         return _run(args, broker)
     except BrokerError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
@@ -59,11 +61,30 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--heap", help=f"JVM heap options (${ENV_HEAP}, default {DEFAULT_HEAP!r})")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="extra server property (repeatable)")
+    parser.add_argument("--sasl-ssl-port", type=int,
+                        help="also listen with SASL_SSL (TLS + SCRAM-SHA-512) on this port; needs the three below")
+    parser.add_argument("--tls-cert", metavar="PEM_FILE", help="SASL_SSL: the server's certificate chain for 127.0.0.1")
+    parser.add_argument("--tls-key", metavar="PEM_FILE", help="SASL_SSL: its key, unencrypted PKCS#8")
+    parser.add_argument("--scram-user", metavar="NAME:PASSWORD",
+                        help="SASL_SSL: the SCRAM-SHA-512 user, created when the storage is first formatted")
     parser.add_argument("--timeout", type=float, help="seconds to wait (start: 90, stop: 30)")
     parser.add_argument("-n", "--lines", type=int, default=100, help="log: how many lines")
     parser.add_argument("--json", action="store_true", help="status: print JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     return parser
+
+
+def _sasl_ssl_listener(parser: argparse.ArgumentParser, args: argparse.Namespace) -> SaslSslListener | None:
+    if args.sasl_ssl_port is None:
+        return None
+    if not (args.tls_cert and args.tls_key and args.scram_user and ":" in args.scram_user):
+        parser.error("--sasl-ssl-port needs --tls-cert, --tls-key and --scram-user NAME:PASSWORD")
+    name, _, password = args.scram_user.partition(":")
+    try:
+        cert, key = Path(args.tls_cert).read_text(), Path(args.tls_key).read_text()
+    except OSError as exc:
+        parser.error(f"cannot read {exc.filename}: {exc.strerror}")
+    return SaslSslListener(args.sasl_ssl_port, cert, key, name, password)
 
 
 def _run(args: argparse.Namespace, broker: LocalBroker) -> int:

@@ -46,8 +46,9 @@ def port_accepts(port: int, timeout: float = 0.5) -> bool:
         return False
 
 
-def metadata_client(bootstrap: str, timeout: float):
-    """An AdminClient for answers_metadata, quiet and quick to give up."""
+def metadata_client(bootstrap: str, timeout: float, client_config: Mapping[str, str] | None = None):
+    """An AdminClient for answers_metadata, quiet and quick to give up; `client_config`: more
+    settings (a secured cluster's)."""
     from confluent_kafka.admin import AdminClient  # only the probes need the Kafka client
 
     ms = max(1000, int(timeout * 1000))
@@ -57,6 +58,7 @@ def metadata_client(bootstrap: str, timeout: float):
             "socket.timeout.ms": ms,
             "socket.connection.setup.timeout.ms": ms,
             "log_level": 0,  # connection-refused chatter is expected while probing
+            **(client_config or {}),
         }
     )
 
@@ -72,6 +74,6 @@ def answers_metadata(admin, timeout: float) -> bool:
     return bool(md.brokers)
 
 
-def broker_reachable(bootstrap: str, timeout: float = 5.0) -> bool:
+def broker_reachable(bootstrap: str, timeout: float = 5.0, client_config: Mapping[str, str] | None = None) -> bool:
     """True if a Kafka broker at ``bootstrap`` answers a metadata request within ``timeout`` s."""
-    return answers_metadata(metadata_client(bootstrap, timeout), timeout)
+    return answers_metadata(metadata_client(bootstrap, timeout, client_config), timeout)

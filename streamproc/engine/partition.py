@@ -77,7 +77,8 @@ class PartitionProcessor:
         try:
             cmd = codec.decode(data, headers)
         except codec.DecodeError as exc:
-            self._reject_raw(position, now_ms, RejectionType.UNDECODABLE, f"cannot decode command: {exc}")
+            self._reject_raw(position, now_ms, RejectionType.UNDECODABLE, f"cannot decode command: {exc}",
+                             exc.request_id, exc.reply_partition)
             return None
         self.process_command(cmd, position, now_ms)
         return cmd
@@ -126,9 +127,13 @@ class PartitionProcessor:
                                 f"processing failed: {type(exc).__name__}: {exc}")
             self._writer.encode_pending_or_strip()
 
-    def _reject_raw(self, position: int, now_ms: int, rejection_type: str, reason: str) -> None:
-        self._writer.begin(None, position, now_ms)
-        placeholder = Record(RecordType.COMMAND, ValueType.UNKNOWN, "UNKNOWN")
+    def _reject_raw(self, position: int, now_ms: int, rejection_type: str, reason: str,
+                    request_id: str | None = None, reply_partition: int = -1) -> None:
+        """Reject bytes that are no command; the caller's request id and reply partition,
+        when they could be read, make it hear of it."""
+        placeholder = Record(RecordType.COMMAND, ValueType.UNKNOWN, "UNKNOWN", request_id=request_id,
+                             reply_partition=reply_partition)
+        self._writer.begin(placeholder, position, now_ms)
         self._writer.reject(placeholder, rejection_type, reason)
         self._writer.encode_pending()
         self._writer.accept_into(self.output)

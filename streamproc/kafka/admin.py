@@ -7,6 +7,8 @@ import time
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from streamproc.kafka.config import admin_config
+from streamproc.kafka.topic_checks import check_engine_topics
 from streamproc.protocol.topics import Topics
 from streamproc.settings import Settings
 
@@ -34,14 +36,16 @@ class TopicAdmin:
         self.replication_factor = settings.replication_factor
         self._replication_config = ({"min.insync.replicas": str(settings.min_insync_replicas)}
                                     if settings.min_insync_replicas > 0 else {})
-        self._admin = AdminClient({"bootstrap.servers": bootstrap, **(client_config or {})})
+        self._admin = AdminClient(admin_config(bootstrap, **(client_config or {})))
         self._known: set[str] = set()
 
     def ensure_engine_topics(self, partitions: int) -> int:
-        """Create commands/events/changelog/replies if missing; returns the commands topic's partitions."""
+        """Create commands/events/changelog/replies if missing, check the ones that existed
+        (`StartRefused` if they cannot be the engine's); returns the commands topic's partitions."""
         t = self.topics
         self.ensure({t.commands: (partitions, {}), t.events: (partitions, EVENTS_CONFIG),
                      t.changelog: (partitions, CHANGELOG_CONFIG), t.replies: (partitions, REPLIES_CONFIG)})
+        check_engine_topics(self._admin, t, partitions)
         return self.partitions(t.commands)
 
     def ensure_task_queue(self, queue: str, partitions: int, workflow: bool = False) -> str:

@@ -1,8 +1,14 @@
-"""Client configurations, in one place so every process agrees on isolation and latency settings."""
+"""Client configurations, in one place so every process agrees on isolation and latency settings.
+
+Every Kafka client streamproc builds gets its settings here, with the user's own properties
+(`kafka/user_config.py`: security, SASL, TLS...) over streamproc's tuning.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from streamproc.kafka.user_config import with_user_properties
 
 #: A fetch is a long poll: the broker answers it as soon as one byte can be returned (a
 #: record appended, or a commit marker making a transaction's records readable), whatever
@@ -39,7 +45,7 @@ def consumer_config(bootstrap: str, group: str | None, **extra: Any) -> dict[str
         # cooperative rebalancing: partitions that do not move keep processing
         conf["partition.assignment.strategy"] = "cooperative-sticky"
     conf.update(extra)
-    return conf
+    return with_user_properties(conf, bootstrap)
 
 
 def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
@@ -53,4 +59,9 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "compression.type": "none",
     }
     conf.update(extra)
-    return conf
+    return with_user_properties(conf, bootstrap)
+
+
+def admin_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """An AdminClient's settings: the servers and the user's properties."""
+    return with_user_properties({"bootstrap.servers": bootstrap, "client.id": CLIENT_ID, **extra}, bootstrap)

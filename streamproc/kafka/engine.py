@@ -37,7 +37,8 @@ from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import close_in_background, consume_available
 from streamproc.kafka.client_log import ClientLog
-from streamproc.kafka.errors import ClientFailure, IdentityConflict, Origin
+from streamproc.kafka.connection import check_connection
+from streamproc.kafka.errors import ClientFailure, IdentityConflict, Origin, StartRefused
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
@@ -107,6 +108,8 @@ class Engine:
         self._brokers_lost = False
         #: When (monotonic) the consumer last lost every broker (see recovery.py).
         self._brokers_lost_at = float("-inf")
+        # Settings or credentials the cluster refuses: StartRefused now, not retried forever.
+        check_connection(settings.bootstrap)
         self._client_log = ClientLog("engine", faults.stall_log_interval_s * 2)
         self._admin = TopicAdmin(settings.bootstrap, self.topics, {**RECONNECT, **self._client_log.config()})
         self._producers = TransactionalProducers(
@@ -136,13 +139,16 @@ class Engine:
                             break
                         self._reconnect()
                     self._step()
-                except IdentityConflict:
+                except (IdentityConflict, StartRefused):
                     raise
                 except Exception as exc:  # noqa: BLE001 - every failure is rewound (see recovery.py)
                     self._failed(exc)
         except IdentityConflict as exc:
             self.failure = exc
             log.error("engine_identity_conflict", error=str(exc))
+            raise
+        except StartRefused as exc:
+            log.error("engine_start_refused", error=str(exc))
             raise
         finally:
             self._watchdog.stop()

@@ -106,3 +106,8 @@ def describe(exc: BaseException | KafkaError) -> str:
     if error is not None:
         return f"{error.name()}: {error.str()}"
     return f"{type(exc).__name__}: {exc}"
+
+
+class StartRefused(Exception):
+    """The engine cannot run as configured (the cluster refuses its credentials, a topic is not
+    the one it needs): it stops at once with the reason, one line, instead of retrying."""

@@ -32,7 +32,25 @@ SCHEMA_FILES = ("JobRecord", "IncidentRecord", "FailureRecord", "RetryPolicyReco
 
 
 class DecodeError(ValueError):
-    """The bytes are not a streamproc record."""
+    """The bytes are not a streamproc record. `request_id` and `reply_partition`: the caller's,
+    when they could be read, so that the rejection still reaches whoever waits for it."""
+
+    def __init__(self, reason: str, request_id: str | None = None, reply_partition: int = -1) -> None:
+        super().__init__(reason)
+        self.request_id = request_id
+        self.reply_partition = reply_partition
+
+
+#: How much of a value a rejection reason quotes.
+EXCERPT_CHARS = 40
+#: The content types a command may have; none at all means Avro.
+CONTENT_TYPES = (AVRO_CONTENT_TYPE, JSON_CONTENT_TYPE)
+
+
+def excerpt(value: bytes) -> str:
+    """The start of `value` for a message: at most EXCERPT_CHARS characters, quoted."""
+    text = value.decode("utf-8", errors="replace")
+    return repr(text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "...")
 
 
 def _schema_files() -> list[dict]:
@@ -141,6 +159,9 @@ def decode(data: bytes | None, headers: list[tuple[str, bytes]] | None = None) -
     content_type = header(headers, CONTENT_TYPE_HEADER)
     if content_type == JSON_CONTENT_TYPE:
         return _decode_json(data)
+    if content_type is not None and content_type not in CONTENT_TYPES:
+        raise DecodeError(f"unknown content-type {excerpt(content_type)}: expected "
+                          f"{' or '.join(t.decode() for t in CONTENT_TYPES)}")
     try:
         d, end = _read_record(data)
     except IndexError:
@@ -152,7 +173,7 @@ def decode(data: bytes | None, headers: list[tuple[str, bytes]] | None = None) -
     try:
         return _from_dict(d)
     except ValueError as exc:
-        raise DecodeError(str(exc)) from None
+        raise DecodeError(str(exc), *_caller(d)) from None
 
 
 #: Duration fields that JSON commands may also give as SWF strings ("NONE" or seconds).
@@ -179,6 +200,22 @@ def _decode_json(data: bytes) -> Record:
         raise DecodeError(f"invalid JSON: {exc}") from None
     if not isinstance(d, dict):
         raise DecodeError("a JSON command must be an object")
+    try:
+        return _json_record(d)
+    except DecodeError as exc:
+        exc.request_id, exc.reply_partition = _caller(d)
+        raise
+
+
+def _caller(d: dict[str, Any]) -> tuple[str | None, int]:
+    """The request id and reply partition of a command that is not a valid one, if readable."""
+    request_id = d.get("request_id")
+    reply_partition = d.get("reply_partition")
+    return (request_id if isinstance(request_id, str) else None,
+            reply_partition if type(reply_partition) is int and 0 <= reply_partition < 2**31 else -1)
+
+
+def _json_record(d: dict[str, Any]) -> Record:
     d.setdefault("record_type", "COMMAND")
     for required in ("value_type", "intent"):
         if not isinstance(d.get(required), str):

@@ -42,6 +42,7 @@ import structlog
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
+from streamproc.kafka.config import admin_config
 from streamproc.protocol.records import Record
 from streamproc.kafka.replies import Reply, ReplyListener
 
@@ -265,7 +266,7 @@ def join_task_queue(consumer: Consumer, topic: str, group: str, bootstrap: str, 
     membership = TaskQueueMembership(
         consumer, overdue,
         lambda: consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke),
-        group_peers(AdminClient({"bootstrap.servers": bootstrap}), group, consumer), task_queue, identity)
+        group_peers(AdminClient(admin_config(bootstrap)), group, consumer), task_queue, identity)
     membership.join()
     return membership
 

@@ -87,6 +87,14 @@ class Process:
             except subprocess.TimeoutExpired:
                 self.kill()
 
+    def wait_exit(self, timeout: float) -> int:
+        """The exit code; a process still running after `timeout` is killed and the test fails."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"still running after {timeout} s:\n{self.log_text()[-2000:]}") from None
+
     def dump_stacks(self) -> None:
         """Every thread's stack into the log (the CLI registers SIGUSR1 with faulthandler)."""
         if self.proc and self.proc.poll() is None:

@@ -1,0 +1,53 @@
+"""Does the cluster accept us? Checked once before a process starts its clients.
+
+A client with wrong credentials or an untrusted certificate does not fail: librdkafka reports
+the refusal as an error event and tries again, forever, like an absent broker. A process
+would then wait on its topics with nothing said. Here a refusal (authentication, TLS) is a
+`StartRefused` with the server's reason, within `timeout_s`; an absent broker is not (the
+caller's own retries wait for it, so this returns as soon as it sees that).
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from streamproc.kafka.config import admin_config
+from streamproc.kafka.errors import StartRefused
+
+#: What a refusal looks like, and which settings it is about.
+REFUSALS = {
+    KafkaError._AUTHENTICATION: "sasl.username, sasl.password and sasl.mechanisms",
+    KafkaError._SSL: "ssl.ca.location (the CA that signed the broker's certificate)",
+}
+
+
+def check_connection(bootstrap: str, timeout_s: float = 15.0) -> None:
+    """Return once a broker answers; raise `StartRefused` if the cluster refuses us."""
+    refused: list[KafkaError] = []
+    unreachable: list[KafkaError] = []
+
+    def on_error(error: KafkaError) -> None:
+        (refused if error.code() in REFUSALS else unreachable).append(error)
+
+    # Its own log lines say what on_error reports, once per retry: kept quiet.
+    try:
+        admin = AdminClient(admin_config(bootstrap, error_cb=on_error, log_level=0))
+    except KafkaException as exc:  # a property librdkafka does not know, or a value it refuses
+        raise StartRefused(f"Kafka client settings refused: {exc.args[0].str()}") from None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if admin.list_topics(timeout=1).brokers:
+                return
+        except KafkaException:
+            pass
+        admin.poll(0.1)  # serves error_cb
+        if refused:
+            error = refused[0]
+            raise StartRefused(f"Kafka at {bootstrap} refused the connection: {error.str()} "
+                               f"; check {REFUSALS[error.code()]}")
+        if unreachable:  # no broker there (yet): not a refusal, the caller waits for it
+            return
