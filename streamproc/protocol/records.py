@@ -160,8 +160,8 @@ class ScheduleIntent(StrEnum):
     LIST = "LIST"
     #: From the due-date checker: the next action time came (re-checked; stale -> rejection).
     TRIGGER = "TRIGGER"
-    # commands from a workflow's partition about a workflow the schedule started
-    WORKFLOW_STARTED = "WORKFLOW_STARTED"
+    # commands from a workflow's partition about a workflow the schedule started (a start
+    # that succeeds is not answered: the schedule chose the run id)
     WORKFLOW_START_FAILED = "WORKFLOW_START_FAILED"
     #: The workflow's chain of runs ended (attributes: status, result or failure).
     WORKFLOW_CLOSED = "WORKFLOW_CLOSED"

@@ -92,16 +92,12 @@ class StoredSchedule:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name == "recent":
-                value = [dataclasses.asdict(a) for a in value]
-            if f.default_factory is not dataclasses.MISSING:
-                default = f.default_factory()
-            else:
-                default = f.default  # MISSING for a required field: always stored
-            if value != default:
-                out[f.name] = value
+        for name, default in _STORED_DEFAULTS:
+            value = getattr(self, name)
+            if name == "recent":
+                value = [vars(a).copy() for a in value]
+            if value != default:  # a required field's default is _REQUIRED: always stored
+                out[name] = value
         return out
 
     @classmethod
@@ -109,6 +105,14 @@ class StoredSchedule:
         d = dict(d)
         d["recent"] = [RecentAction(**a) for a in d.get("recent", ())]
         return cls(**d)
+
+
+_REQUIRED = object()
+#: (field, default) of the stored document, in order: read once, not per document.
+_STORED_DEFAULTS = tuple(
+    (f.name, f.default_factory() if f.default_factory is not dataclasses.MISSING
+     else _REQUIRED if f.default is dataclasses.MISSING else f.default)
+    for f in dataclasses.fields(StoredSchedule))
 
 
 def _due_key(due_ms: int, schedule_id: str) -> bytes:

@@ -37,11 +37,14 @@ class Workflows:
         raw = self._w.get(Family.WORKFLOW_IDS, workflow_id.encode())
         return int.from_bytes(raw, "big") if raw is not None else None
 
+    def run_key_of(self, run_id: str) -> int | None:
+        raw = self._w.get(Family.WORKFLOW_RUN_IDS, run_id.encode())
+        return int.from_bytes(raw, "big") if raw is not None else None
+
     def find(self, workflow_id: str, run_id: str = "") -> tuple[int, WorkflowRun] | None:
         """The run `run_id` of `workflow_id`, or its current run when `run_id` is empty."""
         if run_id:
-            raw = self._w.get(Family.WORKFLOW_RUN_IDS, run_id.encode())
-            run_key = int.from_bytes(raw, "big") if raw is not None else None
+            run_key = self.run_key_of(run_id)
         else:
             run_key = self.current_key(workflow_id)
         run = self.get(run_key) if run_key is not None else None

@@ -18,6 +18,7 @@ starts, ALLOW_DUPLICATE for manual ones, as Temporal sends.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timezone
 
 import orjson
@@ -174,10 +175,12 @@ def _process_buffer(ctx: ProcessingContext, schedule: StoredSchedule, skipped: d
 
 
 def start_workflow(ctx: ProcessingContext, schedule: StoredSchedule, start: BufferedStart, *, tracked: bool) -> None:
-    """Send the action's START to the workflow's partition, which answers WORKFLOW_STARTED
-    or WORKFLOW_START_FAILED and, when the workflow's chain ends, WORKFLOW_CLOSED."""
+    """Send the action's START to the workflow's partition, naming the run id, so the
+    schedule knows its run at once; that partition answers only WORKFLOW_START_FAILED if
+    it could not start, and WORKFLOW_CLOSED when the workflow's chain ends."""
     action = schedule.action
     workflow_id = scheduled_workflow_id(action["workflow_id"], start.nominal_ms)
+    run_id = str(uuid.uuid4())
     schedule.action_count += 1
     search_attributes = {**(action.get("search_attributes") or {}),
                          "TemporalScheduledStartTime": _rfc3339(start.nominal_ms),
@@ -193,16 +196,16 @@ def start_workflow(ctx: ProcessingContext, schedule: StoredSchedule, start: Buff
         "id_reuse_policy": "ALLOW_DUPLICATE" if start.manual else "REJECT_DUPLICATE",
         "identity": scheduler_identity(ctx, schedule),
         "attributes": orjson.dumps({
-            "schedule": {"schedule_id": schedule.schedule_id, "tracked": tracked},
+            "schedule": {"schedule_id": schedule.schedule_id, "tracked": tracked, "run_id": run_id},
             "memo": action.get("memo"), "search_attributes": search_attributes,
             **{k: v for k, v in carried.items() if v is not None}}).decode(),
     }, request_id=f"{schedule.schedule_id}/{schedule.action_count}")
-    schedule.record_action(RecentAction(start.nominal_ms, start.actual_ms, ctx.now_ms, workflow_id,
+    schedule.record_action(RecentAction(start.nominal_ms, start.actual_ms, ctx.now_ms, workflow_id, run_id,
                                         manual=start.manual))
     if tracked:
-        schedule.running.append({"workflow_id": workflow_id, "run_id": ""})
+        schedule.running.append({"workflow_id": workflow_id, "run_id": run_id})
     ctx.out.event(ValueType.SCHEDULE, ScheduleIntent.ACTION_STARTED, -1, {
-        "schedule_id": schedule.schedule_id, "workflow_id": workflow_id,
+        "schedule_id": schedule.schedule_id, "workflow_id": workflow_id, "run_id": run_id,
         "attributes": orjson.dumps({"nominal_time_ms": start.nominal_ms, "actual_time_ms": start.actual_ms,
                                     "manual": start.manual, "overlap": int(start.overlap)}).decode()},
                   reply=False)

@@ -232,22 +232,6 @@ def _schedule_of_workflow(cmd: Record, ctx: ProcessingContext) -> StoredSchedule
     return schedule
 
 
-def workflow_started(cmd: Record, ctx: ProcessingContext) -> None:
-    schedule = _schedule_of_workflow(cmd, ctx)
-    if schedule is None:
-        return
-    v = cmd.value
-    for running in schedule.running:
-        if running["workflow_id"] == v["workflow_id"]:
-            running["run_id"] = v["run_id"]
-    recent = schedule.find_recent(v["workflow_id"])
-    if recent is not None:
-        recent.run_id = v["run_id"]
-    _recorded(ctx, ScheduleIntent.WORKFLOW_RECORDED, schedule, workflow_id=v["workflow_id"], run_id=v["run_id"],
-              attributes=orjson.dumps({"status": "RUNNING"}).decode())
-    ctx.schedules.put(schedule)
-
-
 def workflow_start_failed(cmd: Record, ctx: ProcessingContext) -> None:
     """The start was refused (its id is taken, say): the action is over, the next may go."""
     schedule = _schedule_of_workflow(cmd, ctx)
@@ -303,7 +287,6 @@ SCHEDULE_PROCESSORS: dict[str, Processor] = {
     ScheduleIntent.DESCRIBE: describe_schedule,
     ScheduleIntent.LIST: list_schedules,
     ScheduleIntent.TRIGGER: trigger,
-    ScheduleIntent.WORKFLOW_STARTED: workflow_started,
     ScheduleIntent.WORKFLOW_START_FAILED: workflow_start_failed,
     ScheduleIntent.WORKFLOW_CLOSED: workflow_closed,
 }

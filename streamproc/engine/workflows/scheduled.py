@@ -1,6 +1,7 @@
-"""What a workflow started by a schedule owes it (SEMANTICS.md 8.9): whether it started,
-and, when its chain of runs ends (after retries; a continue-as-new hands over to the next
-run), how. Each is a command to the schedule's partition, committed with the fact."""
+"""What a workflow started by a schedule owes it (SEMANTICS.md 8.9): word if it could not
+start, and, when its chain of runs ends (after retries; a continue-as-new hands over to
+the next run), how. Each is a command to the schedule's partition, committed with the
+fact. A start that succeeds needs no answer: the schedule chose the run's id."""
 
 from __future__ import annotations
 
@@ -23,10 +24,13 @@ CLOSE_STATUS = {
 }
 
 
-def tell_schedule_started(ctx: ProcessingContext, scheduled_by: dict | None, run: WorkflowRun) -> None:
-    if scheduled_by is not None:
-        ctx.out.command(ValueType.SCHEDULE, ScheduleIntent.WORKFLOW_STARTED, -1, {
-            "schedule_id": scheduled_by["schedule_id"], "workflow_id": run.workflow_id, "run_id": run.run_id})
+def scheduled_run_id(ctx: ProcessingContext, scheduled_by: dict | None) -> str | None:
+    """The run id a schedule chose for its start, so it knows the run without waiting for
+    an answer (one command fewer per action); None when unset or already in use."""
+    run_id = (scheduled_by or {}).get("run_id")
+    if not run_id or ctx.workflows.run_key_of(run_id) is not None:
+        return None
+    return run_id
 
 
 def tell_schedule_start_failed(ctx: ProcessingContext, scheduled_by: dict | None, workflow_id: str,

@@ -15,7 +15,7 @@ import orjson
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.cron import first_run_backoff
-from streamproc.engine.workflows.scheduled import tell_schedule_start_failed, tell_schedule_started
+from streamproc.engine.workflows.scheduled import scheduled_run_id, tell_schedule_start_failed
 from streamproc.engine.workflows.senders import command_attributes
 from streamproc.engine.workflows.signals import SignalRequest, check_signal, signal_run
 from streamproc.engine.workflows.runs import (
@@ -98,7 +98,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
     request_id = cmd.request_id or ""
     signal = SignalRequest(v["signal_name"], v["signal_input"], v["identity"], request_id) if with_signal else None
     current = ctx.workflows.find(v["workflow_id"])
-    new_run_id = str(uuid.uuid4())
+    new_run_id = scheduled_run_id(ctx, scheduled_by) or str(uuid.uuid4())
     decision = resolve_duplicate_workflow_id(
         policies, workflow_id=v["workflow_id"], request_id=request_id, new_run_id=new_run_id,
         current=None if current is None else CurrentRun(
@@ -133,7 +133,6 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         last_completion_result=attributes.get("last_completion_result"),
         continued_failure=attributes.get("continued_failure")), signal)
     _reply_started(ctx, run_key, run, started=True)
-    tell_schedule_started(ctx, scheduled_by, run)
     _tell_parent(ctx, parent, WorkflowIntent.CHILD_STARTED,
                  workflow_execution={"workflow_id": run.workflow_id, "run_id": run.run_id})
 
