@@ -2,10 +2,12 @@
 
 schedule_fire_lag: schedules with one action each (an interval of 1 s bounded by start =
 end = the action time), one engine on 4 partitions, no worker (the start is what is
-measured). Burst: 10,000 actions due in the same second. Spread: 10,000 spread over 10 s
-(1,000 a second: schedule times have a resolution of one second).
-  lag_ms = WORKFLOW_EXECUTION_STARTED's timestamp - the action's nominal time
-  (it includes the TRIGGER, the START to the workflow's partition and its processing).
+measured). Burst: 10,000 actions due in the same second. Spread: 10,000 spread evenly over
+10 s: schedule times have a resolution of one second, so each schedule's jitter (up to
+999 ms, deterministic per schedule) spreads the 1,000 of each second over it.
+  lag_ms = WORKFLOW_EXECUTION_STARTED's timestamp - the action's due time (its nominal
+  time plus its jitter; the burst has none). It includes the TRIGGER, the START to the
+  workflow's partition and its processing.
 
 schedule_memory: N idle schedules (hourly, first action a day away) on 4 partitions.
   engine_rss_mb = the engine's peak RSS once all are created
@@ -29,11 +31,12 @@ from streamproc.protocol.records import Record, ScheduleIntent, ValueType
 PARTITIONS = 4
 
 
-def _definition(first_ms: int, last_ms: int | None, every_ms: int) -> str:
+def _definition(first_ms: int, last_ms: int | None, every_ms: int, jitter_ms: int = 0) -> str:
     return orjson.dumps({
         "action": {"start_workflow": {"workflow_id": "", "workflow_type": "BenchTick", "task_queue": "bench-ticks",
                                       "workflow_run_timeout_ms": 60_000}},
-        "spec": {"interval": [{"interval_ms": every_ms}], "start_time_ms": first_ms, "end_time_ms": last_ms},
+        "spec": {"interval": [{"interval_ms": every_ms}], "start_time_ms": first_ms, "end_time_ms": last_ms,
+                 "jitter_ms": jitter_ms},
         "policy": {"overlap": "ALLOW_ALL"}}).decode()
 
 
@@ -64,17 +67,18 @@ def run_fire_lag(bench: Bench, quick: bool) -> dict:
             tap.forget()
             # Far enough ahead that every CREATE is processed before the first action is due.
             first_ms = (int(time.time()) + 10 + count // 1000) * 1000
-            schedules = [(f"{phase}-{n}", _definition(t, t, 1000))
+            jitter_ms = 0 if spread == 1 else 999
+            schedules = [(f"{phase}-{n}", _definition(t, t, 1000, jitter_ms))
                          for n in range(count) for t in [first_ms + (n * spread // count) * 1000]]
             created_s = _create(client, tap, schedules)
             tap.wait(lambda: tap.count("WORKFLOW_EXECUTION_STARTED") >= count, 120, "every action's start")
             tap.poll(0.5)
-            nominal = {e.value["workflow_id"]: orjson.loads(e.value["attributes"])["nominal_time_ms"]
-                       for e in tap.decode("ACTION_STARTED")}
-            lags = [e.timestamp_ms - nominal[e.value["workflow_id"]]
-                    for e in tap.decode("WORKFLOW_EXECUTION_STARTED") if e.value["workflow_id"] in nominal]
+            due = {e.value["workflow_id"]: orjson.loads(e.value["attributes"])["actual_time_ms"]
+                   for e in tap.decode("ACTION_STARTED")}
+            lags = [e.timestamp_ms - due[e.value["workflow_id"]]
+                    for e in tap.decode("WORKFLOW_EXECUTION_STARTED") if e.value["workflow_id"] in due]
             out[phase] = {"actions": len(lags), "lag_ms": percentiles(lags), "create_s": round(created_s, 2),
-                          "spread_s": spread, "rejections": tap.rejections()}
+                          "spread_s": spread, "jitter_ms": jitter_ms, "rejections": tap.rejections()}
             say(phase, out[phase])
         out["engine_peak_rss_mb"] = peak_rss_mb(engine)
         client.close()
