@@ -39,6 +39,7 @@ from streamproc.kafka.replies import Reply
 from streamproc.protocol.limits import MAX_PAYLOAD_BYTES
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, RecordType, RejectionType, ScheduleIntent, ValueType
+from streamproc.semantics.schedule_spec import compile_spec
 
 __all__ = ["ScheduleOperations", "ScheduleHandle", "ScheduleDescription", "ScheduleInfo",
            "ScheduleActionResult", "ScheduleListDescription", "ScheduleUpdate", "ScheduleUpdateInput"]
@@ -110,6 +111,14 @@ class ScheduleUpdate:
 def _recent(entries: list[dict[str, Any]]) -> list[ScheduleActionResult]:
     return [ScheduleActionResult(from_epoch_ms(a["actual_ms"]), from_epoch_ms(a["start_ms"]), a["workflow_id"],
                                  a.get("run_id", ""), a.get("status", "RUNNING")) for a in entries]
+
+
+def _checked_wire(schedule: Schedule, converter: Any) -> dict[str, Any]:
+    """The schedule's wire form, its spec compiled here first (the engine's own pure
+    compiler): a bad spec raises `InvalidArgument` with Temporal's message before sending."""
+    wire = schedule_wire(schedule, converter.encode_args)
+    compile_spec(wire["spec"])
+    return wire
 
 
 class _Calls:
@@ -211,7 +220,7 @@ class ScheduleHandle:
         converter = self._calls.client.data_converter
         attributes = {} if change.search_attributes is None else {"search_attributes": change.search_attributes}
         self._send(ScheduleIntent.UPDATE, rpc_timeout, ScheduleIntent.UPDATED,
-                   schedule=orjson.dumps(schedule_wire(change.schedule, converter.encode_args)).decode(),
+                   schedule=orjson.dumps(_checked_wire(change.schedule, converter)).decode(),
                    conflict_token=description.conflict_token, identity=self._calls.client.identity,
                    attributes=orjson.dumps(attributes).decode() if attributes else None)
 
@@ -243,13 +252,14 @@ class ScheduleOperations:
             patch["trigger_immediately"] = {}
         if backfill:
             patch["backfill_request"] = [backfill_wire(b) for b in backfill]
+        definition = _checked_wire(schedule, self.data_converter)
         attributes = {k: v for k, v in (("memo", memo), ("search_attributes", search_attributes)) if v is not None}
         for name, value in attributes.items():  # refused here, as the engine would, before a huge send
             size = len(orjson.dumps(value))
             if size > MAX_PAYLOAD_BYTES:
                 raise InvalidArgument(f"{name} is {size} bytes, more than the limit of {MAX_PAYLOAD_BYTES}")
         self.schedule_calls.call(ScheduleIntent.CREATE, {
-            "schedule_id": id, "schedule": orjson.dumps(schedule_wire(schedule, self.data_converter.encode_args)).decode(),
+            "schedule_id": id, "schedule": orjson.dumps(definition).decode(),
             "patch": orjson.dumps(patch).decode() if patch else None, "identity": self.identity,
             "attributes": orjson.dumps(attributes).decode() if attributes else None,
         }, rpc_timeout, accept=ScheduleIntent.CREATED)
