@@ -192,7 +192,8 @@ def test_remaining_actions_run_out(d):
     assert d.started_times() == ["2026-05-04T11:00:00Z", "2026-05-04T12:00:00Z"]
     described = d.describe()
     assert described["schedule"]["state"]["remaining_actions"] == 0
-    assert described["info"]["future_action_times_ms"] == [] and d.stored().due_ms is None
+    assert described["info"]["future_action_times_ms"] == []
+    assert d.stored().due_ms == ms("2026-05-11T12:00:00Z")  # only its deletion, 7 days on
 
 
 def test_backfill_of_a_past_range_starts_its_actions_as_manual_starts(d):
@@ -274,3 +275,15 @@ def test_a_paused_schedule_still_lists_its_next_times_from_now(d):
     d.advance_to("2026-05-04T15:30:00Z")
     times = d.describe()["info"]["future_action_times_ms"]
     assert len(times) == 10 and iso(times[0]) == "2026-05-04T16:00:00Z"
+
+
+def test_a_schedule_with_no_more_actions_is_deleted_7_days_after_its_last(d):
+    d.create({**HOURLY, "end_time_ms": ms("2026-05-04T12:00:00Z")})
+    d.create(HOURLY, schedule_id="paused", state={"paused": True})
+    d.advance_to("2026-05-11T11:59:59Z")
+    assert d.started_times() == ["2026-05-04T11:00:00Z", "2026-05-04T12:00:00Z"] and d.stored() is not None
+    d.advance_to("2026-05-11T12:00:01Z")
+    assert d.stored() is None
+    deleted = [e for e in d.h.events if e.value_type == "SCHEDULE" and e.intent == "DELETED"]
+    assert [(e.value["schedule_id"], e.value["reason"]) for e in deleted] == [("s1", "no more actions for 7 days")]
+    assert d.stored("paused") is not None  # a paused schedule is kept

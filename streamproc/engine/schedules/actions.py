@@ -39,6 +39,8 @@ from streamproc.state.schedules import RecentAction, StoredSchedule
 #: Action times one pass looks at, so a long outage under a short period is caught up in
 #: bounded steps (the next pass is armed at once).
 MAX_TIMES_PER_PASS = 1000
+#: A schedule with nothing left to do is deleted this long after its last event (8.10).
+RETIRE_AFTER_MS = 7 * 86_400_000
 CANCEL_REASON = "cancelled by schedule overlap policy"
 TERMINATE_REASON = "terminated by schedule overlap policy"
 
@@ -81,14 +83,31 @@ def run_pass_and_store(ctx: ProcessingContext, schedule: StoredSchedule) -> None
 def arm_next(ctx: ProcessingContext, schedule: StoredSchedule, spec: CompiledSpec | None = None,
              at_ms: int | None = None) -> None:
     """Wake the schedule at `at_ms`, else at its next automatic action time (none when
-    paused or out of remaining actions)."""
+    paused or out of remaining actions), else, when it has nothing left to do, when it is
+    to be deleted."""
     if at_ms is None and schedule.backfills:
         at_ms = ctx.now_ms
     if at_ms is None and not schedule.paused and not (schedule.limited_actions and schedule.remaining_actions <= 0):
         spec = spec or CompiledSpec.from_dict(schedule.spec)
         upcoming = next_action_time(spec, seed_of(ctx, schedule), schedule.processed_ms)
         at_ms = None if upcoming is None else upcoming.actual_ms
+    if at_ms is None:
+        at_ms = retire_at_ms(schedule)
     ctx.schedules.arm(schedule, at_ms)
+
+
+def retire_at_ms(schedule: StoredSchedule) -> int | None:
+    """When a schedule that will take no more actions is deleted: 7 days after its last
+    event (create, update or action), as Temporal does; None while paused or busy."""
+    if schedule.paused or schedule.buffer or schedule.backfills or schedule.running:
+        return None
+    return max([schedule.update_ms, *(a.start_ms for a in schedule.recent)]) + RETIRE_AFTER_MS
+
+
+def is_retired(ctx: ProcessingContext, schedule: StoredSchedule) -> bool:
+    """After a pass: armed only for its deletion, and that time has come."""
+    retire_at = retire_at_ms(schedule)
+    return retire_at is not None and schedule.due_ms == retire_at and ctx.now_ms >= retire_at
 
 
 def _buffer_automatic(ctx: ProcessingContext, schedule: StoredSchedule, spec: CompiledSpec, seed: str,

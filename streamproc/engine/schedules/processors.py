@@ -220,7 +220,12 @@ def trigger(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE,
                        f"schedule {cmd.value['schedule_id']!r} is not due at {cmd.value['due_ms']}")
         return
-    actions.run_pass_and_store(ctx, schedule)
+    actions.run_pass(ctx, schedule)
+    if actions.is_retired(ctx, schedule):
+        ctx.schedules.delete(schedule)
+        _recorded(ctx, ScheduleIntent.DELETED, schedule, reason="no more actions for 7 days")
+    else:
+        ctx.schedules.put(schedule)
 
 
 def _schedule_of_workflow(cmd: Record, ctx: ProcessingContext) -> StoredSchedule | None:
