@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
-from streamproc.protocol.wire_values import ceil_ms, policy_from_record, retry_policy_record
+from streamproc.protocol.wire_values import ceil_ms, policy_from_record, retry_policy_record, to_datetime, to_ms
 from streamproc.semantics import RetryPolicy
 from streamproc.semantics.schedule_overlap import ScheduleOverlapPolicy
 from streamproc.workflow.definition import workflow_type_of
@@ -142,11 +142,11 @@ class ScheduleBackfill:
 def epoch_ms(at: datetime) -> int:
     if at.tzinfo is None:
         raise ValueError(f"give a time zone aware datetime, got {at!r}")
-    return int(at.timestamp() * 1000)
+    return to_ms(at)
 
 
-def from_epoch_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+#: Epoch milliseconds as a UTC datetime (the wire values' own conversion).
+from_epoch_ms = to_datetime
 
 
 def _calendar_wire(calendar: ScheduleCalendarSpec) -> dict[str, Any]:

@@ -118,15 +118,19 @@ def _buffer_automatic(ctx: ProcessingContext, schedule: StoredSchedule, spec: Co
         return False
     times = action_times(spec, seed, schedule.processed_ms, limit=MAX_TIMES_PER_PASS, until_ms=now)
     window = schedule.policy["catchup_window_ms"]
+    # Automatic starts already waiting count against the remaining actions (counted once
+    # here, not per time: this runs on every TRIGGER).
+    room = schedule.remaining_actions - sum(1 for s in schedule.buffer if not s["manual"])
     for t in times:
-        if schedule.limited_actions and schedule.remaining_actions - _automatic_buffered(schedule) <= 0:
+        if schedule.limited_actions and room <= 0:
             break
         if outside_catchup_window(now, t.actual_ms, window):
             schedule.missed_catchup_window += 1
             skipped["missed_catchup_window"] += 1
             continue
-        _add(schedule, {"nominal_ms": t.nominal_ms, "actual_ms": t.actual_ms, "overlap": 0, "manual": False},
-             BUFFER_CAPACITY, skipped)
+        if _add(schedule, {"nominal_ms": t.nominal_ms, "actual_ms": t.actual_ms, "overlap": 0, "manual": False},
+                BUFFER_CAPACITY, skipped):
+            room -= 1
     capped = len(times) == MAX_TIMES_PER_PASS
     schedule.processed_ms = times[-1].actual_ms if capped else now
     return capped
@@ -149,16 +153,14 @@ def _buffer_backfills(schedule: StoredSchedule, spec: CompiledSpec, seed: str, s
     return bool(schedule.backfills)
 
 
-def _add(schedule: StoredSchedule, start: dict, capacity: int, skipped: dict[str, int]) -> None:
+def _add(schedule: StoredSchedule, start: dict, capacity: int, skipped: dict[str, int]) -> bool:
+    """Buffer `start`; False (and counted as dropped) when the buffer is full."""
     if len(schedule.buffer) >= capacity:
         schedule.buffer_dropped += 1
         skipped["buffer_dropped"] += 1
-    else:
-        schedule.buffer.append(start)
-
-
-def _automatic_buffered(schedule: StoredSchedule) -> int:
-    return sum(1 for s in schedule.buffer if not s["manual"])
+        return False
+    schedule.buffer.append(start)
+    return True
 
 
 def buffer_manual(schedule: StoredSchedule, at_ms: int, overlap: int) -> None:
