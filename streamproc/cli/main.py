@@ -10,6 +10,7 @@ import sys
 import click
 import orjson
 
+from streamproc.cli.metrics_option import METRICS_PORT, metrics_served
 from streamproc.kafka.user_config import KafkaConfigError, user_properties
 from streamproc.logs import configure_logging
 from streamproc.settings import Settings
@@ -58,20 +59,26 @@ def _run_until_signal(engine) -> None:
               help="Partitions of new topics (default STREAMPROC_PARTITIONS or 4).")
 @click.option("--example/--no-example", default=True, show_default=True,
               help="Also run an example worker and create a few jobs, printing their events.")
-def dev(partitions: int | None, example: bool) -> None:
+@METRICS_PORT
+def dev(partitions: int | None, example: bool, metrics_port: int) -> None:
     """Run everything locally: a broker (unless STREAMPROC_BOOTSTRAP names one), topics, an engine."""
     from streamproc.devenv.broker import ensure_broker
     from streamproc.devenv.example import start_example
     from streamproc.engine.processing import Limits
     from streamproc.kafka.engine import Engine
+    from streamproc.metrics import EngineMetrics, WorkerMetrics
 
     bootstrap, broker = ensure_broker()
     settings = Settings.from_env(bootstrap=bootstrap, partitions=partitions)
     click.echo(f"streamproc dev: broker {bootstrap}" + (" (started locally)" if broker else ""), err=True)
-    engine = Engine(settings, limits=Limits.from_settings(settings))
-    stop_example = start_example(settings, engine) if example else None
+    engine_metrics = EngineMetrics() if metrics_port else None  # the workers' share its registry
+    engine = Engine(settings, limits=Limits.from_settings(settings), metrics=engine_metrics)
+    worker_metrics = WorkerMetrics(engine_metrics.registry) if engine_metrics else None
+    stop_example = start_example(settings, engine, worker_metrics) if example else None
     try:
-        _run_until_signal(engine)
+        with metrics_served(metrics_port, engine_metrics and engine_metrics.registry,
+                            live=engine.alive, ready=engine.restored):
+            _run_until_signal(engine)
     finally:
         if stop_example is not None:
             stop_example()
@@ -143,15 +150,20 @@ def engine() -> None:
 @engine.command("run")
 @click.option("--engine-id", default=None, help="Stable id of this process (STREAMPROC_ENGINE_ID).")
 @click.option("--max-batch", type=click.IntRange(1, 100_000), default=2000, show_default=True)
-def engine_run(engine_id: str | None, max_batch: int) -> None:
+@METRICS_PORT
+def engine_run(engine_id: str | None, max_batch: int, metrics_port: int) -> None:
     """Own the partitions the engine group gives this process, until SIGINT/SIGTERM."""
     from streamproc.engine.processing import Limits
     from streamproc.kafka.engine import Engine
     from streamproc.kafka.errors import IdentityConflict, StartRefused
+    from streamproc.metrics import EngineMetrics
 
     settings = Settings.from_env(engine_id=engine_id)
+    metrics = EngineMetrics() if metrics_port else None
     try:
-        _run_until_signal(Engine(settings, limits=Limits.from_settings(settings), max_batch=max_batch))
+        engine = Engine(settings, limits=Limits.from_settings(settings), max_batch=max_batch, metrics=metrics)
+        with metrics_served(metrics_port, metrics and metrics.registry, live=engine.alive, ready=engine.restored):
+            _run_until_signal(engine)
     except (IdentityConflict, StartRefused) as exc:  # another live engine has this id, ...: one line, exit 1
         raise click.ClickException(str(exc)) from None
 

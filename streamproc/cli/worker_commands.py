@@ -15,6 +15,7 @@ import click
 import orjson
 import structlog
 
+from streamproc.cli.metrics_option import METRICS_PORT, metrics_served
 from streamproc.settings import Settings
 
 
@@ -55,18 +56,22 @@ def worker() -> None:
 @click.option("--start-unconfirmed", is_flag=True,
               help="Run a handler as soon as its START is sent, without waiting for the engine to accept it: "
                    "faster, but a handler may run twice after a rebalance.")
+@METRICS_PORT
 def worker_run(task_queue: str, handler: str, worker_id: str | None, backoff_s: float, max_concurrent: int,
-               start_unconfirmed: bool) -> None:
+               start_unconfirmed: bool, metrics_port: int) -> None:
     """Join TASK_QUEUE's consumer group and run HANDLER for its jobs until SIGINT/SIGTERM."""
+    from streamproc.metrics import WorkerMetrics
     from streamproc.worker.job_worker import JobWorker
 
     _check_connection()
+    metrics = WorkerMetrics() if metrics_port else None
     w = JobWorker(task_queue, _load_handler(handler), worker_id=worker_id,
                   retry_backoff=timedelta(seconds=backoff_s), max_concurrent=max_concurrent,
-                  start_unconfirmed=start_unconfirmed)
+                  start_unconfirmed=start_unconfirmed, metrics=metrics)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: w.stop())
-    w.run()
+    with metrics_served(metrics_port, metrics and metrics.registry, ready=w.ready.is_set):
+        w.run()
     _exit_past_stuck_handlers()
 
 
@@ -81,12 +86,14 @@ def worker_run(task_queue: str, handler: str, worker_id: str | None, backoff_s: 
 @click.option("--max-cached-workflows", type=click.IntRange(0), default=1000, show_default=True)
 @click.option("--no-eager-activities", "no_eager", is_flag=True,
               help="Send every activity through the task queue, even those this worker could run at once.")
+@METRICS_PORT
 def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[str, ...],
                  identity: str | None, max_concurrent_activities: int, max_cached_workflows: int,
-                 no_eager: bool) -> None:
+                 no_eager: bool, metrics_port: int) -> None:
     """Run TASK_QUEUE's workflows and activities until SIGINT/SIGTERM (then leave the groups cleanly)."""
     from streamproc.activity.definition import ActivityDefinition
     from streamproc.client import Client
+    from streamproc.metrics import WorkerMetrics
     from streamproc.worker import Worker
     from streamproc.workflow.definition import WorkflowDefinition
 
@@ -96,14 +103,17 @@ def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[
     activity_functions = [_load_definition(spec, "function", ActivityDefinition.of) for spec in activities]
     s = Settings.from_env()
     _check_connection()
+    metrics = WorkerMetrics() if metrics_port else None
     with Client(s.bootstrap, s.namespace) as client:
         try:
             w = Worker(client, task_queue=task_queue, workflows=workflow_classes, activities=activity_functions,
                        identity=identity, max_concurrent_activities=max_concurrent_activities,
-                       max_cached_workflows=max_cached_workflows, disable_eager_activity_execution=no_eager)
+                       max_cached_workflows=max_cached_workflows, disable_eager_activity_execution=no_eager,
+                       metrics=metrics)
         except ValueError as exc:  # two workflows or activities of the same name
             raise click.UsageError(str(exc)) from None
-        w.run()  # in the main thread: SIGINT / SIGTERM stop it
+        with metrics_served(metrics_port, metrics and metrics.registry, ready=lambda: w.ready):
+            w.run()  # in the main thread: SIGINT / SIGTERM stop it
     _exit_past_stuck_handlers()
 
 

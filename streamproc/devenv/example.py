@@ -37,12 +37,13 @@ def describe(record: Record) -> str:
     return f"{head} {detail}"
 
 
-def start_example(settings: Settings, engine) -> Callable[[], None]:
-    """Start the example worker and event printer once the engine is ready; returns a stopper."""
+def start_example(settings: Settings, engine, metrics=None) -> Callable[[], None]:
+    """Start the example worker and event printer once the engine is ready; returns a stopper.
+    `metrics`: the `WorkerMetrics` the example workers report to (None: none)."""
     stop = threading.Event()
     workers: list[Worker] = []
     worker = JobWorker(EXAMPLE_QUEUE, echo_handler, bootstrap=settings.bootstrap,
-                       namespace=settings.namespace, worker_id="example-worker")
+                       namespace=settings.namespace, worker_id="example-worker", metrics=metrics)
 
     def printer() -> None:
         with EventReader(settings.bootstrap, settings.namespace, from_beginning=False) as reader:
@@ -59,7 +60,7 @@ def start_example(settings: Settings, engine) -> Callable[[], None]:
     def run_orders() -> None:
         with Client(settings.bootstrap, settings.namespace) as client:
             workflows = Worker(client, task_queue=EXAMPLE_WORKFLOW_QUEUE, workflows=[OrderWorkflow],
-                               activities=[reserve, charge], identity="example-worker")
+                               activities=[reserve, charge], identity="example-worker", metrics=metrics)
             workers.append(workflows)
             workflows.start()
             handles = [client.start_workflow(OrderWorkflow.run, f"order-{n}", id=f"example-order-{n}-{time.time_ns()}",

@@ -71,12 +71,22 @@ class DueDateChecker:
 
     def processed(self, command: Record) -> None:
         """The processor has handled one of our commands (accepted or rejected): forget it."""
+        item = self._item_of(command)
+        if item is not None:
+            self._in_flight.pop(item, None)
+            self._waiting_for_in_flight = False
+
+    def due_ms_of(self, command: Record) -> int | None:
+        """When a command of ours was due (its item's time), or None if it is none of ours."""
+        item = self._item_of(command)
+        return None if item is None else item[2]
+
+    def _item_of(self, command: Record) -> Item | None:
         for source in self._sources:
             item = source.item_of(command)
             if item is not None:
-                self._in_flight.pop(item, None)
-                self._waiting_for_in_flight = False
-                return
+                return item
+        return None
 
     @property
     def in_flight(self) -> int:

@@ -64,6 +64,8 @@ class Committing:
     writer: BatchWriter
     slot: int
     deadline: float
+    #: Seconds the commit thread took (offsets sent, records flushed, committed), once finished.
+    commit_seconds: float = 0.0
 
 
 class Committer:
@@ -108,10 +110,12 @@ class Committer:
         self.committing = Committing(future, touched, messages, len(due), writer, slot, deadline)
 
     def commit_transaction(self, producer: Producer, writer: BatchWriter, offsets: list[TopicPartition],
-                           group, deadline: float) -> None:
+                           group, deadline: float) -> float:
         """On the commit thread: blocking calls, the GIL released while they wait, each
-        bounded by the commit's deadline. The writer is passed, not read from `self`: a
-        commit abandoned here must not report into the batches after it."""
+        bounded by the commit's deadline; returns the seconds they took. The writer is
+        passed, not read from `self`: a commit abandoned here must not report into the
+        batches after it."""
+        started = time.monotonic()
         if offsets:
             producer.send_offsets_to_transaction(offsets, group, _remaining(deadline))
         try:
@@ -122,6 +126,7 @@ class Committer:
             producer.commit_transaction(_remaining(deadline))  # the documented answer to a retriable commit error
         producer.poll(0)
         writer.raise_delivery_error()
+        return time.monotonic() - started
 
     def finish(self) -> Committing | None:
         """Wait for the batch in flight, if any, within its time; returns it once committed.
@@ -133,7 +138,8 @@ class Committer:
         if committing is None:
             return None
         try:
-            committing.future.result(timeout=max(0.0, committing.deadline - time.monotonic()))
+            committing.commit_seconds = committing.future.result(
+                timeout=max(0.0, committing.deadline - time.monotonic())) or 0.0
         except Exception as exc:
             if committing.future.done():
                 raise ClientFailure(Origin.PRODUCER, exc) from exc

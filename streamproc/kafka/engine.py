@@ -39,6 +39,8 @@ from streamproc.kafka.batching import close_in_background, consume_available
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.connection import check_connection
 from streamproc.kafka.errors import ClientFailure, IdentityConflict, Origin, StartRefused
+from streamproc.metrics.batch_tally import BatchTally
+from streamproc.metrics.engine_metrics import EngineMetrics
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
@@ -79,7 +81,7 @@ class Engine:
     def __init__(self, settings: Settings, clock: Clock | None = None, limits: Limits = Limits(),
                  max_batch: int = 2000, idle_poll_ms: int = 100,
                  transaction_timeout_ms: int = 10_000, echo_offsets_max_age_s: float = 1.0,
-                 faults: FaultPolicy = FaultPolicy()) -> None:
+                 faults: FaultPolicy = FaultPolicy(), metrics: EngineMetrics | None = None) -> None:
         self.settings = settings
         self.topics = Topics(settings.namespace)
         self.clock = clock or SystemClock()
@@ -124,6 +126,16 @@ class Engine:
         #: Why run() ended, if not by stop(): another live process has this engine's id.
         self.failure: IdentityConflict | None = None
         self.on_batch_committed: Callable[[int], None] | None = None
+        #: Prometheus metrics (None: off). A batch's tally is added once it committed.
+        self.metrics = metrics
+        self._tally: BatchTally | None = None if metrics is None else BatchTally()
+        self._committing_tally: BatchTally | None = None
+        if metrics is not None:
+            metrics.watch(lambda: {pid: part.db.path for pid, part in list(self.partitions.items())})
+        #: Partitions the group assigned us (None: no assignment yet); replaced, never changed
+        #: in place, so that `restored` may read it from another thread.
+        self._assigned: frozenset[int] | None = None
+        self._running = True
 
     # lifecycle ----------------------------------------------------------------------------
     def run(self) -> None:
@@ -151,6 +163,7 @@ class Engine:
             log.error("engine_start_refused", error=str(exc))
             raise
         finally:
+            self._running = False
             self._watchdog.stop()
             self._close_session()
             st = self.stats
@@ -159,6 +172,16 @@ class Engine:
 
     def stop(self) -> None:
         self._stop.set()
+
+    # health -------------------------------------------------------------------------------
+    def alive(self) -> bool:
+        """Liveness: `run()` has not ended (a broker outage is waited out, not a death)."""
+        return self._running
+
+    def restored(self) -> bool:
+        """Readiness: the group assigned us partitions (maybe none) and every one is restored."""
+        assigned = self._assigned
+        return assigned is not None and all(pid in self.partitions for pid in assigned)
 
     def _producer_config(self, transactional_id: str) -> dict:
         return engine_producer_config(self.settings, transactional_id, self.transaction_timeout_ms,
@@ -183,6 +206,8 @@ class Engine:
     def _failed(self, exc: Exception) -> None:
         """Settle the commit in flight and note what must be rebuilt; `_reconnect` follows."""
         self._txn.settle()
+        if self._tally is not None:  # both batches are processed again after the rewind
+            self._tally, self._committing_tally = BatchTally(), None
         decision = self._recovery.failed(exc, self._producers.age_s(), sorted(self.partitions),
                                          connected_s=time.monotonic() - self._brokers_lost_at)
         self._rebuild_producer |= decision.producer
@@ -253,6 +278,7 @@ class Engine:
         group; the old one is closed on a thread of its own, its callbacks ignored."""
         old, self._consumer, self._consumer_dead, self._consumer_fatal = self._consumer, None, False, None
         given_up = sorted(self.partitions)
+        self._assigned = None  # until the new consumer's first assignment
         for pid in given_up:
             self._close_partition(pid)
         if given_up:  # the old consumer's revoke will never be heard: say it here
@@ -273,12 +299,14 @@ class Engine:
         if consumer is not None:
             close_in_background(consumer).join(10)
         self._txn.shutdown()
+        self._assigned = None
         self.ready.clear()
 
     # rebalance ----------------------------------------------------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if consumer is not self._consumer:
             return  # a replaced consumer, closing
+        self._assigned = (self._assigned or frozenset()) | {tp.partition for tp in partitions}
         for tp in partitions:
             self._open_partition(tp.partition)
         log.info("partitions_assigned", assigned=sorted(p.partition for p in partitions),
@@ -292,6 +320,8 @@ class Engine:
             self._finish_commit()
         except Exception as exc:  # noqa: BLE001
             self._txn.failure = exc  # raised from the loop, which rewinds
+        if self._assigned is not None:
+            self._assigned = self._assigned - {tp.partition for tp in partitions}
         for tp in partitions:
             self._close_partition(tp.partition)
         log.info("partitions_revoked", revoked=sorted(p.partition for p in partitions),
@@ -363,9 +393,13 @@ class Engine:
         self.stats.echoes += len(commands) - len(fresh)
         # 1. Processors only stage writes (over the committing batch's) and follow-ups.
         touched: set[int] = set()
+        tally = self._tally
         for msg in fresh:
-            self.partitions[msg.partition()].processor.process(msg.value(), msg.headers(), msg.offset())
-            touched.add(msg.partition())
+            pid = msg.partition()
+            cmd = self.partitions[pid].processor.process(msg.value(), msg.headers(), msg.offset())
+            touched.add(pid)
+            if tally is not None:
+                tally.command(pid, cmd)
         # 2. The previous batch must have committed before this one's transaction begins.
         p.stage = "commit_wait"
         self._finish_commit()
@@ -376,8 +410,12 @@ class Engine:
                if part.checker.wait_ms(now) == 0 for cmd in part.checker.collect(now)]
         for pid, cmd in due:
             cmd.encoded = codec.encode(cmd)  # for the log; a command that cannot be encoded fails here
-            self.partitions[pid].processor.process_command(cmd, -1)
+            part = self.partitions[pid]
+            part.processor.process_command(cmd, -1)
             touched.add(pid)
+            if tally is not None:
+                due_ms = part.checker.due_ms_of(cmd)
+                tally.due(pid, cmd, None if due_ms is None else now - due_ms)
         if due or fresh:
             self._begin_commit(commands, touched, due)
         elif commands:
@@ -403,6 +441,10 @@ class Engine:
         if self._brokers_lost:
             self._brokers_lost = False
             self._producers.recover(False, rebuild_all=True)
+        if self._tally is not None:
+            for pid in touched_ids:
+                self._tally.rejections_in(pid, self.partitions[pid].processor.output.events)
+            self._committing_tally, self._tally = self._tally, BatchTally()
         self._txn.begin(offsets, [self.partitions[pid] for pid in touched_ids], due, len(messages),
                         self._consumer.consumer_group_metadata)
 
@@ -423,6 +465,9 @@ class Engine:
         self.stats.batches += 1
         self.stats.commands += committing.messages
         self.stats.due_commands += committing.due
+        if self._committing_tally is not None:
+            self.metrics.committed(self._committing_tally, committing.commit_seconds)
+            self._committing_tally = None
         if self.on_batch_committed is not None:
             self.on_batch_committed(committing.messages)
 

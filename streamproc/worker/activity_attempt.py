@@ -78,6 +78,8 @@ class ActivityAttempt:
         if started_ms is None:
             return
         w = self.worker
+        if w.metrics is not None:  # both times the engine's: Temporal's schedule-to-start of this attempt
+            w.metrics.task_started(w.task_queue, "activity", self.task["scheduled_time_ms"], started_ms)
         definition = w.definitions.get(self.task["activity_type"])
         converter = w.data_converter
         self.ctx = ActivityContext(info_from_task(self.task, started_ms, converter), self.heartbeat,

@@ -49,6 +49,7 @@ from streamproc.protocol.records import ActivityIntent, Record, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.activity_attempt import ActivityAttempt
 from streamproc.kafka.replies import Reply, ReplyListener
+from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.worker.task_intake import TaskIntake
 from streamproc.worker.task_leases import OverdueAttempts, TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
@@ -81,7 +82,8 @@ class ActivityWorker:
                  bootstrap: str | None = None, namespace: str | None = None,
                  identity: str | None = None, max_concurrent: int = 100,
                  graceful_shutdown_timeout: timedelta = timedelta(0),
-                 partitions: int | None = None, data_converter: DataConverter | None = None) -> None:
+                 partitions: int | None = None, data_converter: DataConverter | None = None,
+                 metrics: WorkerMetrics | None = None) -> None:
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
@@ -102,6 +104,8 @@ class ActivityWorker:
         self.max_concurrent = max_concurrent
         self.graceful_shutdown_timeout = graceful_shutdown_timeout
         self.stats = WorkerStats()
+        #: Prometheus metrics (None: off).
+        self.metrics = metrics
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self.replies: ReplyListener | None = None
@@ -133,6 +137,7 @@ class ActivityWorker:
             "client.id": client_id("worker", self.identity),
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+            **(self.metrics.consumer_config(self.task_queue, "activity", topic) if self.metrics else {}),
         }))
         intake = TaskIntake(consumer, topic, self.offsets,
                             lambda task: task.value_type == ValueType.ACTIVITY_TASK and task.intent == A.ACTIVITY_TASK,

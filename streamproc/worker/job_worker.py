@@ -46,6 +46,7 @@ from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import JobIntent, Record, RecordType, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.kafka.replies import Reply, ReplyListener
+from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.worker.task_intake import TaskIntake
 from streamproc.worker.task_leases import OverdueAttempts, PendingStarts, TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
@@ -80,7 +81,8 @@ class JobWorker:
     def __init__(self, task_queue: str, handler: Handler, *, bootstrap: str | None = None,
                  namespace: str | None = None, worker_id: str | None = None,
                  retry_backoff: timedelta = timedelta(0), partitions: int | None = None,
-                 max_concurrent: int = 16, max_jobs_active: int = 256, start_unconfirmed: bool = False) -> None:
+                 max_concurrent: int = 16, max_jobs_active: int = 256, start_unconfirmed: bool = False,
+                 metrics: WorkerMetrics | None = None) -> None:
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
@@ -100,6 +102,8 @@ class JobWorker:
         self.max_jobs_active = max_jobs_active
         #: Run the handler without waiting for the engine to accept START (may run twice).
         self.start_unconfirmed = start_unconfirmed
+        #: Prometheus metrics (None: off).
+        self.metrics = metrics
         #: Handlers that returned or raised.
         self.handled = 0
         #: STARTs the engine refused (the attempt was over, or another worker had it).
@@ -132,6 +136,7 @@ class JobWorker:
             "client.id": client_id("worker", self.worker_id),
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+            **(self.metrics.consumer_config(self.task_queue, "job", topic) if self.metrics else {}),
         }))
         intake = TaskIntake(consumer, topic, self.offsets, lambda task: task.value_type == ValueType.JOB, "job")
         self._membership = intake.membership = join_task_queue(
@@ -172,19 +177,25 @@ class JobWorker:
             self._in_flight += 1
         sent_at = time.monotonic()
         value = {"attempt": job.attempt, "worker": self.worker_id}
+        scheduled_ms = task.timestamp_ms  # the engine's time when it made this attempt startable
         if self.start_unconfirmed:
             self.client.send(Record.command(ValueType.JOB, JobIntent.START, value, key=job.key),
                              partition_of_key(job.key))
-            self._started(job, partition, offset, sent_at, None)
+            self._started(job, partition, offset, sent_at, None, scheduled_ms)
             return
         command = Record.command(ValueType.JOB, JobIntent.START, value, key=job.key, request_id=uuid.uuid4().hex,
                                  reply_partition=self.replies.partition)
-        self._starts.start(command, lambda reply: self._started(job, partition, offset, sent_at, reply))
+        self._starts.start(command, lambda reply: self._started(job, partition, offset, sent_at, reply, scheduled_ms))
 
-    def _started(self, job: ActivatedJob, partition: int, offset: int, sent_at: float, reply: Reply | None) -> None:
+    def _started(self, job: ActivatedJob, partition: int, offset: int, sent_at: float, reply: Reply | None,
+                 scheduled_ms: int = 0) -> None:
         """The engine answered the START (None: not asked): run the handler if it accepted."""
         self.offsets.settled(partition, offset)
-        if reply is not None and reply.record.record_type is RecordType.COMMAND_REJECTION:
+        accepted = reply is None or reply.record.record_type is not RecordType.COMMAND_REJECTION
+        if self.metrics is not None and accepted:  # started: at the engine's START, or now when not asked
+            started_ms = reply.record.timestamp_ms if reply is not None else int(time.time() * 1000)
+            self.metrics.task_started(self.task_queue, "job", scheduled_ms, started_ms)
+        if not accepted:
             log.info("job_start_refused", job_key=job.key, attempt=job.attempt,
                      rejection_type=reply.record.rejection_type, reason=reply.record.rejection_reason)
             with self._lock:

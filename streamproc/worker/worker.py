@@ -23,6 +23,7 @@ from typing import Any
 
 from streamproc.client.client import Client
 from streamproc.converter import DataConverter
+from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.worker.activity_worker import ActivityWorker
 from streamproc.worker.eager_activities import EagerActivities
 from streamproc.worker.workflow_worker import WorkflowWorker
@@ -36,15 +37,16 @@ class Worker:
                  max_cached_workflows: int = 1000, max_concurrent_activities: int = 100,
                  graceful_shutdown_timeout: timedelta = timedelta(0),
                  data_converter: DataConverter | None = None,
-                 disable_eager_activity_execution: bool = False) -> None:
+                 disable_eager_activity_execution: bool = False, metrics: WorkerMetrics | None = None) -> None:
         """`data_converter` defaults to the client's, as in Temporal. Activities that the
         workflows schedule on this queue run eagerly here when a slot is free (see
-        `streamproc.worker.eager_activities`), unless `disable_eager_activity_execution`."""
+        `streamproc.worker.eager_activities`), unless `disable_eager_activity_execution`.
+        `metrics`: where both parts report (Prometheus; None: nowhere)."""
         workflows, activities = list(workflows), list(activities)
         if not workflows and not activities:
             raise ValueError("a Worker needs at least one workflow or activity")
         where = {"bootstrap": client.bootstrap, "namespace": client.topics.namespace, "identity": identity,
-                 "data_converter": data_converter or client.data_converter}
+                 "data_converter": data_converter or client.data_converter, "metrics": metrics}
         self.task_queue = task_queue
         self.workflow_worker = WorkflowWorker(task_queue, workflows, max_cached_workflows=max_cached_workflows,
                                               **where) if workflows else None
@@ -55,6 +57,11 @@ class Worker:
             self.workflow_worker.handler.eager = EagerActivities(self.activity_worker)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Whether every part has its task queue partitions (readiness)."""
+        return all(part.ready.is_set() for part in self.parts)
 
     @property
     def parts(self) -> list[WorkflowWorker | ActivityWorker]:

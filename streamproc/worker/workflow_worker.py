@@ -25,6 +25,7 @@ import functools
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,6 +38,7 @@ from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import client_id, consumer_config
+from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import ValueType, WorkflowIntent
@@ -85,7 +87,7 @@ class WorkflowWorker:
                  bootstrap: str | None = None, namespace: str | None = None,
                  identity: str | None = None, max_cached_workflows: int = 1000,
                  partitions: int | None = None, new_instance: InstanceFactory | None = None,
-                 data_converter: DataConverter | None = None) -> None:
+                 data_converter: DataConverter | None = None, metrics: WorkerMetrics | None = None) -> None:
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
@@ -103,6 +105,8 @@ class WorkflowWorker:
         self.task_queue = task_queue
         self.identity = identity or f"{os.getpid()}@{socket.gethostname()}"
         self.stats = WorkflowWorkerStats()
+        #: Prometheus metrics (None: off).
+        self.metrics = metrics
         new_instance = new_instance or functools.partial(_new_instance, data_converter=self.client.data_converter)
         self.handler = WorkflowTaskHandler(definitions, self.identity, new_instance,
                                            StickyCache(max_cached_workflows), self._fetch_history)
@@ -127,9 +131,11 @@ class WorkflowWorker:
         topic = topics.workflow_tasks(self.task_queue)
         TopicAdmin(self.client.bootstrap, topics).ensure(
             {topic: (self._partitions or self.client.partitions, {})})
+        lag = self.metrics.consumer_config(self.task_queue, "workflow", topic) if self.metrics else {}
         consumer = Consumer(consumer_config(
             self.client.bootstrap, topics.workflow_worker_group(self.task_queue),
-            **{"client.id": client_id("worker", self.identity), "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "on_commit": self._on_commit}))
+            **{"client.id": client_id("worker", self.identity), "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "on_commit": self._on_commit},
+            **lag))
         consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                            on_lost=self._on_revoke)
         log.info("workflow_worker_started", task_queue=self.task_queue, identity=self.identity,
@@ -243,7 +249,11 @@ class WorkflowWorker:
             return
         if record.value.get("pages", 1) > 1:
             self.stats.paged += 1
+        began, began_ms = time.monotonic(), time.time_ns() // 1_000_000
         answer = self.handler.answer(task)
+        if self.metrics is not None:  # scheduled: the engine's time on the task's record
+            self.metrics.task_started(self.task_queue, "workflow", record.timestamp_ms, began_ms)
+            self.metrics.workflow_task_executed(self.task_queue, time.monotonic() - began)
         if answer is None:
             self.stats.unanswered += 1
         else:
