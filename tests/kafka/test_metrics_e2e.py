@@ -4,6 +4,7 @@ from librdkafka's statistics."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from datetime import timedelta
@@ -20,6 +21,7 @@ from streamproc.metrics import EngineMetrics, MetricsServer, WorkerMetrics
 from streamproc.settings import Settings
 from streamproc.worker import Worker
 from streamproc.worker.job_worker import JobFailure, JobWorker
+from tests.support.engines import engine_process, worker_process
 from tests.support.metrics_scrape import Scrape, get
 
 pytestmark = pytest.mark.kafka
@@ -182,3 +184,40 @@ def _text(metrics: WorkerMetrics) -> str:
     from prometheus_client import generate_latest
 
     return generate_latest(metrics.registry).decode()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(port: int, path: str) -> int | None:
+    """The status of GET `path`, or None while nothing listens."""
+    try:
+        return get(port, path)[0]
+    except OSError:
+        return None
+
+
+def test_the_cli_serves_metrics_on_its_port_and_refuses_a_port_in_use(bootstrap, namespace, tmp_path):
+    engine_port, worker_port = _free_port(), _free_port()
+    engine = engine_process(bootstrap, namespace, "cli-metrics", tmp_path / "state", tmp_path, partitions=2,
+                            options=("--metrics-port", str(engine_port))).start()
+    worker = worker_process(bootstrap, namespace, "greet", "cli-worker", tmp_path,
+                            options=("--metrics-port", str(worker_port))).start()
+    try:
+        _wait_for(lambda: _answers(engine_port, "/readyz") == 200, 60, "the engine process ready")
+        _wait_for(lambda: _answers(worker_port, "/readyz") == 200, 60, "the worker process ready")
+        assert Scrape.of(engine_port).value("streamproc_partitions_owned") == 2
+        assert "streamproc_task_queue_consumer_lag" in Scrape.of(worker_port).families
+        assert _answers(engine_port, "/healthz") == 200
+
+        second = engine_process(bootstrap, namespace, "cli-metrics-2", tmp_path / "state-2", tmp_path,
+                                partitions=2, options=("--metrics-port", str(engine_port))).start()
+        assert second.wait_exit(60) == 1
+        output = second.log_text()
+        assert f"metrics port {engine_port} on 0.0.0.0: in use" in output and "Traceback" not in output
+    finally:
+        worker.stop()
+        engine.stop()

@@ -118,10 +118,11 @@ class Process:
 
 
 def engine_process(bootstrap: str, namespace: str, engine_id: str, state_dir: Path,
-                   log_dir: Path, partitions: int = 4) -> Process:
+                   log_dir: Path, partitions: int = 4, options: tuple[str, ...] = ()) -> Process:
+    """`streamproc engine run` with more `options`."""
     env = _env(bootstrap, namespace, STREAMPROC_ENGINE_ID=engine_id,
                STREAMPROC_STATE_DIR=str(state_dir), STREAMPROC_PARTITIONS=str(partitions))
-    return Process(["engine", "run"], env, log_dir / f"engine-{engine_id}.log")
+    return Process(["engine", "run", *options], env, log_dir / f"engine-{engine_id}.log")
 
 
 def worker_process(bootstrap: str, namespace: str, queue: str, worker_id: str, log_dir: Path,
