@@ -29,6 +29,8 @@ class FakeEngine:
     def __init__(self, *fns, start_rejected: bool = False, heartbeat_answer=None) -> None:
         self.definitions = {ActivityDefinition.of(f).name: ActivityDefinition.of(f) for f in fns}
         self.identity = "fake-worker"
+        self.task_queue = "fake-queue"
+        self.metrics = None
         self.data_converter = DataConverter.default()
         self.stats = WorkerStats()
         self.sent: list[tuple[str, dict]] = []
