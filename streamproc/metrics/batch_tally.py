@@ -9,6 +9,7 @@ its tally and counted when it is processed again, so a command is counted once.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 
 from streamproc.protocol.records import Record, RecordType
@@ -23,17 +24,18 @@ class BatchTally:
 
     def __init__(self) -> None:
         #: (partition, value type, intent) -> commands processed.
-        self.commands: dict[tuple[int, str, str], int] = {}
+        self.commands: defaultdict[tuple[int, str, str], int] = defaultdict(int)
         #: (partition, value type, intent, rejection type) -> rejections written.
-        self.rejections: dict[tuple[int, str, str, str], int] = {}
+        self.rejections: defaultdict[tuple[int, str, str, str], int] = defaultdict(int)
         #: (value type, intent) -> how late each due command of the batch fired, in ms.
         self.due_lags_ms: dict[tuple[str, str], list[int]] = {}
 
     def command(self, partition: int, command: Record | None) -> None:
         """A command from the log was processed (None: it could not be decoded)."""
-        key = (partition, command.value_type, command.intent) if command is not None else (partition, *UNDECODABLE)
-        commands = self.commands
-        commands[key] = commands.get(key, 0) + 1
+        if command is not None:
+            self.commands[(partition, command.value_type, command.intent)] += 1
+        else:
+            self.commands[(partition, *UNDECODABLE)] += 1
 
     def due(self, partition: int, command: Record, lag_ms: int | None) -> None:
         """A due command (timeout, timer, backoff, schedule) the checker wrote and the batch
@@ -47,8 +49,7 @@ class BatchTally:
         rejections = self.rejections
         for record in events:
             if record.record_type is RecordType.COMMAND_REJECTION:
-                key = (partition, record.value_type, record.intent, record.rejection_type)
-                rejections[key] = rejections.get(key, 0) + 1
+                rejections[(partition, record.value_type, record.intent, record.rejection_type)] += 1
 
     @property
     def size(self) -> int:

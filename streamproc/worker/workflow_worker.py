@@ -249,11 +249,13 @@ class WorkflowWorker:
             return
         if record.value.get("pages", 1) > 1:
             self.stats.paged += 1
-        began, began_ms = time.monotonic(), time.time_ns() // 1_000_000
+        metrics = self.metrics
+        if metrics is not None:  # scheduled: the engine's time on the task's record
+            metrics.task_started(self.task_queue, "workflow", record.timestamp_ms, time.time_ns() // 1_000_000)
+            began = time.monotonic()
         answer = self.handler.answer(task)
-        if self.metrics is not None:  # scheduled: the engine's time on the task's record
-            self.metrics.task_started(self.task_queue, "workflow", record.timestamp_ms, began_ms)
-            self.metrics.workflow_task_executed(self.task_queue, time.monotonic() - began)
+        if metrics is not None:
+            metrics.workflow_task_executed(self.task_queue, time.monotonic() - began)
         if answer is None:
             self.stats.unanswered += 1
         else:
