@@ -180,7 +180,8 @@ def test_consumer_lag_follows_the_committed_offset(bootstrap, namespace):
         consumer.close()
 
 
-def _text(metrics: WorkerMetrics) -> str:
+def _text(metrics: EngineMetrics | WorkerMetrics) -> str:
+    """What a scrape of `metrics` would read."""
     from prometheus_client import generate_latest
 
     return generate_latest(metrics.registry).decode()
@@ -221,3 +222,41 @@ def test_the_cli_serves_metrics_on_its_port_and_refuses_a_port_in_use(bootstrap,
     finally:
         worker.stop()
         engine.stop()
+
+
+def test_a_batch_rewound_after_a_failed_commit_is_counted_once(bootstrap, namespace, tmp_path):
+    """The commit of the first batch fails while the next batch is processed over it: both
+    are rewound and processed again, and each command is still counted once."""
+    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=1, state_dir=tmp_path,
+                        engine_id="rewound")
+    engine = Engine(settings, metrics=EngineMetrics(), idle_poll_ms=10)
+    real_commit, failed = engine._txn.commit_transaction, threading.Event()
+
+    def first_commit_fails(*args):
+        if failed.is_set():
+            return real_commit(*args)
+        failed.set()
+        time.sleep(0.5)  # meanwhile the loop processes the next batch over this one
+        raise RuntimeError("the test refuses this commit")
+
+    engine._txn.commit_transaction = first_commit_fails
+    thread = threading.Thread(target=engine.run, daemon=True)
+    thread.start()
+    try:
+        assert engine.ready.wait(60)
+        with Client(bootstrap, namespace) as client:
+            for n in range(40):
+                client.create_job("counted", n)
+                client.flush()
+                time.sleep(0.02)
+        scrape = lambda: Scrape(_text(engine.metrics))  # noqa: E731
+        created = {"value_type": "JOB", "intent": "CREATE"}
+        _wait_for(lambda: scrape().value("streamproc_commands_processed_total", **created) >= 40, 30,
+                  "forty CREATEs counted")
+        time.sleep(0.5)  # a double count would show now
+        assert failed.is_set()
+        assert scrape().value("streamproc_commands_processed_total", **created) == 40
+        assert engine.stats.commands >= 40
+    finally:
+        engine.stop()
+        thread.join(30)
