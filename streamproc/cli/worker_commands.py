@@ -112,7 +112,7 @@ def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[
                        metrics=metrics)
         except ValueError as exc:  # two workflows or activities of the same name
             raise click.UsageError(str(exc)) from None
-        with metrics_served(metrics_port, metrics and metrics.registry, ready=lambda: w.ready):
+        with metrics_served(metrics_port, metrics and metrics.registry, ready=w.is_ready):
             w.run()  # in the main thread: SIGINT / SIGTERM stop it
     _exit_past_stuck_handlers()
 

@@ -58,8 +58,7 @@ class Worker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    @property
-    def ready(self) -> bool:
+    def is_ready(self) -> bool:
         """Whether every part has its task queue partitions (readiness)."""
         return all(part.ready.is_set() for part in self.parts)
 

@@ -21,7 +21,7 @@ from streamproc.metrics import EngineMetrics, MetricsServer, WorkerMetrics
 from streamproc.settings import Settings
 from streamproc.worker import Worker
 from streamproc.worker.job_worker import JobFailure, JobWorker
-from tests.support.engines import engine_process, worker_process
+from tests.support.engines import combined_worker_process, engine_process, worker_process
 from tests.support.metrics_scrape import Scrape, get
 
 pytestmark = pytest.mark.kafka
@@ -202,17 +202,22 @@ def _answers(port: int, path: str) -> int | None:
 
 
 def test_the_cli_serves_metrics_on_its_port_and_refuses_a_port_in_use(bootstrap, namespace, tmp_path):
-    engine_port, worker_port = _free_port(), _free_port()
+    engine_port, worker_port, workflow_port = _free_port(), _free_port(), _free_port()
     engine = engine_process(bootstrap, namespace, "cli-metrics", tmp_path / "state", tmp_path, partitions=2,
                             options=("--metrics-port", str(engine_port))).start()
     worker = worker_process(bootstrap, namespace, "greet", "cli-worker", tmp_path,
                             options=("--metrics-port", str(worker_port))).start()
+    example = "streamproc.devenv.example_workflow"
+    workflows = combined_worker_process(bootstrap, namespace, "orders", "cli-workflows", tmp_path,
+                                        workflows=[f"{example}:OrderWorkflow"], activities=[f"{example}:reserve"],
+                                        options=("--metrics-port", str(workflow_port))).start()
     try:
-        _wait_for(lambda: _answers(engine_port, "/readyz") == 200, 60, "the engine process ready")
-        _wait_for(lambda: _answers(worker_port, "/readyz") == 200, 60, "the worker process ready")
+        for port, what in ((engine_port, "engine"), (worker_port, "job worker"), (workflow_port, "workflow worker")):
+            _wait_for(lambda port=port: _answers(port, "/readyz") == 200, 60, f"the {what} process ready")
+            assert _answers(port, "/healthz") == 200
         assert Scrape.of(engine_port).value("streamproc_partitions_owned") == 2
         assert "streamproc_task_queue_consumer_lag" in Scrape.of(worker_port).families
-        assert _answers(engine_port, "/healthz") == 200
+        assert "streamproc_workflow_task_execution_latency_seconds" in Scrape.of(workflow_port).families
 
         second = engine_process(bootstrap, namespace, "cli-metrics-2", tmp_path / "state-2", tmp_path,
                                 partitions=2, options=("--metrics-port", str(engine_port))).start()
@@ -220,8 +225,8 @@ def test_the_cli_serves_metrics_on_its_port_and_refuses_a_port_in_use(bootstrap,
         output = second.log_text()
         assert f"metrics port {engine_port} on 0.0.0.0: in use" in output and "Traceback" not in output
     finally:
-        worker.stop()
-        engine.stop()
+        for process in (workflows, worker, engine):
+            process.stop()
 
 
 def test_a_batch_rewound_after_a_failed_commit_is_counted_once(bootstrap, namespace, tmp_path):

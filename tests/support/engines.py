@@ -134,9 +134,10 @@ def worker_process(bootstrap: str, namespace: str, queue: str, worker_id: str, l
 
 
 def combined_worker_process(bootstrap: str, namespace: str, queue: str, worker_id: str, log_dir: Path, *,
-                            workflows: list[str] = (), activities: list[str] = (),
+                            workflows: list[str] = (), activities: list[str] = (), options: tuple[str, ...] = (),
                             **env: str) -> Process:
-    """`streamproc worker start`: workflows and activities (module:name specs) of `queue`."""
+    """`streamproc worker start`: workflows and activities (module:name specs) of `queue`, more `options`."""
     specs = [*(a for w in workflows for a in ("--workflow", w)), *(a for f in activities for a in ("--activity", f))]
-    return Process(["worker", "start", queue, "--identity", worker_id, *specs], _env(bootstrap, namespace, **env),
+    return Process(["worker", "start", queue, "--identity", worker_id, *specs, *options],
+                   _env(bootstrap, namespace, **env),
                    log_dir / f"worker-{worker_id}.log")
