@@ -128,21 +128,21 @@ class JobWorker:
         if not self.start_unconfirmed:
             self.replies = ReplyListener(self.client.bootstrap, topics).start()
             self._starts = PendingStarts(self.replies, lambda cmd: self.client.send(cmd, partition_of_key(cmd.key)))
-        consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
+        config = consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
             "client.id": client_id("worker", self.worker_id),
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
-        }))
-        intake = TaskIntake(consumer, topic, self.offsets, lambda task: task.value_type == ValueType.JOB, "job")
+        })
+        intake = TaskIntake(topic, self.offsets, lambda task: task.value_type == ValueType.JOB, "job")
         self._membership = intake.membership = join_task_queue(
-            consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
+            lambda: Consumer(config), topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
             intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.worker_id)
         self._pool = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="job")
         log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id)
         try:
             self._poll(intake, max_jobs)
         finally:
-            consumer.close()  # leave the group at once: the queue's partitions move on
+            self._membership.consumer.close()  # leave the group at once: the queue's partitions move on
             self._pool.shutdown(wait=False, cancel_futures=True)
             if self.replies is not None:
                 self.replies.close()

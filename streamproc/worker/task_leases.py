@@ -42,6 +42,7 @@ import structlog
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
+from streamproc.kafka.batching import close_in_background
 from streamproc.kafka.config import admin_config
 from streamproc.protocol.records import Record
 from streamproc.kafka.replies import Reply, ReplyListener
@@ -172,11 +173,13 @@ class TaskQueueMembership:
     have overdue attempts may take turns leaving; each checks again every `check_interval_s`.
     """
 
-    def __init__(self, consumer: Consumer, overdue: OverdueAttempts, subscribe: Callable[[], None],
-                 others_in_group: Callable[[], int | None], task_queue: str, identity: str,
-                 check_interval_s: float = 5.0, log_interval_s: float = 30.0, unassigned_rejoin_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._consumer = consumer
+    def __init__(self, new_consumer: Callable[[], Consumer], overdue: OverdueAttempts,
+                 subscribe: Callable[[Consumer], None], others_in_group: Callable[[Consumer], int | None], task_queue: str,
+                 identity: str, check_interval_s: float = 5.0, log_interval_s: float = 30.0,
+                 unassigned_rejoin_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._new_consumer = new_consumer
+        #: The queue's consumer; replaced by a new one when rejoining does not bring it back.
+        self.consumer = new_consumer()
         self._overdue = overdue
         self._subscribe = subscribe
         #: Members of the group other than this worker (None: unknown, e.g. the broker is away).
@@ -192,10 +195,12 @@ class TaskQueueMembership:
         self._unassigned_rejoin_s = unassigned_rejoin_s
         #: Since when (clock) the member has had no partition; None while it has some.
         self._unassigned_since: float | None = None
+        #: Rejoins in a row that brought no partition.
+        self._rejoins_unassigned = 0
         self.member = False
 
     def join(self) -> None:
-        self._subscribe()
+        self._subscribe(self.consumer)
         self.member = True
 
     def hands_over(self) -> bool:
@@ -219,7 +224,7 @@ class TaskQueueMembership:
         if self.member and others:
             self._log.warning("worker_leaving_group_attempts_overdue", attempts=stuck[:10], overdue=len(stuck),
                               other_members=others)
-            self._consumer.unsubscribe()  # revokes: settled offsets are committed, the rest redelivered
+            self.consumer.unsubscribe()  # revokes: settled offsets are committed, the rest redelivered
             self.member = False
             self._logged_at = now
         elif not self.member and others == 0:
@@ -232,23 +237,39 @@ class TaskQueueMembership:
         return self.member
 
     def _rejoin_if_left_out(self) -> None:
-        """A member with no partition for `unassigned_rejoin_s` subscribes again. After
-        repeated broker restarts a worker's consumer was seen never getting back into its
-        group (its group requests queued behind an offset commit that outlived the
-        connection): it polled on, assigned nothing, while its queue filled. A worker idle
-        because the others hold every partition rejoins too: one cooperative rebalance per
-        interval, which moves no partition that has an owner."""
+        """A member with no partition for `unassigned_rejoin_s` subscribes again, and if that
+        brings none either, goes on with a new consumer. After broker restarts a worker's
+        consumer was seen never getting back into its group: its requests to the group
+        coordinator stayed queued on a connection librdkafka never re-established
+        ("GroupCoordinator: Timed out 0 in-flight, 0 retry-queued, N out-queue"), and a
+        rejoin queued behind them. A new consumer has new connections. A worker idle because
+        the others hold every partition goes through the same steps: one cooperative
+        rebalance per interval, which moves no partition that has an owner."""
         now = self._clock()
-        if self._consumer.assignment():
+        if self.consumer.assignment():
             self._unassigned_since = None
+            self._rejoins_unassigned = 0
             return
         if self._unassigned_since is None:
             self._unassigned_since = now
         elif now - self._unassigned_since >= self._unassigned_rejoin_s:
-            self._log.warning("worker_rejoining_group_unassigned", seconds=round(now - self._unassigned_since, 1))
-            self._consumer.unsubscribe()
+            if self._rejoins_unassigned == 0:
+                self._log.warning("worker_rejoining_group_unassigned",
+                                  seconds=round(now - self._unassigned_since, 1))
+                self.consumer.unsubscribe()
+            else:
+                self._log.warning("worker_consumer_renewed_unassigned", rejoins=self._rejoins_unassigned,
+                                  seconds=round(now - self._unassigned_since, 1))
+                self._renew_consumer()
+            self._rejoins_unassigned += 1
             self.join()
             self._unassigned_since = now
+
+    def _renew_consumer(self) -> None:
+        """Replace the consumer; the old one is closed on a thread of its own (a close can wait
+        on the very connection that is stuck). It holds no partition, so nothing is lost."""
+        old, self.consumer = self.consumer, self._new_consumer()
+        close_in_background(old)
 
     def _others(self) -> int | None:
         """Other members of the group, asked at most once per check interval."""
@@ -256,25 +277,27 @@ class TaskQueueMembership:
             now = self._clock()
             if now - self._checked_at >= self._check_interval_s:
                 self._checked_at = now
-                self._others_seen = self._others_in_group()
+                self._others_seen = self._others_in_group(self.consumer)
             return self._others_seen
 
 
-def join_task_queue(consumer: Consumer, topic: str, group: str, bootstrap: str, overdue: OverdueAttempts,
-                    on_assign: Callable, on_revoke: Callable, task_queue: str, identity: str) -> TaskQueueMembership:
-    """Subscribe `consumer` to the queue's topic, as a member that leaves while stuck."""
+def join_task_queue(new_consumer: Callable[[], Consumer], topic: str, group: str, bootstrap: str,
+                    overdue: OverdueAttempts, on_assign: Callable, on_revoke: Callable, task_queue: str,
+                    identity: str) -> TaskQueueMembership:
+    """Subscribe a consumer made by `new_consumer` to the queue's topic, as a member that
+    leaves while stuck (its current consumer is `membership.consumer`)."""
     membership = TaskQueueMembership(
-        consumer, overdue,
-        lambda: consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke),
-        group_peers(AdminClient(admin_config(bootstrap)), group, consumer), task_queue, identity)
+        new_consumer, overdue,
+        lambda consumer: consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke),
+        group_peers(AdminClient(admin_config(bootstrap)), group), task_queue, identity)
     membership.join()
     return membership
 
 
-def group_peers(admin: AdminClient, group: str, consumer: Consumer, timeout_s: float = 5.0) -> Callable[[], int | None]:
-    """A function counting the members of `group` other than `consumer` (None if unknown)."""
+def group_peers(admin: AdminClient, group: str, timeout_s: float = 5.0) -> Callable[[Consumer], int | None]:
+    """A function counting the members of `group` other than the consumer given (None if unknown)."""
 
-    def others() -> int | None:
+    def others(consumer: Consumer) -> int | None:
         try:
             description = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result(timeout_s)
             mine = consumer.memberid() or ""
