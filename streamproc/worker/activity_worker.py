@@ -36,7 +36,6 @@ from datetime import timedelta
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer
 
 from streamproc.activity.context import CancelReason
 from streamproc.activity.definition import ActivityDefinition
@@ -50,7 +49,8 @@ from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.activity_attempt import ActivityAttempt
 from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.worker.task_intake import TaskIntake
-from streamproc.worker.task_leases import OverdueAttempts, TaskQueueMembership, join_task_queue
+from streamproc.worker.task_leases import OverdueAttempts
+from streamproc.worker.task_queue_membership import TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
@@ -138,7 +138,7 @@ class ActivityWorker:
                             lambda task: task.value_type == ValueType.ACTIVITY_TASK and task.intent == A.ACTIVITY_TASK,
                             "activity")
         self._membership = intake.membership = join_task_queue(
-            lambda: Consumer(config), topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
+            config, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
             intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.identity)
         log.info("activity_worker_started", task_queue=self.task_queue, identity=self.identity,
                  activities=sorted(self.definitions))

@@ -37,7 +37,6 @@ from typing import Any
 
 import orjson
 import structlog
-from confluent_kafka import Consumer
 
 from streamproc.client.client import Client
 from streamproc.kafka.admin import TopicAdmin
@@ -47,7 +46,8 @@ from streamproc.protocol.records import JobIntent, Record, RecordType, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.worker.task_intake import TaskIntake
-from streamproc.worker.task_leases import OverdueAttempts, PendingStarts, TaskQueueMembership, join_task_queue
+from streamproc.worker.task_leases import OverdueAttempts, PendingStarts
+from streamproc.worker.task_queue_membership import TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
@@ -135,7 +135,7 @@ class JobWorker:
         })
         intake = TaskIntake(topic, self.offsets, lambda task: task.value_type == ValueType.JOB, "job")
         self._membership = intake.membership = join_task_queue(
-            lambda: Consumer(config), topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
+            config, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
             intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.worker_id)
         self._pool = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="job")
         log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id)

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from streamproc.kafka.batching import consume_available, resume_now
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
-from streamproc.worker.task_leases import TaskQueueMembership
+from streamproc.worker.task_queue_membership import TaskQueueMembership
 from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
