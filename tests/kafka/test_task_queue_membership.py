@@ -35,7 +35,8 @@ def _membership(config: dict, topic: str, now: list[float], made: list[Consumer]
         made.append(Consumer(conf))
         return made[-1]
     return TaskQueueMembership(config, OverdueAttempts(clock=lambda: now[0]), lambda c: c.subscribe([topic]),
-                               lambda c: 1, "membership", "w-2", clock=lambda: now[0], make_consumer=make)
+                               lambda c: 1, "membership", "w-2", clock=lambda: now[0], make_consumer=make,
+                               unsettled_rejoin_s=10)
 
 
 def _close_all(made: list[Consumer]) -> None:

@@ -99,7 +99,8 @@ def membership(others: list, now: list):
     attempts = OverdueAttempts(clock=lambda: now[0])
     consumer = Consumer()
     member = TaskQueueMembership({}, attempts, lambda c: c.subscribe(), lambda c: others[0], "q", "w-1",
-                                 check_interval_s=5, clock=lambda: now[0], make_consumer=lambda config: consumer)
+                                 check_interval_s=5, clock=lambda: now[0], make_consumer=lambda config: consumer,
+                                 unsettled_rejoin_s=10)
     member.join()
     return member, attempts, consumer
 
