@@ -99,9 +99,18 @@ class TaskQueueMembership:
         self.member = False
 
     def _new_consumer(self) -> Consumer:
-        self.standing = GroupStanding()
-        return self._make_consumer({**self._consumer_config, "statistics.interval.ms": STATS_INTERVAL_MS,
-                                    "stats_cb": self.standing.on_stats})
+        """A consumer whose statistics feed `standing`, and the config's own `stats_cb` too
+        (e.g. metrics), at the shorter of the two intervals."""
+        standing = self.standing = GroupStanding()
+        config = dict(self._consumer_config)
+        theirs = config.pop("stats_cb", None)
+        interval = min(STATS_INTERVAL_MS, int(config.get("statistics.interval.ms") or STATS_INTERVAL_MS))
+
+        def on_stats(stats_json: str) -> None:
+            standing.on_stats(stats_json)
+            if theirs is not None:
+                theirs(stats_json)
+        return self._make_consumer({**config, "statistics.interval.ms": interval, "stats_cb": on_stats})
 
     def join(self) -> None:
         self._subscribe(self.consumer)
