@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 
 from streamproc.kafka.user_config import user_bootstrap
+from streamproc.user_dirs import state_home
 
 #: Every variable streamproc reads, with what it means (also checked against docker-compose.yml).
 ENVIRONMENT = {
@@ -38,7 +39,6 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 ENGINE_ID_SEPARATOR = "#"
 DEFAULT_NAMESPACE = "streamproc"
 DEFAULT_PARTITIONS = 4
-DEFAULT_STATE_DIR = Path.home() / ".local" / "state" / "streamproc"
 DEFAULT_MAX_TASK_QUEUES = 1000
 DEFAULT_CLIENT_RESEND_MS = 5000
 
@@ -60,7 +60,7 @@ class Settings:
     bootstrap: str = DEFAULT_BOOTSTRAP
     namespace: str = DEFAULT_NAMESPACE
     partitions: int = DEFAULT_PARTITIONS
-    state_dir: Path = DEFAULT_STATE_DIR
+    state_dir: Path = dataclasses.field(default_factory=state_home)
     engine_id: str = dataclasses.field(default_factory=socket.gethostname)
     #: Glob patterns of the task queues commands may name; their count per partition.
     task_queues: str = "*"
@@ -80,7 +80,7 @@ class Settings:
             bootstrap=_env("STREAMPROC_BOOTSTRAP", user_bootstrap() or DEFAULT_BOOTSTRAP),
             namespace=_env("STREAMPROC_NAMESPACE", DEFAULT_NAMESPACE),
             partitions=int(partitions),
-            state_dir=Path(_env("STREAMPROC_STATE_DIR", str(DEFAULT_STATE_DIR))).expanduser(),
+            state_dir=Path(_env("STREAMPROC_STATE_DIR", str(state_home()))).expanduser(),
             engine_id=_env("STREAMPROC_ENGINE_ID", socket.gethostname()),
             task_queues=_env("STREAMPROC_TASK_QUEUES", "*"),
             max_task_queues=_positive("STREAMPROC_MAX_TASK_QUEUES", DEFAULT_MAX_TASK_QUEUES),

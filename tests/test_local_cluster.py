@@ -27,8 +27,17 @@ def cluster(tmp_path):
 
 
 def _isr(admin: TopicAdmin, topic: str) -> dict[int, list[int]]:
-    md = admin._admin.list_topics(timeout=10).topics[topic]
-    return {p: sorted(pm.isrs) for p, pm in md.partitions.items()}
+    """Partition → in-sync replicas; empty while the broker asked has no metadata of the topic
+    yet (a new topic reaches each node's metadata cache a moment after it is created)."""
+    md = admin._admin.list_topics(timeout=10).topics.get(topic)
+    return {} if md is None or md.error is not None else {p: sorted(pm.isrs) for p, pm in md.partitions.items()}
+
+
+def _wait_for_isr(admin: TopicAdmin, topic: str, expected: dict[int, list[int]], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while (isr := _isr(admin, topic)) != expected:
+        assert time.monotonic() < deadline, f"{what}: {isr}"
+        time.sleep(0.5)
 
 
 @pytest.mark.timeout(300)
@@ -36,7 +45,7 @@ def test_a_topic_has_three_replicas_and_survives_a_killed_node(cluster):
     admin = TopicAdmin(cluster.bootstrap, Topics("cluster"))
     topic = "cluster.check"
     admin.ensure({topic: (2, {})})
-    assert _isr(admin, topic) == {0: [1, 2, 3], 1: [1, 2, 3]}
+    _wait_for_isr(admin, topic, {0: [1, 2, 3], 1: [1, 2, 3]}, "the new topic has not three in-sync replicas")
     cluster.kill(2)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
     for i in range(20):
@@ -53,7 +62,4 @@ def test_a_topic_has_three_replicas_and_survives_a_killed_node(cluster):
     consumer.close()
     assert sorted(got) == list(range(20))
     cluster.start_node(2)
-    deadline = time.monotonic() + 60
-    while _isr(admin, topic) != {0: [1, 2, 3], 1: [1, 2, 3]}:
-        assert time.monotonic() < deadline, f"node 2 did not rejoin the ISR: {_isr(admin, topic)}"
-        time.sleep(0.5)
+    _wait_for_isr(admin, topic, {0: [1, 2, 3], 1: [1, 2, 3]}, "node 2 did not rejoin the ISR")

@@ -17,10 +17,19 @@ def clean_env(monkeypatch):
 
 
 def test_defaults_when_nothing_is_set(clean_env):
+    clean_env.delenv("XDG_STATE_HOME", raising=False)
     s = Settings.from_env()
     assert (s.bootstrap, s.namespace, s.partitions) == ("127.0.0.1:19092", "streamproc", 4)
     assert s.state_dir == Path.home() / ".local" / "state" / "streamproc"
     assert s.engine_id
+
+
+def test_the_state_dir_honours_xdg_state_home_as_the_broker_does(clean_env, tmp_path):
+    from streamproc.devenv.broker_settings import default_state_dir
+    clean_env.delenv("STREAMPROC_BROKER_DIR", raising=False)
+    clean_env.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert Settings.from_env().state_dir == tmp_path / "streamproc"
+    assert default_state_dir() == tmp_path / "streamproc" / "kafka"
 
 
 def test_variables_and_overrides(clean_env):

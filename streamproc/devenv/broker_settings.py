@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from streamproc.devenv.broker_errors import BrokerError
+from streamproc.user_dirs import cache_home, state_home
 
 # Loopback only: the development broker is never reachable from another machine.
 HOST = "127.0.0.1"
@@ -32,17 +33,13 @@ def default_state_dir() -> Path:
     env = os.environ.get(ENV_DIR)
     if env:
         return Path(env).expanduser()
-    return _xdg_dir("XDG_STATE_HOME", ".local/state") / "streamproc" / "kafka"
+    return state_home() / "kafka"
 
 
 def default_lib_dir(kafka_version: str) -> Path:
     """The jar cache of one Kafka version: ``$XDG_CACHE_HOME/streamproc/kafka-<version>/lib``."""
-    return _xdg_dir("XDG_CACHE_HOME", ".cache") / "streamproc" / f"kafka-{kafka_version}" / "lib"
+    return cache_home() / f"kafka-{kafka_version}" / "lib"
 
-
-def _xdg_dir(var: str, fallback_under_home: str) -> Path:
-    value = os.environ.get(var)
-    return Path(value) if value else Path.home() / fallback_under_home
 
 
 def port_from_env(name: str) -> int | None:

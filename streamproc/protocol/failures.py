@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -16,6 +15,7 @@ from streamproc.semantics.failures import (
     TerminatedFailure,
     TimeoutFailure,
 )
+from streamproc.protocol.wire_values import duration_from_ms
 
 _MAX_DEPTH = 20  # causes nest; a cycle or an absurd chain must not blow the stack
 
@@ -55,7 +55,7 @@ def failure_from_record(record: dict[str, Any] | None, depth: int = 0) -> Failur
         return ApplicationFailure(
             message=message, cause=cause, type=record.get("type", ""),
             non_retryable=bool(record.get("non_retryable", False)),
-            next_retry_delay=timedelta(milliseconds=delay_ms) if delay_ms >= 0 else None)
+            next_retry_delay=duration_from_ms(delay_ms) if delay_ms >= 0 else None)
     if kind == "TIMEOUT":
         details = record.get("details")
         return TimeoutFailure(message=message, cause=cause,

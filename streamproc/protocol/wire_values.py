@@ -12,9 +12,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from streamproc.semantics.activity_timeouts import ActivityTimeouts
+from streamproc.semantics.durations import MAX_DURATION
 from streamproc.semantics.retry import RetryPolicy
 
-__all__ = ["ceil_ms", "retry_policy_record", "to_datetime", "to_ms", "policy_to_record", "policy_from_record",
+__all__ = ["ceil_ms", "duration_from_ms", "retry_policy_record", "to_datetime", "to_ms", "policy_to_record", "policy_from_record",
            "timeouts_to_record", "timeouts_from_record"]
 
 
@@ -32,7 +33,20 @@ def retry_policy_record(policy: RetryPolicy) -> dict[str, Any]:
             "non_retryable_error_types": list(policy.non_retryable_error_types)}
 
 
+_MAX_MS = MAX_DURATION // timedelta(milliseconds=1)
+
+
+def duration_from_ms(ms: int) -> timedelta:
+    """A duration a command carries in milliseconds. Any int64 is accepted: beyond 100 years
+    either way it saturates there (Python's timedelta would overflow past 2**31 days), so a
+    huge timeout is capped and a huge negative one refused as negative by the validation
+    that follows, as Temporal does with its int64 nanoseconds."""
+    return timedelta(milliseconds=max(-_MAX_MS - 1, min(_MAX_MS + 1, ms)))
+
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def to_datetime(ms: int) -> datetime:
     return EPOCH + timedelta(milliseconds=ms)
 
@@ -55,9 +69,9 @@ def policy_to_record(policy: RetryPolicy) -> dict[str, Any]:
 
 def policy_from_record(record: dict[str, Any] | None) -> RetryPolicy:
     r = record or {}
-    return RetryPolicy(initial_interval=timedelta(milliseconds=r.get("initial_interval_ms", 0)),
+    return RetryPolicy(initial_interval=duration_from_ms(r.get("initial_interval_ms", 0)),
                        backoff_coefficient=r.get("backoff_coefficient", 0.0),
-                       maximum_interval=timedelta(milliseconds=r.get("maximum_interval_ms", 0)),
+                       maximum_interval=duration_from_ms(r.get("maximum_interval_ms", 0)),
                        maximum_attempts=r.get("maximum_attempts", 0),
                        non_retryable_error_types=tuple(r.get("non_retryable_error_types", ())))
 
@@ -70,6 +84,6 @@ def timeouts_to_record(t: ActivityTimeouts) -> dict[str, int]:
 
 
 def timeouts_from_record(r: dict[str, Any]) -> ActivityTimeouts:
-    return ActivityTimeouts(*(timedelta(milliseconds=r[f]) for f in (
+    return ActivityTimeouts(*(duration_from_ms(r[f]) for f in (
         "schedule_to_close_timeout_ms", "schedule_to_start_timeout_ms",
         "start_to_close_timeout_ms", "heartbeat_timeout_ms")))

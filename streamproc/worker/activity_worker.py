@@ -36,7 +36,6 @@ from datetime import timedelta
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer
 
 from streamproc.activity.context import CancelReason
 from streamproc.activity.definition import ActivityDefinition
@@ -51,7 +50,8 @@ from streamproc.worker.activity_attempt import ActivityAttempt
 from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.worker.task_intake import TaskIntake
-from streamproc.worker.task_leases import OverdueAttempts, TaskQueueMembership, join_task_queue
+from streamproc.worker.task_leases import OverdueAttempts
+from streamproc.worker.task_queue_membership import TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
@@ -133,24 +133,24 @@ class ActivityWorker:
         loop_thread = threading.Thread(target=self._loop.run_forever, name="activity-loop", daemon=True)
         loop_thread.start()
         executor = self._executor = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="activity")
-        consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
+        config = consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
             "client.id": client_id("worker", self.identity),
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
             **(self.metrics.consumer_config(self.task_queue, "activity", topic) if self.metrics else {}),
-        }))
-        intake = TaskIntake(consumer, topic, self.offsets,
+        })
+        intake = TaskIntake(topic, self.offsets,
                             lambda task: task.value_type == ValueType.ACTIVITY_TASK and task.intent == A.ACTIVITY_TASK,
                             "activity")
         self._membership = intake.membership = join_task_queue(
-            consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
+            config, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
             intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.identity)
         log.info("activity_worker_started", task_queue=self.task_queue, identity=self.identity,
                  activities=sorted(self.definitions))
         try:
             self._poll(intake)
         finally:
-            consumer.close()  # leave the group at once: the queue's partitions move on
+            self._membership.consumer.close()  # leave the group at once: the queue's partitions move on
             self._shut_down(executor, loop_thread)
 
     def start(self) -> ActivityWorker:

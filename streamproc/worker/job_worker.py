@@ -37,7 +37,6 @@ from typing import Any
 
 import orjson
 import structlog
-from confluent_kafka import Consumer
 
 from streamproc.client.client import Client
 from streamproc.kafka.admin import TopicAdmin
@@ -48,7 +47,8 @@ from streamproc.protocol.topics import check_task_queue
 from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.worker.task_intake import TaskIntake
-from streamproc.worker.task_leases import OverdueAttempts, PendingStarts, TaskQueueMembership, join_task_queue
+from streamproc.worker.task_leases import OverdueAttempts, PendingStarts
+from streamproc.worker.task_queue_membership import TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
@@ -132,22 +132,22 @@ class JobWorker:
         if not self.start_unconfirmed:
             self.replies = ReplyListener(self.client.bootstrap, topics).start()
             self._starts = PendingStarts(self.replies, lambda cmd: self.client.send(cmd, partition_of_key(cmd.key)))
-        consumer = Consumer(consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
+        config = consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
             "client.id": client_id("worker", self.worker_id),
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
             **(self.metrics.consumer_config(self.task_queue, "job", topic) if self.metrics else {}),
-        }))
-        intake = TaskIntake(consumer, topic, self.offsets, lambda task: task.value_type == ValueType.JOB, "job")
+        })
+        intake = TaskIntake(topic, self.offsets, lambda task: task.value_type == ValueType.JOB, "job")
         self._membership = intake.membership = join_task_queue(
-            consumer, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
+            config, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
             intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.worker_id)
         self._pool = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="job")
         log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id)
         try:
             self._poll(intake, max_jobs)
         finally:
-            consumer.close()  # leave the group at once: the queue's partitions move on
+            self._membership.consumer.close()  # leave the group at once: the queue's partitions move on
             self._pool.shutdown(wait=False, cancel_futures=True)
             if self.replies is not None:
                 self.replies.close()

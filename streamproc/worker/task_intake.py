@@ -17,17 +17,15 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from streamproc.kafka.batching import consume_available, resume_now
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
-from streamproc.worker.task_leases import TaskQueueMembership
+from streamproc.worker.task_queue_membership import TaskQueueMembership
 from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
 
 
 class TaskIntake:
-    def __init__(self, consumer: Consumer, topic: str, offsets: TaskOffsets, accepts: Callable[[Record], bool],
-                 kind: str) -> None:
+    def __init__(self, topic: str, offsets: TaskOffsets, accepts: Callable[[Record], bool], kind: str) -> None:
         """`accepts(record)`: whether a decoded record is a task of this worker's `kind`."""
-        self._consumer = consumer
         self._topic = topic
         self._offsets = offsets
         self._accepts = accepts
@@ -35,7 +33,8 @@ class TaskIntake:
         self._paused = False
         #: Set by a new assignment: the pause state is applied to it again.
         self._reassert_pause = False
-        #: Set once the worker joined the group (it needs `on_revoke` to subscribe).
+        #: Set once the worker joined the group (it needs `on_revoke` to subscribe); it holds
+        #: the queue's consumer.
         self.membership: TaskQueueMembership | None = None
 
     def assigned(self, then: Callable[[Consumer, list[TopicPartition]], None]) -> Callable:
@@ -58,11 +57,11 @@ class TaskIntake:
     def poll(self, free_slots: int, take: Callable[[Record, int, int], None]) -> None:
         """One round: take up to `free_slots` tasks (waiting up to 0.1 s for the first) and
         hand each to `take(task, partition, offset)`."""
-        consumer = self._consumer
         if not self.membership.may_take_tasks():
+            self.membership.consumer.poll(0.1)  # serves the rebalance of leaving
             self._paused = False  # a rejoin starts unpaused
-            consumer.poll(0.1)  # serves the rebalance of leaving
             return
+        consumer = self.membership.consumer  # after may_take_tasks: it may have renewed it
         if (free_slots <= 0) != self._paused or self._reassert_pause:
             self._reassert_pause = False
             self._paused = free_slots <= 0
@@ -94,6 +93,6 @@ class TaskIntake:
         settled = [TopicPartition(self._topic, p, o) for p, o in self._offsets.committable().items()]
         if settled:
             try:
-                self._consumer.store_offsets(offsets=settled)
+                self.membership.consumer.store_offsets(offsets=settled)
             except KafkaException as exc:  # taken away meanwhile: its next owner redelivers
                 log.info("task_offsets_not_stored", error=str(exc))

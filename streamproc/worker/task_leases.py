@@ -15,7 +15,7 @@ job and the activity worker:
    engine, and that refusal is ignored).
 
 2. **A worker with an overdue attempt leaves the group** if another member can take its
-   partitions (`OverdueAttempts` and `TaskQueueMembership`). An attempt still running past its deadline (the job's
+   partitions (`OverdueAttempts` here and `task_queue_membership`). An attempt still running past its deadline (the job's
    timeout, an activity's start-to-close or heartbeat timeout, counted from when the
    START was sent, so never later than the engine's) has been timed out by the engine,
    which republished the next attempt on a partition this worker owns. A worker that
@@ -39,10 +39,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
 import structlog
-from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient
 
-from streamproc.kafka.config import admin_config
 from streamproc.protocol.records import Record
 from streamproc.kafka.replies import Reply, ReplyListener
 
@@ -161,126 +158,3 @@ class OverdueAttempts:
         now = self._clock()
         with self._lock:
             return sorted(name for deadline, name in self._deadlines.values() if now >= deadline)
-
-
-class TaskQueueMembership:
-    """Keeps the worker in the queue's consumer group unless one of its attempts is overdue
-    and another member can take the partitions over.
-
-    A lone worker stays: leaving would hand its partitions to nobody, and a retry it runs in
-    another slot is better than none (as Temporal's worker would). Two workers that both
-    have overdue attempts may take turns leaving; each checks again every `check_interval_s`.
-    """
-
-    def __init__(self, consumer: Consumer, overdue: OverdueAttempts, subscribe: Callable[[], None],
-                 others_in_group: Callable[[], int | None], task_queue: str, identity: str,
-                 check_interval_s: float = 5.0, log_interval_s: float = 30.0, unassigned_rejoin_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._consumer = consumer
-        self._overdue = overdue
-        self._subscribe = subscribe
-        #: Members of the group other than this worker (None: unknown, e.g. the broker is away).
-        self._others_in_group = others_in_group
-        self._log = log.bind(task_queue=task_queue, worker=identity)
-        self._check_interval_s = check_interval_s
-        self._log_interval_s = log_interval_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._checked_at = float("-inf")
-        self._others_seen: int | None = None
-        self._logged_at = float("-inf")
-        self._unassigned_rejoin_s = unassigned_rejoin_s
-        #: Since when (clock) the member has had no partition; None while it has some.
-        self._unassigned_since: float | None = None
-        self.member = False
-
-    def join(self) -> None:
-        self._subscribe()
-        self.member = True
-
-    def hands_over(self) -> bool:
-        """Whether a task taken now is to be left unstarted for another member: an attempt
-        is overdue and another member can have it (the worker is about to leave)."""
-        return bool(self._overdue.overdue()) and bool(self._others())
-
-    def may_take_tasks(self) -> bool:
-        """Leave or rejoin the group as the attempts' deadlines say; whether to take tasks now.
-        Called by the polling thread only (it alone subscribes and unsubscribes)."""
-        stuck = self._overdue.overdue()
-        if not stuck:
-            if not self.member:
-                self._log.info("worker_rejoining_group")
-                self.join()
-            else:
-                self._rejoin_if_left_out()
-            return True
-        others = self._others()
-        now = self._clock()
-        if self.member and others:
-            self._log.warning("worker_leaving_group_attempts_overdue", attempts=stuck[:10], overdue=len(stuck),
-                              other_members=others)
-            self._consumer.unsubscribe()  # revokes: settled offsets are committed, the rest redelivered
-            self.member = False
-            self._logged_at = now
-        elif not self.member and others == 0:
-            self._log.warning("worker_rejoining_group_alone", attempts=stuck[:10], overdue=len(stuck))
-            self.join()
-        elif now - self._logged_at >= self._log_interval_s:
-            self._log.warning("worker_attempts_overdue", attempts=stuck[:10], overdue=len(stuck),
-                              in_group=self.member, other_members=others)
-            self._logged_at = now
-        return self.member
-
-    def _rejoin_if_left_out(self) -> None:
-        """A member with no partition for `unassigned_rejoin_s` subscribes again. After
-        repeated broker restarts a worker's consumer was seen never getting back into its
-        group (its group requests queued behind an offset commit that outlived the
-        connection): it polled on, assigned nothing, while its queue filled. A worker idle
-        because the others hold every partition rejoins too: one cooperative rebalance per
-        interval, which moves no partition that has an owner."""
-        now = self._clock()
-        if self._consumer.assignment():
-            self._unassigned_since = None
-            return
-        if self._unassigned_since is None:
-            self._unassigned_since = now
-        elif now - self._unassigned_since >= self._unassigned_rejoin_s:
-            self._log.warning("worker_rejoining_group_unassigned", seconds=round(now - self._unassigned_since, 1))
-            self._consumer.unsubscribe()
-            self.join()
-            self._unassigned_since = now
-
-    def _others(self) -> int | None:
-        """Other members of the group, asked at most once per check interval."""
-        with self._lock:
-            now = self._clock()
-            if now - self._checked_at >= self._check_interval_s:
-                self._checked_at = now
-                self._others_seen = self._others_in_group()
-            return self._others_seen
-
-
-def join_task_queue(consumer: Consumer, topic: str, group: str, bootstrap: str, overdue: OverdueAttempts,
-                    on_assign: Callable, on_revoke: Callable, task_queue: str, identity: str) -> TaskQueueMembership:
-    """Subscribe `consumer` to the queue's topic, as a member that leaves while stuck."""
-    membership = TaskQueueMembership(
-        consumer, overdue,
-        lambda: consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke),
-        group_peers(AdminClient(admin_config(bootstrap)), group, consumer), task_queue, identity)
-    membership.join()
-    return membership
-
-
-def group_peers(admin: AdminClient, group: str, consumer: Consumer, timeout_s: float = 5.0) -> Callable[[], int | None]:
-    """A function counting the members of `group` other than `consumer` (None if unknown)."""
-
-    def others() -> int | None:
-        try:
-            description = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group].result(timeout_s)
-            mine = consumer.memberid() or ""
-        except Exception as exc:  # noqa: BLE001 - the broker away: unknown, stay as we are
-            log.info("worker_group_not_described", group=group, error=str(exc))
-            return None
-        return sum(1 for m in description.members if m.member_id != mine)
-
-    return others

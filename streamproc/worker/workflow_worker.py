@@ -43,6 +43,8 @@ from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
+from streamproc.worker.task_leases import OverdueAttempts
+from streamproc.worker.task_queue_membership import TaskQueueMembership
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_activation import InstanceFactory, WorkflowTaskHandler
 from streamproc.worker.workflow_queries import QueryAnswerer
@@ -131,27 +133,35 @@ class WorkflowWorker:
         topic = topics.workflow_tasks(self.task_queue)
         TopicAdmin(self.client.bootstrap, topics).ensure(
             {topic: (self._partitions or self.client.partitions, {})})
+        # Workflow tasks have no attempts that go overdue on a worker (a workflow task times out
+        # on the engine and is scheduled again): the membership only gets the worker back into
+        # its group when its consumer stops taking part in it.
         lag = self.metrics.consumer_config(self.task_queue, "workflow", topic) if self.metrics else {}
-        consumer = Consumer(consumer_config(
-            self.client.bootstrap, topics.workflow_worker_group(self.task_queue),
-            **{"client.id": client_id("worker", self.identity), "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "on_commit": self._on_commit},
-            **lag))
-        consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                           on_lost=self._on_revoke)
+        membership = TaskQueueMembership(
+            consumer_config(self.client.bootstrap, topics.workflow_worker_group(self.task_queue),
+                            **{"client.id": client_id("worker", self.identity), "session.timeout.ms": 6000,
+                               "heartbeat.interval.ms": 1000, "on_commit": self._on_commit}, **lag),
+            OverdueAttempts(),
+            lambda consumer: consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                                on_lost=self._on_revoke),
+            lambda consumer: None, self.task_queue, self.identity)
+        membership.join()
         log.info("workflow_worker_started", task_queue=self.task_queue, identity=self.identity,
                  workflows=sorted(self.handler.definitions))
         try:
             while not self._stop.is_set():
+                membership.may_take_tasks()
+                consumer = membership.consumer
                 self._answer_batch(consumer, consume_available(consumer, MAX_BATCH, 0.1))
                 if self.handler.eager is not None:
                     self.handler.eager.release_overdue()
             if self._last_offsets:  # the last asynchronous commits, made sure of
                 try:
-                    consumer.commit(offsets=list(self._last_offsets.values()), asynchronous=False)
+                    membership.consumer.commit(offsets=list(self._last_offsets.values()), asynchronous=False)
                 except KafkaException as exc:
                     log.warning("workflow_task_commit_failed", error=str(exc.args[0]))
         finally:
-            consumer.close()  # leave the group at once: the queue's partitions move on
+            membership.consumer.close()  # leave the group at once: the queue's partitions move on
             if self.handler.eager is not None:
                 self.handler.eager.release_all()
             self.client.close_workflow_requests()

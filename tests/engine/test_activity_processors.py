@@ -91,6 +91,22 @@ def test_invalid_schedule_is_rejected_with_the_documented_message(h, value, mess
     assert ev.rejection_reason.startswith(message)
 
 
+@pytest.mark.parametrize("field", ["schedule_to_close_timeout_ms", "schedule_to_start_timeout_ms",
+                                   "start_to_close_timeout_ms", "heartbeat_timeout_ms"])
+def test_an_int64_timeout_is_capped_at_100_years_and_int64_min_refused_as_negative(h, field):
+    hundred_years_ms = 100 * 365 * 86400 * S
+    ev = schedule(h, activity_id=f"big-{field}", **{"start_to_close_timeout_ms": S, field: 2**63 - 1},
+                  retry_policy={"initial_interval_ms": 2**63 - 1, "maximum_interval_ms": 2**63 - 1})
+    # normalised as any timeout is (a heartbeat timeout no longer than start-to-close ...)
+    assert 0 < ev.value[field] <= hundred_years_ms
+    assert ev.value["schedule_to_close_timeout_ms"] == (hundred_years_ms if field == "schedule_to_close_timeout_ms"
+                                                        else 0)
+    base = {"activity_id": f"neg-{field}", "activity_type": "charge", "task_queue": "q", "input": "null",
+            "retry_policy": None, "start_to_close_timeout_ms": S}
+    (rej,) = h.send(cmd("SCHEDULE", **{**base, field: -(2**63)}))
+    assert rej.rejection_type == "INVALID_ARGUMENT" and "negative duration" in rej.rejection_reason
+
+
 def send_json(h, value):
     import orjson
 

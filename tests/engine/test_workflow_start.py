@@ -53,6 +53,23 @@ def test_invalid_starts_are_rejected_with_temporal_messages(d, value, message):
     assert rejections(events) and d.workflow_tasks() == []
 
 
+INT64_MAX, HUNDRED_YEARS_MS = 2**63 - 1, 100 * 365 * 86400 * S
+
+
+def test_int64_timeouts_are_capped_at_100_years_and_int64_min_is_refused_as_negative(d):
+    """Any int64 of milliseconds is a duration the engine understands (Temporal caps every
+    duration at 100 years); none makes processing fail."""
+    key, _ = d.start("huge", workflow_execution_timeout_ms=INT64_MAX, workflow_run_timeout_ms=INT64_MAX,
+                     retry_policy={"initial_interval_ms": INT64_MAX, "maximum_interval_ms": INT64_MAX})
+    started = d.history(key)[0]["attributes"]
+    assert (started["workflow_execution_timeout_ms"], started["workflow_run_timeout_ms"]) == (HUNDRED_YEARS_MS,) * 2
+    events, (reply,) = d.send("START", workflow_id="w-neg", workflow_type="Order", task_queue="orders",
+                              workflow_run_timeout_ms=-(2**63))
+    assert reply.rejection_type == "INVALID_ARGUMENT"
+    assert reply.rejection_reason.startswith("An invalid WorkflowRunTimeoutSeconds is set on request. cause: "
+                                             "negative duration")
+
+
 def test_task_timeout_is_capped_silently_at_120s_and_at_the_run_timeout(d):
     key, _ = d.start("a", workflow_task_timeout_ms=300 * S)  # WT6
     assert d.history(key)[0]["attributes"]["workflow_task_timeout_ms"] == 120 * S

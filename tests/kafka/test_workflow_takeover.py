@@ -51,7 +51,7 @@ from tests.support.crash_workflow_checks import (
     runs_from_events,
 )
 from tests.support.crash_workflows import ThreeStepsAndATimer, expected_result
-from tests.support.engines import Process, combined_worker_process, engine_process
+from tests.support.engines import Process, combined_worker_process, engine_process, with_process_logs
 from tests.support.history import EventLog
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -202,7 +202,8 @@ def test_workflows_survive_an_engine_killed_without_its_disk_and_a_restore_of_ev
         mark = len(b.log_text())
         starter.close()
         assert starter.started() == COUNT
-        events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= COUNT, timeout=180)
+        with with_process_logs([b, *workers]):
+            events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= COUNT, timeout=180)
         took_over = _restored(b, mark)
         assert set(took_over) == a_partitions and all(took_over.values()), took_over
         takeover_s = time.monotonic() - began
@@ -227,7 +228,8 @@ def test_workflows_survive_an_engine_killed_without_its_disk_and_a_restore_of_ev
         _wait_until(lambda: _owned(c) == set(range(PARTITIONS)), 60, "the fresh engine did not get every partition")
         restored = _restored(c, 0)
         assert set(restored) == set(range(PARTITIONS)) and all(restored.values()), restored
-        events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= COUNT + LATE, timeout=120)
+        with with_process_logs([c, *workers]):
+            events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= COUNT + LATE, timeout=120)
         runs = runs_from_events(events)
         new_runs = _closed_runs_survive_restore(bootstrap, namespace, runs, ids + late_ids)
         sample = histories_from_the_client(bootstrap, namespace, [*ids[::10], *late_ids[::5]])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-
 import os
 import signal
 import subprocess
@@ -115,6 +114,25 @@ class Process:
                 raise RuntimeError(f"process exited ({self.proc.returncode}):\n{self.log_text()[-3000:]}")
             time.sleep(0.05)
         raise TimeoutError(f"{needle!r} not in the log within {timeout} s:\n{self.log_text()[-3000:]}")
+
+
+def with_process_logs(processes, what=lambda: "") -> contextlib.AbstractContextManager:
+    """A context in which a TimeoutError is raised again with `what()` and the stacks and log
+    tails of `processes` (those alive dump their threads' stacks first): a test that times
+    out says which process stopped doing what."""
+    @contextlib.contextmanager
+    def explaining():
+        try:
+            yield
+        except TimeoutError as exc:
+            for p in processes:
+                if p.alive():
+                    p.dump_stacks()
+            time.sleep(2)
+            tails = "\n".join(f"--- {p.log_path.name} (alive: {p.alive()}):\n{p.log_text()[-12000:]}"
+                              for p in processes)
+            raise TimeoutError(f"{exc}{what()}\n{tails}") from None
+    return explaining()
 
 
 def engine_process(bootstrap: str, namespace: str, engine_id: str, state_dir: Path,

@@ -13,7 +13,7 @@ from streamproc.client.workflow_events import workflow_event
 from tests.support.crash_workflow_checks import (COMPLETED, Starter, assert_nothing_written_twice,
                                                  check_completed_once, runs_from_events)
 from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE, read_effects
-from tests.support.engines import combined_worker_process, engine_process, worker_process
+from tests.support.engines import combined_worker_process, engine_process, with_process_logs, worker_process
 from tests.support.history import EventLog
 
 NAMESPACE = "restarts"
@@ -91,17 +91,11 @@ class Rig:
 
     def _read_until(self, done, timeout: float) -> None:
         """Read events until `done`; on timeout, say what the processes and the starts said."""
-        try:
-            self.events.read_until(done, timeout=timeout)
-        except TimeoutError as exc:
-            processes = (self.engine, self.job_worker, self.flow_worker)
-            for p in processes:
-                p.dump_stacks()
-            time.sleep(2)
-            tails = "\n".join(f"--- {p.log_path.name} (alive: {p.alive()}):\n{p.log_text()[-12000:]}"
-                              for p in processes)
+        def failed_starts() -> str:
             failed = self.starter.failures() if self.starter is not None else []
-            raise TimeoutError(f"{exc}\nworkflow starts that failed ({len(failed)}): {failed[:10]}\n{tails}") from None
+            return f"\nworkflow starts that failed ({len(failed)}): {failed[:10]}"
+        with with_process_logs((self.engine, self.job_worker, self.flow_worker), failed_starts):
+            self.events.read_until(done, timeout=timeout)
 
     def stop_creating(self) -> int:
         self._stop.set()

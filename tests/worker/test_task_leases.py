@@ -94,12 +94,13 @@ class Consumer:
 
 
 def membership(others: list, now: list):
-    from streamproc.worker.task_leases import TaskQueueMembership
+    from streamproc.worker.task_queue_membership import TaskQueueMembership
 
     attempts = OverdueAttempts(clock=lambda: now[0])
     consumer = Consumer()
-    member = TaskQueueMembership(consumer, attempts, consumer.subscribe, lambda: others[0], "q", "w-1",
-                                 check_interval_s=5, clock=lambda: now[0])
+    member = TaskQueueMembership({}, attempts, lambda c: c.subscribe(), lambda c: others[0], "q", "w-1",
+                                 check_interval_s=5, clock=lambda: now[0], make_consumer=lambda config: consumer,
+                                 unsettled_rejoin_s=10)
     member.join()
     return member, attempts, consumer
 
@@ -175,20 +176,24 @@ def test_pending_starts_resend_unanswered_ones_and_take_only_the_first_answer():
     assert len(sent) == 3
 
 
-def test_a_member_left_without_partitions_subscribes_again():
-    """A consumer that never got back into its group after broker restarts polls on with no
-    partition: after 30 s the worker subscribes again (and again every 30 s while it lasts)."""
+def test_a_member_out_of_its_group_subscribes_again_then_renews_its_consumer():
+    """A consumer that did not get back into its group after broker restarts polls on with no
+    partition: after 10 s out of the group the worker subscribes again, 10 s later it makes a
+    new consumer. Settled in the group (its statistics say so), a member with no partition
+    is left alone."""
     now, others = [0.0], [1]
     member, attempts, consumer = membership(others, now)
     assert member.may_take_tasks() and consumer.subscriptions == 1
     consumer.assigned = []
-    for t in (1.0, 20.0, 30.9):
+    member.standing.on_stats('{"cgrp": {"state": "up", "join_state": "wait-join"}}')
+    for t in (1.0, 5.0, 10.9):
         now[0] = t
         assert member.may_take_tasks() and consumer.unsubscriptions == 0
-    now[0] = 31.0
+    now[0] = 11.0
     assert member.may_take_tasks() and (consumer.unsubscriptions, consumer.subscriptions) == (1, 2)
-    now[0] = 45.0
-    assert member.may_take_tasks() and consumer.subscriptions == 2
-    consumer.assigned = [0]  # back in the group
-    now[0] = 100.0
-    assert member.may_take_tasks() and consumer.subscriptions == 2
+    assert member.consumers_made == 1
+    now[0] = 21.0
+    assert member.may_take_tasks() and consumer.subscriptions == 3 and member.consumers_made == 2
+    member.standing.on_stats('{"cgrp": {"state": "up", "join_state": "steady"}}')  # settled, no partition
+    now[0] = 500.0
+    assert member.may_take_tasks() and consumer.subscriptions == 3 and member.consumers_made == 2

@@ -40,6 +40,7 @@ from streamproc.semantics import (
 )
 from streamproc.protocol.wire_values import policy_from_record, to_datetime, to_ms
 from streamproc.state.activities import ActivityMeta, ArmedTimer, WorkflowOwner
+from streamproc.protocol.wire_values import duration_from_ms
 
 ACT = ValueType.ACTIVITY_TASK
 
@@ -53,7 +54,7 @@ def normalise_schedule(v: dict[str, Any], ctx: ProcessingContext) -> tuple[Activ
         or check_json(v["input"], "input", ctx.limits.max_payload_bytes)
     if problem:
         raise InvalidArgument(problem)
-    requested = ActivityTimeouts(*(timedelta(milliseconds=v[f]) for f in (
+    requested = ActivityTimeouts(*(duration_from_ms(v[f]) for f in (
         "schedule_to_close_timeout_ms", "schedule_to_start_timeout_ms",
         "start_to_close_timeout_ms", "heartbeat_timeout_ms")))
     timeouts = normalize_activity_timeouts(requested, activity_id=v["activity_id"],

@@ -8,7 +8,6 @@ the compiled form, as Temporal's do. Refusals use Temporal's messages where it h
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -22,6 +21,7 @@ from streamproc.semantics.schedule_overlap import ScheduleOverlapPolicy, normali
 from streamproc.semantics.schedule_spec import compile_spec
 from streamproc.semantics.workflow_ids import validate_workflow_id
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, normalize_workflow_timeouts
+from streamproc.protocol.wire_values import duration_from_ms
 
 #: Temporal appends "-<RFC 3339 time>" (21 characters) to the action's workflow id.
 WORKFLOW_ID_SUFFIX_LENGTH = 21
@@ -94,7 +94,7 @@ def _action(ctx: ProcessingContext, action: dict[str, Any]) -> dict[str, Any]:
     timeouts = [start.get(f) or 0 for f in _TIMEOUT_FIELDS]
     if not all(isinstance(t, int) for t in timeouts):
         raise InvalidArgument(f"{', '.join(_TIMEOUT_FIELDS)} must be whole milliseconds")
-    normalize_workflow_timeouts(WorkflowTimeouts(*(timedelta(milliseconds=t) for t in timeouts)))
+    normalize_workflow_timeouts(WorkflowTimeouts(*(duration_from_ms(t) for t in timeouts)))
     policy = start.get("retry_policy")
     normalized = normalize_workflow_retry_policy(policy_from_record(policy)) if policy else None
     return {

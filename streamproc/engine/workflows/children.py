@@ -14,7 +14,6 @@ parent close policy is applied to the children still open whenever the parent cl
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -33,6 +32,7 @@ from streamproc.semantics.cron_workflow import validate_cron_schedule
 from streamproc.semantics.workflow_ids import WorkflowIdReusePolicy, validate_workflow_id
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, normalize_workflow_timeouts
 from streamproc.state.workflow_run import PendingEvent, RunChild, WorkflowRun
+from streamproc.protocol.wire_values import duration_from_ms
 
 __all__ = ["check_start_child", "start_child", "child_started", "child_start_failed", "child_closed",
            "PARENT_CLOSE_POLICIES", "ALREADY_EXISTS_CAUSE"]
@@ -53,7 +53,7 @@ def check_start_child(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_o
                                                     "input", ctx.limits.max_payload_bytes)
     if problem:
         raise InvalidArgument(problem)
-    timeouts = normalize_workflow_timeouts(WorkflowTimeouts(*(timedelta(milliseconds=c.get(f) or 0) for f in (
+    timeouts = normalize_workflow_timeouts(WorkflowTimeouts(*(duration_from_ms(c.get(f) or 0) for f in (
         "workflow_execution_timeout_ms", "workflow_run_timeout_ms", "workflow_task_timeout_ms"))))
     policy = c.get("retry_policy")
     if policy is not None:

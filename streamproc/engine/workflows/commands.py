@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from streamproc.engine.workflows import activities as workflow_activities
@@ -29,6 +28,7 @@ from streamproc.semantics.workflow_retry import plan_workflow_retry
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, continue_as_new_timeouts
 from streamproc.protocol.wire_values import policy_from_record, to_datetime, to_ms
 from streamproc.state.workflow_run import WorkflowRun
+from streamproc.protocol.wire_values import duration_from_ms
 
 T = WorkflowCommandType
 
@@ -171,8 +171,8 @@ def _check_continue_as_new(ctx: ProcessingContext, run: WorkflowRun, c: dict, st
         or ctx.admit_task_queue(queue)
     if problem:
         raise InvalidArgument(problem)
-    requested = WorkflowTimeouts(run=timedelta(milliseconds=c.get("workflow_run_timeout_ms") or 0),
-                                 task=timedelta(milliseconds=c.get("workflow_task_timeout_ms") or 0))
+    requested = WorkflowTimeouts(run=duration_from_ms(c.get("workflow_run_timeout_ms") or 0),
+                                 task=duration_from_ms(c.get("workflow_task_timeout_ms") or 0))
     timeouts = continue_as_new_timeouts(requested, run.timeouts.as_workflow_timeouts())
     return {"workflow_type": c.get("workflow_type") or run.workflow_type, "task_queue": queue,
             "input": c.get("input"), "timeouts": timeouts}

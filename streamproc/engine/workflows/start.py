@@ -9,7 +9,6 @@ records it right after WORKFLOW_EXECUTION_STARTED, before its first workflow tas
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
@@ -50,6 +49,7 @@ from streamproc.semantics.workflow_timeouts import (
 )
 from streamproc.protocol.wire_values import policy_from_record, policy_to_record, to_datetime, to_ms
 from streamproc.state.workflow_run import RunStart, WorkflowRun
+from streamproc.protocol.wire_values import duration_from_ms
 
 
 def _enum(enum, name: str, what: str):
@@ -77,7 +77,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
             or (check_signal(ctx, v["signal_name"], v["signal_input"]) if with_signal else None)
         if problem:
             raise InvalidArgument(problem)
-        timeouts = normalize_workflow_timeouts(WorkflowTimeouts(*(timedelta(milliseconds=v[f]) for f in (
+        timeouts = normalize_workflow_timeouts(WorkflowTimeouts(*(duration_from_ms(v[f]) for f in (
             "workflow_execution_timeout_ms", "workflow_run_timeout_ms", "workflow_task_timeout_ms"))))
         policy = normalize_workflow_retry_policy(
             policy_from_record(v["retry_policy"]) if v["retry_policy"] is not None else None)
@@ -161,7 +161,7 @@ def start_run(ctx: ProcessingContext, start: RunStart, signal: SignalRequest | N
     deadlines = workflow_run_deadlines(
         start.timeouts, start_time=to_datetime(ctx.now_ms),
         execution_expiration=to_datetime(expiration_ms) if expiration_ms else None,
-        first_workflow_task_backoff=timedelta(milliseconds=start.first_task_backoff_ms))
+        first_workflow_task_backoff=duration_from_ms(start.first_task_backoff_ms))
     run = WorkflowRun.begin(start, ctx.now_ms, run_expiration_ms=to_ms(deadlines.run_expiration),
                             execution_time_ms=to_ms(deadlines.execution_time))
     append(ctx, run_key, run, EventType.WORKFLOW_EXECUTION_STARTED, {
