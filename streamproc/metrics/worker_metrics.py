@@ -80,7 +80,10 @@ class WorkerMetrics:
         queue = (task_queue, task_type)
         with self._lock:
             for gone in self._lag_partitions.get(queue, set()) - set(lags):  # revoked: not ours to report
-                self.consumer_lag.remove(task_queue, task_type, str(gone))
+                try:
+                    self.consumer_lag.remove(task_queue, task_type, str(gone))
+                except KeyError:
+                    pass
             self._lag_partitions[queue] = set(lags)
-        for partition, lag in lags.items():
-            self.consumer_lag.labels(task_queue, task_type, str(partition)).set(lag)
+            for partition, lag in lags.items():
+                self.consumer_lag.labels(task_queue, task_type, str(partition)).set(lag)
