@@ -25,8 +25,8 @@ from streamproc.export.event_schema import record_schema_text
 from streamproc.export.schema_registry import event_framing, subject_name
 from streamproc.kafka.errors import StartRefused
 from streamproc.protocol import codec
-from streamproc.protocol.registry_framing import FRAMED_CONTENT_TYPE
-from streamproc.protocol.records import RecordType
+from streamproc.protocol.records import Record, RecordType
+from streamproc.protocol.registry_framing import FRAMED_CONTENT_TYPE, frame_prefix
 from streamproc.settings import Settings
 from tests.support.engines import EngineThread
 from tests.support.history import EventLog
@@ -122,3 +122,22 @@ def test_a_registry_that_does_not_answer_stops_the_start_with_one_line():
     assert time.monotonic() - started < 20
     message = str(refused.value)
     assert message.startswith(f"schema registry {url} did not answer within 1 s:") and "\n" not in message
+
+
+def test_framed_records_decode_and_a_bad_frame_is_named():
+    record = codec.decode(codec.encode(Record.command("JOB", "CREATE", {"type": "q", "payload": "{}"}, request_id="r")))
+    framed = [("content-type", FRAMED_CONTENT_TYPE)]
+    body = codec.encode(record)
+    assert codec.decode(frame_prefix(7) + body, framed) == record
+    assert codec.decode(body, codec.AVRO_HEADERS) == record  # without a registry: as before
+    with pytest.raises(codec.DecodeError, match="starts with magic byte 0, got 1"):
+        codec.decode(b"\x01" + frame_prefix(7)[1:] + body, framed)
+    with pytest.raises(codec.DecodeError, match="needs 5 header bytes, got 3"):
+        codec.decode(b"\x00\x00\x01", framed)
+
+
+def test_the_registry_url_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv("STREAMPROC_SCHEMA_REGISTRY_URL", raising=False)
+    assert Settings.from_env().schema_registry_url == ""
+    monkeypatch.setenv("STREAMPROC_SCHEMA_REGISTRY_URL", "http://registry:8081")
+    assert Settings.from_env().schema_registry_url == "http://registry:8081"
