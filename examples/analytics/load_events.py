@@ -159,9 +159,8 @@ def print_table(title: str, rows: list[dict]) -> None:
         return
     names = list(rows[0])
     widths = [max(len(n), *(len(str(r[n])) for r in rows)) for n in names]
-    print("  " + "  ".join(n.ljust(w) for n, w in zip(names, widths)))
-    for r in rows:
-        print("  " + "  ".join(str(r[n]).ljust(w) for n, w in zip(names, widths)))
+    for cells in [names, *([str(r[n]) for n in names] for r in rows)]:
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
 
 
 def main(argv: list[str] | None = None) -> int:

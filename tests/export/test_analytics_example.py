@@ -101,11 +101,17 @@ def test_the_example_answers_latency_p99_per_queue_and_hour_and_failed_workflows
         events = EventLog(bootstrap, namespace)
         events.read_to_end(30)
 
-    done = subprocess.run([sys.executable, str(EXAMPLE), "--bootstrap", bootstrap, "--namespace", namespace,
-                           "--schema-registry", schema_registry.url, "--output", "json"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(done.stdout)
+    def example(*options: str) -> str:
+        done = subprocess.run([sys.executable, str(EXAMPLE), "--bootstrap", bootstrap, "--namespace", namespace,
+                               "--schema-registry", schema_registry.url, *options],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    answer = json.loads(example("--output", "json"))
+    table = example()  # what a person sees: the same answers as tables
+    assert f"{len(events.records)} events loaded" in table
+    assert table.split("failed workflows by type")[1].split()[3:6] == ["ChargeWorkflow", "2", "card"]
 
     assert answer["events"] == len(events.records)
     # What the clock made: at 10:00 billing waited 3.5 s (three) and 2 s (one), shipping 3.5 s;
