@@ -19,8 +19,9 @@ or from a shell, in the foreground until Ctrl-C:
 
 The distribution (142 MB) is fetched once with Maven into ``$XDG_CACHE_HOME/streamproc/
 apicurio-registry-<version>/`` (default ``~/.cache``), through a scratch Maven repository
-that is deleted afterwards, so no second copy stays in ``~/.m2``. Schemas live only as long
-as the process.
+that is deleted afterwards, so no second copy stays in ``~/.m2``. Its log goes to
+``$XDG_STATE_HOME/streamproc/schema-registry/`` (default ``~/.local/state``). Schemas live only
+as long as the process.
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ class SchemaRegistryError(BrokerError):
 def default_install_dir(version: str = APICURIO_VERSION) -> Path:
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "streamproc" / f"apicurio-registry-{version}"
+
+
+def default_log_dir() -> Path:
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "streamproc" / "schema-registry"
 
 
 def runner_jar(install_dir: Path, version: str = APICURIO_VERSION) -> Path:
@@ -146,7 +152,7 @@ class LocalSchemaRegistry:
     def start(self, timeout: float = 120.0) -> str:
         """Install if needed, launch, and return the URL once the API answers."""
         install(self.install_dir, self.version)
-        log_dir = self.log_dir or Path(tempfile.mkdtemp(prefix="streamproc-registry-"))
+        log_dir = self.log_dir or default_log_dir()
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_file = log_dir / "apicurio-registry.log"
         command = [find_java(), *self.jvm_options.split(), "-Djava.awt.headless=true",
@@ -154,7 +160,7 @@ class LocalSchemaRegistry:
                    "-Dquarkus.log.console.color=false",
                    "-jar", str(runner_jar(self.install_dir, self.version))]
         started = time.monotonic()
-        with open(self.log_file, "ab") as log:
+        with open(self.log_file, "wb") as log:  # this run's log only
             self.proc = subprocess.Popen(command, cwd=log_dir, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT)
         deadline = started + timeout
