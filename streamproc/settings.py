@@ -28,6 +28,9 @@ ENVIRONMENT = {
     "STREAMPROC_REPLICATION_FACTOR": "replicas of every topic streamproc creates (default -1: the broker's "
                                      "default.replication.factor)",
     "STREAMPROC_MIN_INSYNC_REPLICAS": "min.insync.replicas of every topic streamproc creates (default: the broker's)",
+    "STREAMPROC_SCHEMA_REGISTRY_URL": "a Schema Registry (Confluent's REST API): the engine writes events in its wire "
+                                      "format, schema registered under <namespace>.events-value (default: none, "
+                                      "plain Avro with a content-type header)",
     "STREAMPROC_CLIENT_RESEND_MS": "how long a client call waits for the engine's answer before sending its "
                                    "command again with the same request id (default 5000)",
 }
@@ -70,6 +73,8 @@ class Settings:
     #: Replicas of the topics we create (-1: the broker's default), and their min.insync.replicas (0: the broker's).
     replication_factor: int = -1
     min_insync_replicas: int = 0
+    #: Where the events schema is registered ("": events are plain Avro, no registry).
+    schema_registry_url: str = ""
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -88,6 +93,7 @@ class Settings:
             replication_factor=_replication_factor(),
             min_insync_replicas=_positive("STREAMPROC_MIN_INSYNC_REPLICAS", 0) if _env(
                 "STREAMPROC_MIN_INSYNC_REPLICAS", "") else 0,
+            schema_registry_url=_env("STREAMPROC_SCHEMA_REGISTRY_URL", ""),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         if ENGINE_ID_SEPARATOR in values["engine_id"]:

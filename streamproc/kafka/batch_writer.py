@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaException, Producer
 
+from streamproc.export.schema_registry import EventFraming
 from streamproc.kafka.changelog import changelog_key
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.kafka.admin import TopicAdmin
@@ -21,8 +22,10 @@ from streamproc.protocol.topics import Topics
 
 
 class BatchWriter:
-    def __init__(self, topics: Topics, admin: TopicAdmin, partition_count: int) -> None:
+    def __init__(self, topics: Topics, admin: TopicAdmin, partition_count: int,
+                 event_framing: EventFraming = EventFraming()) -> None:
         self.topics = topics
+        self._event_framing = event_framing
         self._admin = admin
         self._partition_count = partition_count
         self._task_partitions: dict[str, int] = {}
@@ -47,8 +50,9 @@ class BatchWriter:
 
     def write_partition(self, partition: int, processor: PartitionProcessor) -> None:
         out = processor.output
+        framing = self._event_framing
         for record in out.events:
-            self.write(self.topics.events, partition, record)
+            self.write(self.topics.events, partition, record, framing.headers, framing.prefix)
         for record in out.commands:
             # A command about a workflow or a schedule goes to its partition (a child's start,
             # a signal to another workflow, a schedule's start, the answer back), like a client's would.
@@ -74,9 +78,10 @@ class BatchWriter:
             self._producer.produce(changelog, value, changelog_key(family, key), partition=partition,
                                    on_delivery=self._on_changelog_delivery if i == last else None)
 
-    def write(self, topic: str, partition: int, record: Record, headers: list = codec.AVRO_HEADERS) -> None:
+    def write(self, topic: str, partition: int, record: Record, headers: list = codec.AVRO_HEADERS,
+              prefix: bytes = b"") -> None:
         key = str(record.key).encode() if record.key >= 0 else None
-        data = record.encoded if record.encoded is not None else codec.encode(record)
+        data = prefix + (record.encoded if record.encoded is not None else codec.encode(record))
         # No delivery callback: a record that cannot be delivered fails commit_transaction
         # (an abortable error), and a Python callback per record cost engine CPU.
         self._producer.produce(topic, data, key, partition=partition, headers=headers)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import structlog
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
+from streamproc.export.schema_registry import EventFraming
 from streamproc.kafka.batch_writer import BatchWriter
 from streamproc.kafka.transactions import CommitThread, TransactionalProducers
 from streamproc.kafka.admin import TopicAdmin
@@ -70,8 +71,9 @@ class Committing:
 
 class Committer:
     def __init__(self, topics: Topics, admin: TopicAdmin, producers: TransactionalProducers,
-                 timeout_s: float) -> None:
+                 timeout_s: float, event_framing: EventFraming = EventFraming()) -> None:
         self.topics = topics
+        self.event_framing = event_framing
         self._admin = admin
         self.producers = producers
         self.timeout_s = timeout_s
@@ -84,7 +86,7 @@ class Committer:
 
     def connect(self, partition_count: int) -> None:
         self._partition_count = partition_count
-        self.writer = BatchWriter(self.topics, self._admin, partition_count)
+        self.writer = BatchWriter(self.topics, self._admin, partition_count, self.event_framing)
 
     def begin(self, offsets: dict[int, int], touched: list, due: list[tuple[int, Record]], messages: int,
               group_metadata: Callable[[], object]) -> None:
@@ -164,7 +166,7 @@ class Committer:
         self._thread.abandon()
         self.producers.discard(committing.slot)
         # Its delivery reports go to the old writer, which nothing reads any more.
-        self.writer = BatchWriter(self.topics, self._admin, self._partition_count)
+        self.writer = BatchWriter(self.topics, self._admin, self._partition_count, self.event_framing)
 
     def shutdown(self) -> None:
         self._thread.shutdown()

@@ -26,6 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from streamproc.clock import Clock, SystemClock
 from streamproc.due.checker import DueDateChecker, partition_checker
+from streamproc.export.schema_registry import event_framing
 from streamproc.kafka.changelog import StaleLocalState, restore
 from streamproc.kafka.engine_clients import RECONNECT, engine_consumer_config, engine_producer_config
 from streamproc.kafka.commit import Committer
@@ -116,8 +117,10 @@ class Engine:
         self._admin = TopicAdmin(settings.bootstrap, self.topics, {**RECONNECT, **self._client_log.config()})
         self._producers = TransactionalProducers(
             f"{settings.namespace}.engine.{settings.engine_id}", self._producer_config)
+        # Events in the registry's wire format when one is configured: its schema id, once.
         self._txn = Committer(self.topics, self._admin, self._producers,
-                              transaction_timeout_ms / 1000 + faults.commit_margin_s)
+                              transaction_timeout_ms / 1000 + faults.commit_margin_s,
+                              event_framing(settings.schema_registry_url, self.topics.events))
         self._echo_offsets: dict[int, int] = {}
         self._echo_offsets_since = 0.0
         self.progress = Progress()

@@ -4,6 +4,8 @@ Every value on our topics is one Avro-encoded `streamproc.Record`; its writer sc
 named by the `content-type` header so that any Kafka client can decode it with the
 schema files. Commands may also be sent as JSON (header `content-type:
 application/json`) by clients that have no Avro library; the engine answers in Avro.
+With a Schema Registry configured, events carry the registry's 5-byte frame before the
+Avro body (`registry_framing.py`), and a content type that says so.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import fastavro.validation
 import orjson
 
 from streamproc.protocol.avro_compiled import compile_schemas
+from streamproc.protocol.registry_framing import FRAMED_CONTENT_TYPE, unframe
 from streamproc.protocol.records import Record, RecordType
 
 AVRO_CONTENT_TYPE = b"application/vnd.streamproc.record.v1+avro"
@@ -43,7 +46,7 @@ class DecodeError(ValueError):
 
 #: How much of a value a rejection reason quotes.
 EXCERPT_CHARS = 40
-#: The content types a command may have; none at all means Avro.
+#: The content types a command may have; none at all means Avro. (Events may also be framed.)
 CONTENT_TYPES = (AVRO_CONTENT_TYPE, JSON_CONTENT_TYPE)
 
 
@@ -65,11 +68,12 @@ def _parse(schemas: list[dict]) -> dict:
     return parsed
 
 
+#: The schema files as JSON, in SCHEMA_FILES order.
+SCHEMAS = _schema_files()
 #: fastavro's parsed schema: validates JSON commands, and is what the compiled codec is
 #: tested against.
-_SCHEMAS = _schema_files()
-RECORD_SCHEMA = _parse(_SCHEMAS)
-_write_record, _read_record = compile_schemas(_SCHEMAS, "streamproc.Record")
+RECORD_SCHEMA = _parse(SCHEMAS)
+_write_record, _read_record = compile_schemas(SCHEMAS, "streamproc.Record")
 
 
 def _value_defaults(schema_name: str) -> dict[str, Any]:
@@ -159,7 +163,12 @@ def decode(data: bytes | None, headers: list[tuple[str, bytes]] | None = None) -
     content_type = header(headers, CONTENT_TYPE_HEADER)
     if content_type == JSON_CONTENT_TYPE:
         return _decode_json(data)
-    if content_type is not None and content_type not in CONTENT_TYPES:
+    if content_type == FRAMED_CONTENT_TYPE:
+        try:
+            data = unframe(data)[1]  # whatever the schema id, the body is a streamproc.Record
+        except ValueError as exc:
+            raise DecodeError(str(exc)) from None
+    elif content_type is not None and content_type not in CONTENT_TYPES:
         raise DecodeError(f"unknown content-type {excerpt(content_type)}: expected "
                           f"{' or '.join(t.decode() for t in CONTENT_TYPES)}")
     try:
