@@ -48,7 +48,7 @@ from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.worker.task_intake import TaskIntake
 from streamproc.worker.task_leases import OverdueAttempts, PendingStarts
-from streamproc.worker.task_queue_membership import TaskQueueMembership, join_task_queue
+from streamproc.worker.task_queue_membership import GROUP_TIMING, TaskQueueMembership, join_task_queue
 from streamproc.worker.task_offsets import TaskOffsets
 
 log = structlog.get_logger("streamproc.worker")
@@ -135,7 +135,7 @@ class JobWorker:
         config = consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
             "client.id": client_id("worker", self.worker_id),
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000, "enable.auto.offset.store": False,
-            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+            **GROUP_TIMING,
             **(self.metrics.consumer_config(self.task_queue, "job", topic) if self.metrics else {}),
         })
         intake = TaskIntake(topic, self.offsets, lambda task: task.value_type == ValueType.JOB, "job")

@@ -38,6 +38,16 @@ log = structlog.get_logger("streamproc.worker")
 #: How often librdkafka reports the consumer's statistics (served by `poll`).
 STATS_INTERVAL_MS = 1000
 
+#: Group timing of task queue consumers. A worker missing for 6 s loses its partitions.
+#: `max.poll.interval.ms` is also the group's rebalance timeout: how long the coordinator
+#: holds every member's JoinGroup while it waits for one that has not rejoined. Kafka's
+#: 5 minutes were seen after broker restarts: a worker's JoinGroup parked at the broker for
+#: minutes (librdkafka: "possibly held back by preceding blocking JoinGroupRequest with
+#: timeout in 268000ms") while its queue filled. Our workers poll at least every 0.1 s
+#: (handlers run on other threads), so 30 s bounds that wait without ever evicting a
+#: healthy worker.
+GROUP_TIMING = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 30_000}
+
 
 class GroupStanding:
     """Where a consumer's group membership stands, from its latest statistics."""

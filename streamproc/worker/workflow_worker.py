@@ -44,7 +44,7 @@ from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.task_leases import OverdueAttempts
-from streamproc.worker.task_queue_membership import TaskQueueMembership
+from streamproc.worker.task_queue_membership import GROUP_TIMING, TaskQueueMembership
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_activation import InstanceFactory, WorkflowTaskHandler
 from streamproc.worker.workflow_queries import QueryAnswerer
@@ -139,8 +139,9 @@ class WorkflowWorker:
         lag = self.metrics.consumer_config(self.task_queue, "workflow", topic) if self.metrics else {}
         membership = TaskQueueMembership(
             consumer_config(self.client.bootstrap, topics.workflow_worker_group(self.task_queue),
-                            **{"client.id": client_id("worker", self.identity), "session.timeout.ms": 6000,
-                               "heartbeat.interval.ms": 1000, "on_commit": self._on_commit}, **lag),
+                            **{"client.id": client_id("worker", self.identity), **GROUP_TIMING,
+                               # it answers a batch of tasks between two polls: more room
+                               "max.poll.interval.ms": 60_000, "on_commit": self._on_commit}, **lag),
             OverdueAttempts(),
             lambda consumer: consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                                 on_lost=self._on_revoke),
