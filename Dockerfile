@@ -4,6 +4,6 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY schemas ./schemas
 COPY streamproc ./streamproc
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir ".[schema-registry]"
 ENV STREAMPROC_LOG_FORMAT=json
 ENTRYPOINT []

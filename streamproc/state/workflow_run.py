@@ -105,9 +105,12 @@ class PendingEvent:
     type_name: str
     attributes: dict[str, Any]
     links_started: bool = False
+    #: When it happened, if not when it is appended (an activity's start, recorded at its close).
+    event_time_ms: int | None = None
 
     def to_json(self) -> list[Any]:
-        return [self.type_name, self.attributes, self.links_started]
+        fields = [self.type_name, self.attributes, self.links_started]
+        return fields if self.event_time_ms is None else [*fields, self.event_time_ms]
 
 
 @dataclass(slots=True)

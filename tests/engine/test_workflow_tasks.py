@@ -48,6 +48,24 @@ def test_one_activity_then_complete_is_temporals_eleven_events(d):
     assert rejections(activity(d, "COMPLETE", task.key, attempt=1, result="1"))
 
 
+def test_activity_task_started_is_recorded_at_the_close_with_the_start_time(d):
+    """Temporal's dev server, asked (an activity of 2 s): ActivityTaskStarted is appended with
+    the close but its event time is the start, 2 s before ActivityTaskCompleted's."""
+    key, _ = d.start()
+    d.complete(key, [ACTIVITY])
+    (task,) = d.activity_tasks()
+    d.clock.advance(S)
+    activity(d, "START", task.key, attempt=1, identity="act-worker")
+    started_ms = d.clock.now_ms()
+    d.clock.advance(2 * S)
+    activity(d, "COMPLETE", task.key, attempt=1, result='"reserved"')
+    events = d.check(key, closed=False)
+    assert [(e["event_type"], e["event_time_ms"]) for e in events[5:7]] == [
+        ("ACTIVITY_TASK_STARTED", started_ms), ("ACTIVITY_TASK_COMPLETED", started_ms + 2 * S)]
+    d.complete(key, [COMPLETE])
+    assert d.check(key)[5]["event_time_ms"] == started_ms
+
+
 def test_activity_retries_leave_one_started_event_and_the_failure(d):
     key, _ = d.start()
     d.complete(key, [{**ACTIVITY, "retry_policy": {"maximum_attempts": 2, "initial_interval_ms": S}}])

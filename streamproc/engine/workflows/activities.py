@@ -18,7 +18,7 @@ from streamproc.protocol.failures import failure_to_record
 from streamproc.protocol.records import ActivityIntent
 from streamproc.semantics import ActivityState, InvalidArgument
 from streamproc.semantics.workflow_events import EventType
-from streamproc.protocol.wire_values import policy_to_record, timeouts_to_record
+from streamproc.protocol.wire_values import policy_to_record, timeouts_to_record, to_ms
 from streamproc.state.activities import ActivityMeta, WorkflowOwner
 from streamproc.state.workflow_run import PendingEvent, RunActivity, WorkflowRun
 
@@ -120,9 +120,11 @@ class WorkflowActivityOwner:
                             **{name: values.get(name) for name in _CLOSE_ATTRIBUTES[close_type]}}
         events: list[PendingEvent] = []
         if started:
+            # Recorded at the close, stamped with the start, as Temporal's history has it.
             events.append(PendingEvent(E.ACTIVITY_TASK_STARTED.name, {
                 "scheduled_event_id": scheduled_id, "identity": meta.identity, "attempt": state.attempt,
-                "last_failure": failure_to_record(last_failure)}))
+                "last_failure": failure_to_record(last_failure)},
+                event_time_ms=to_ms(state.started_time) if state.started_time else None))
             events.append(PendingEvent(close_type.name, close_attributes, links_started=True))
         else:
             events.append(PendingEvent(close_type.name, {**close_attributes, "started_event_id": 0}))

@@ -93,7 +93,7 @@ def append_all(ctx: ProcessingContext, run_key: int, run: WorkflowRun, events: l
         if child is not None and event.type_name in _CHILD_CLOSES:
             # A child's close names its started event, whose id was known only once appended.
             attributes = {**attributes, "started_event_id": child.started_event_id}
-        previous = append(ctx, run_key, run, E[event.type_name], attributes)
+        previous = append(ctx, run_key, run, E[event.type_name], attributes, event.event_time_ms)
         if child is not None:
             if event.type_name == E.CHILD_WORKFLOW_EXECUTION_STARTED.name:
                 child.started_event_id = previous
