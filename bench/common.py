@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,8 @@ class Bench:
         self.namespaces: list[str] = []
         #: Extra `streamproc worker run` options of the job workers this bench starts.
         self.job_worker_options: tuple[str, ...] = ()
+        #: Engines and job workers serve Prometheus metrics (each on a free port).
+        self.metrics = False
         say(f"broker {self.bootstrap}{' (started here)' if self.broker else ''}, logs in {self.dir}")
         self.fresh_namespace()
 
@@ -79,12 +82,19 @@ class Bench:
         state_dir = state_dir or self.dir / f"state-{engine_id}"
         env = self.env(STREAMPROC_ENGINE_ID=engine_id, STREAMPROC_PARTITIONS=str(partitions),
                        STREAMPROC_STATE_DIR=str(state_dir))
-        return self.spawn(["engine", "run"], env, f"engine-{engine_id}.log")
+        return self.spawn(["engine", "run", *self._metrics_option()], env, f"engine-{engine_id}.log")
 
     def worker(self, queue: str, worker_id: str, handler: str = "bench.handlers:noop") -> subprocess.Popen:
         """A job worker process, with `job_worker_options` (e.g. --start-unconfirmed)."""
         return self.spawn(["worker", "run", queue, "--handler", handler, "--worker-id", worker_id,
-                           *self.job_worker_options], self.env(), f"worker-{worker_id}.log")
+                           *self.job_worker_options, *self._metrics_option()], self.env(), f"worker-{worker_id}.log")
+
+    def _metrics_option(self) -> list[str]:
+        if not self.metrics:
+            return []
+        with socket.socket() as s:  # a free port (released again for the process to take)
+            s.bind(("127.0.0.1", 0))
+            return ["--metrics-port", str(s.getsockname()[1])]
 
     def close(self, keep_topics: bool = False) -> None:
         for proc in self.procs:

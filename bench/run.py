@@ -58,6 +58,9 @@ def main() -> int:
     parser.add_argument("--job-start-unconfirmed", action="store_true",
                         help="job workers run a handler as soon as START is sent, without the engine's answer "
                              "(the opt-in fast path that may run a handler twice; jobs_* scenarios)")
+    parser.add_argument("--metrics", action="store_true",
+                        help="engines and job workers serve Prometheus metrics (--metrics-port), to measure "
+                             "what metrics cost")
     parser.add_argument("--no-eager-activities", action="store_true",
                         help="workflow workers send every activity through the task queue (workflow scenarios)")
     args = parser.parse_args()
@@ -78,6 +81,7 @@ def main() -> int:
     bench = Bench(args.scenario)
     if args.job_start_unconfirmed:
         bench.job_worker_options = ("--start-unconfirmed",)
+    bench.metrics = args.metrics
     broker_pid = bench.broker_pid
     broker_before = pid_cpu_seconds(broker_pid)
     try:
@@ -104,7 +108,7 @@ def main() -> int:
     extra = {"eager_activities": not args.no_eager_activities} if args.scenario in WORKFLOW_SCENARIOS else {}
     if args.scenario.startswith("jobs_"):
         extra["job_start"] = "unconfirmed" if args.job_start_unconfirmed else "confirmed"
-    line = {"scenario": args.scenario, "quick": args.quick, **extra, **result,
+    line = {"scenario": args.scenario, "quick": args.quick, "metrics": args.metrics, **extra, **result,
             "wall_seconds": round(time.monotonic() - started, 1),
             # CPU the machine spent during the run: ours (bench, engines, workers), the
             # broker's, and the rest (anything else running on the machine skews the numbers)
