@@ -89,8 +89,10 @@ class WorkflowHandlers:
         """A WORKFLOW_EXECUTION_SIGNALED event reached the code."""
         attributes = event.get("attributes") or {}
         name = attributes.get("signal_name", "")
+        definition = self._runtime.definition
+        hints = definition.handler_types(definition.signals.get(name)).parameters
         try:
-            args = list(self._runtime.converter.decode_args(attributes.get("input")))
+            args = list(self._runtime.converter.decode_args(attributes.get("input"), hints))
         except PayloadEncodingError as exc:  # Temporal drops a signal whose arguments it cannot read
             log.warning("workflow_signal_dropped", signal=name, reason=str(exc), **self._where())
             return
@@ -165,8 +167,9 @@ class WorkflowHandlers:
                 ApplicationError(f"Update handler for {name!r} expected but not found, known updates: [{known}]",
                                  type="NotFoundError"))})
             return
+        hints = runtime.definition.handler_types(runtime.definition.updates.get(name)).parameters
         try:
-            args = list(runtime.converter.decode_args(request.get("input")))
+            args = list(runtime.converter.decode_args(request.get("input"), hints))
         except PayloadEncodingError as exc:
             runtime.issue({"type": CommandType.REJECT_UPDATE, "update_id": update_id,
                            "failure": failure_from_exception(ApplicationError(str(exc), type="PayloadEncodingError"))})

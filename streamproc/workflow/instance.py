@@ -132,7 +132,9 @@ class WorkflowInstance:
             raise WorkflowQueryFailedError("workflow execution not ready to handle the request: "
                                            "its first workflow task has not run yet")
         try:
-            args = list(self.data_converter.decode_args(query_input))
+            definition = self._runtime.definition
+            hints = definition.handler_types(definition.queries.get(query_type)).parameters
+            args = list(self.data_converter.decode_args(query_input, hints))
             return self.data_converter.encode(self._runtime.query(query_type, args))
         except WorkflowQueryFailedError:
             raise
