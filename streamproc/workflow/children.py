@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from streamproc.workflow.runtime import WorkflowRuntime
 
 __all__ = ["ParentClosePolicy", "ChildWorkflowHandle", "ExternalWorkflowHandle", "start_child_workflow",
-           "execute_child_workflow", "get_external_workflow_handle", "ChildWorkflows"]
+           "execute_child_workflow", "get_external_workflow_handle", "get_external_workflow_handle_for", "ChildWorkflows"]
 
 _E = EventType
 _CHILD_CLOSES = {_E.CHILD_WORKFLOW_EXECUTION_COMPLETED.name, _E.CHILD_WORKFLOW_EXECUTION_FAILED.name,
@@ -146,6 +146,13 @@ def get_external_workflow_handle(workflow_id: str, *, run_id: str | None = None)
     """A handle to signal or cancel another workflow (any partition)."""
     current_runtime()
     return ExternalWorkflowHandle(workflow_id, run_id)
+
+
+def get_external_workflow_handle_for(workflow: Any, workflow_id: str, *,
+                                     run_id: str | None = None) -> ExternalWorkflowHandle:
+    """Temporal's typed form of `get_external_workflow_handle`: `workflow` (its run method or
+    class) only types the handle in Temporal; here it is the same handle."""
+    return get_external_workflow_handle(workflow_id, run_id=run_id)
 
 
 class ChildWorkflows:

@@ -15,9 +15,10 @@ from typing import Any, NoReturn
 from streamproc.protocol.wire_values import ceil_ms
 from streamproc.workflow.errors import ContinueAsNewError
 from streamproc.workflow.run_info import Info
+from streamproc.workflow.current import maybe_current_runtime
 from streamproc.workflow.runtime import current_runtime
 
-__all__ = ["info", "now", "random", "uuid4", "is_replaying", "patched", "deprecate_patch",
+__all__ = ["info", "in_workflow", "now", "time", "time_ns", "random", "uuid4", "is_replaying", "patched", "deprecate_patch",
            "continue_as_new", "set_signal_handler", "set_dynamic_signal_handler", "set_query_handler",
            "set_dynamic_query_handler", "all_handlers_finished"]
 
@@ -32,6 +33,21 @@ def info() -> Info:
 def now() -> datetime:
     """The time of the current workflow task (when the engine scheduled it), in UTC."""
     return _EPOCH + timedelta(milliseconds=current_runtime().now_ms)
+
+
+def time() -> float:
+    """`now()` as seconds since the epoch (Temporal's ``workflow.time``)."""
+    return current_runtime().now_ms / 1000
+
+
+def time_ns() -> int:
+    """`now()` as nanoseconds since the epoch (Temporal's ``workflow.time_ns``)."""
+    return current_runtime().now_ms * 1_000_000
+
+
+def in_workflow() -> bool:
+    """Whether this code runs in a workflow (Temporal's ``workflow.in_workflow``)."""
+    return maybe_current_runtime() is not None
 
 
 def random() -> _random.Random:

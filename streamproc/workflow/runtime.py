@@ -62,9 +62,10 @@ class OpenTimer:
 
 class WorkflowRuntime:
     def __init__(self, definition: WorkflowDefinition, started_event: dict[str, Any],
-                 run_id: str | None = None, converter: DataConverter | None = None) -> None:
+                 run_id: str | None = None, converter: DataConverter | None = None, *,
+                 namespace: str = "") -> None:
         self.definition = definition
-        self.info = Info.from_started_event(started_event, run_id)
+        self.info = Info.from_started_event(started_event, run_id, namespace)
         #: WORKFLOW_EXECUTION_STARTED's attributes (what the previous run passed on: `last_run`).
         self.started_attributes: dict[str, Any] = started_event.get("attributes") or {}
         self.converter = converter or DataConverter.default()
