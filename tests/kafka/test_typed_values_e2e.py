@@ -6,6 +6,7 @@ the annotations says what the types are; the wire stays plain JSON."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import enum
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -135,3 +136,43 @@ def test_dataclasses_travel_client_workflow_activity_child_and_back(bootstrap, n
             error = error.cause
         assert [getattr(c, "type", None) for c in causes] == ["ActivityError", "PayloadTypeError"]
         assert "as Greeting: Expected `str`, got `int` - at `$.name`" in causes[-1].message
+
+
+# The issue's example as far as today's synchronous client goes: Temporal's imports with
+# `temporalio` replaced by `streamproc`, loggers that carry their context.
+@dataclasses.dataclass
+class Salutation:
+    greeting: str
+    name: str
+
+
+@activity.defn
+async def salute(g: Salutation) -> str:
+    activity.logger.info("composing %s", g)
+    return f"{g.greeting}, {g.name}!"
+
+
+@workflow.defn
+class SalutationWorkflow:
+    @workflow.run
+    async def run(self, name: str) -> str:
+        workflow.logger.info("running for %s", name)
+        return await workflow.execute_activity(salute, Salutation("Hello", name),
+                                               start_to_close_timeout=timedelta(seconds=10))
+
+
+def test_the_temporal_example_runs_and_logs_with_context(bootstrap, namespace, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="streamproc")
+    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=1,
+                        state_dir=tmp_path, engine_id="example")
+    with EngineThread(settings, clock=ManualClock(), idle_poll_ms=10), Client(bootstrap, namespace) as client, \
+            Worker(client, task_queue="hello", workflows=[SalutationWorkflow], activities=[salute]):
+        assert client.execute_workflow(SalutationWorkflow.run, "World", id="hello-1", task_queue="hello",
+                                       result_timeout=60) == "Hello, World!"
+    (ran,) = [r for r in caplog.records if r.name == "streamproc.workflow"]
+    assert ran.getMessage().startswith("running for World ({'attempt': 1, 'namespace': ")
+    assert ran.temporal_workflow["workflow_id"] == "hello-1" and ran.temporal_workflow["namespace"] == namespace
+    (composed,) = [r for r in caplog.records if r.name == "streamproc.activity"]
+    assert composed.getMessage().startswith("composing Salutation(greeting='Hello', name='World') (")
+    assert composed.temporal_activity["activity_type"] == "salute"
+    assert composed.temporal_activity["namespace"] == namespace
