@@ -33,6 +33,7 @@ import msgspec
 import orjson
 
 from streamproc.typed_json import decode_typed, json_default, wants_conversion
+from streamproc.unsupported import unsupported_names
 
 __all__ = ["Payload", "EncodingPayloadConverter", "BinaryNullPayloadConverter",
            "BinaryPlainPayloadConverter", "JSONPlainPayloadConverter", "DataConverter",
@@ -251,3 +252,13 @@ def _parse(text: str) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise PayloadEncodingError(f"payload text is not JSON: {exc}") from None
+
+
+_CHAIN = "Temporal's converter classes (build a DataConverter from a list of EncodingPayloadConverters)"
+__getattr__ = unsupported_names(__name__, {
+    "PayloadCodec": "payload codecs (encryption, compression)",
+    "PayloadConverter": _CHAIN, "CompositePayloadConverter": _CHAIN, "DefaultPayloadConverter": _CHAIN,
+    "JSONTypeConverter": _CHAIN, "AdvancedJSONEncoder": _CHAIN,
+    "BinaryProtobufPayloadConverter": "protobuf payloads", "JSONProtoPayloadConverter": "protobuf payloads",
+    "FailureConverter": "custom failure converters", "DefaultFailureConverter": "custom failure converters",
+})

@@ -83,7 +83,7 @@ class ActivityAttempt:
             w.metrics.task_started(w.task_queue, "activity", self.task["scheduled_time_ms"], started_ms)
         definition = w.definitions.get(self.task["activity_type"])
         converter = w.data_converter
-        self.ctx = ActivityContext(info_from_task(self.task, started_ms, converter, w.client.topics.namespace), self.heartbeat,
+        self.ctx = ActivityContext(info_from_task(self.task, started_ms, converter, w.namespace), self.heartbeat,
                                    is_async=definition is not None and definition.is_async)
         with w._lock:
             w._running.add(self)

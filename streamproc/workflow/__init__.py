@@ -75,6 +75,9 @@ from streamproc.workflow.errors import (
 )
 from streamproc.workflow.last_run import get_last_completion_result, get_last_failure, has_last_completion_result
 from streamproc.workflow.logger import LoggerAdapter, logger
+
+#: Temporal's spelling of the same class.
+NondeterminismError = NonDeterminismError
 from streamproc.workflow.run_info import Info, ParentInfo
 from streamproc.workflow.timers import sleep, wait_condition
 from streamproc.workflow import unsafe
@@ -137,6 +140,7 @@ __all__ = [
     "TimeoutError",
     "ContinueAsNewError",
     "NonDeterminismError",
+    "NondeterminismError",
     "NondeterministicCallError",
     "NotInWorkflowError",
     "ReadOnlyContextError",

@@ -212,3 +212,16 @@ def _raised(fn, *args) -> BaseException | None:
     except BaseException as exc:  # noqa: BLE001 - the test looks at it
         return exc
     return None
+
+
+@workflow.defn
+class ContinuesAsTemporalWrites:
+    @workflow.run
+    async def run(self, count: int) -> None:
+        workflow.continue_as_new(args=[count + 1, "more"], workflow=Logging.run)
+
+
+def test_continue_as_new_takes_temporals_args_and_workflow_keywords():
+    (command,) = Run(ContinuesAsTemporalWrites, 4).step()
+    assert command["type"] == "CONTINUE_AS_NEW_WORKFLOW_EXECUTION"
+    assert (command["workflow_type"], command["input"]) == ("Logging", '[5,"more"]')
