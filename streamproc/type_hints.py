@@ -16,7 +16,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-__all__ = ["CallTypes", "call_types"]
+__all__ = ["CallTypes", "call_types", "handler_types"]
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -33,8 +33,21 @@ _NONE = CallTypes((), None)
 
 @functools.lru_cache(maxsize=4096)
 def call_types(fn: Callable[..., Any], *, skip_self: bool = False) -> CallTypes:
-    """The hints of `fn`. With `skip_self` the first parameter (``self`` of a function
-    taken from a class) is left out. Never raises: what cannot be read counts as no hint."""
+    """The hints of `fn` (a function defined once: the answer is cached). With `skip_self`
+    the first parameter (``self`` of a function taken from a class) is left out. Never
+    raises: what cannot be read counts as no hint."""
+    return _call_types(fn, skip_self)
+
+
+def handler_types(handler: Callable[..., Any]) -> CallTypes:
+    """The hints of a handler a run holds: a bound method (cached by its function) or a
+    function set at run time (a closure per run: read each time, never cached)."""
+    if inspect.ismethod(handler):
+        return call_types(handler.__func__, skip_self=True)
+    return _call_types(handler, False)
+
+
+def _call_types(fn: Callable[..., Any], skip_self: bool) -> CallTypes:
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):

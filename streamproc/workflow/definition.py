@@ -67,12 +67,6 @@ class WorkflowDefinition:
         """The type hints of the run method's parameters and result."""
         return call_types(getattr(self.cls, self.run_method), skip_self=True)
 
-    def handler_types(self, handler: HandlerDefinition | None) -> CallTypes:
-        """The type hints of a named handler (none for a dynamic one, or no handler)."""
-        if handler is None or handler.dynamic:
-            return CallTypes((), None)
-        return call_types(getattr(self.cls, handler.method), skip_self=True)
-
 
 @overload
 def defn(cls: C) -> C: ...

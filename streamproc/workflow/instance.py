@@ -134,8 +134,7 @@ class WorkflowInstance:
             raise WorkflowQueryFailedError("workflow execution not ready to handle the request: "
                                            "its first workflow task has not run yet")
         try:
-            definition = self._runtime.definition
-            hints = definition.handler_types(definition.queries.get(query_type)).parameters
+            hints = self._runtime.handlers.query_parameter_types(query_type)
             args = list(self.data_converter.decode_args(query_input, hints))
             return self.data_converter.encode(self._runtime.query(query_type, args))
         except WorkflowQueryFailedError:

@@ -129,3 +129,28 @@ def test_update_arguments_are_typed_and_a_mismatch_is_rejected():
     assert rejected["type"] == "REJECT_UPDATE" and "Invalid enum value 'big'" in rejected["failure"]["message"]
     assert (accepted["type"], completed["result"]) == ("ACCEPT_UPDATE", '"L since 2024"')
     assert finished == {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": '"l"'}
+
+
+@workflow.defn
+class SetsHandlersAtRunTime:
+    @workflow.run
+    async def run(self) -> str:
+        received: list[Parcel] = []
+
+        def on_parcel(parcel: Parcel) -> None:
+            received.append(parcel)
+
+        def size_of(index: int, unit: Size) -> str:
+            return f"{received[index].size.value}{unit.value}"
+
+        workflow.set_signal_handler("parcel", on_parcel)
+        workflow.set_query_handler("size_of", size_of)
+        await workflow.wait_condition(lambda: bool(received))
+        return type(received[0]).__name__
+
+
+def test_handlers_set_at_run_time_decode_by_their_own_hints():
+    run = Run(SetsHandlersAtRunTime, start_signal=("parcel", [WIRE]))  # waits for the handler
+    (complete,) = run.step()
+    assert complete["result"] == '"Parcel"'
+    assert run.instance.query("size_of", '[0, "s"]') == '"ls"'
