@@ -65,7 +65,8 @@ class Account:
 
 
 _ZONES = st.sampled_from([UTC, timezone(timedelta(hours=2)), timezone(timedelta(hours=-5, minutes=-30))])
-_DATETIMES = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2300, 1, 1), timezones=_ZONES)
+_DATETIMES = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2300, 1, 1),
+                          timezones=st.none() | _ZONES)  # naive ones too
 _TEXT = st.text(max_size=8)
 _LINES = st.builds(Line, sku=_TEXT, quantity=st.integers(-2**53, 2**53), colour=st.sampled_from(Colour),
                    shipped=st.none() | _DATETIMES)
