@@ -45,7 +45,7 @@ from streamproc.semantics.workflow_ids import QueryRejectCondition, WorkflowExec
 from streamproc.client.workflow_updates import WorkflowUpdateHandle, WorkflowUpdateStage
 from streamproc.client.workflow_updates import outcome_of as update_outcome
 from streamproc.client.workflow_updates import send as send_update
-from streamproc.workflow.definition import query_name_of, signal_name_of, update_name_of
+from streamproc.workflow.definition import query_name_of, result_type_of, signal_name_of, update_name_of
 
 if TYPE_CHECKING:
     from streamproc.kafka.replies import Reply
@@ -160,8 +160,9 @@ class WorkflowExecutionDescription:
 class WorkflowHandle:
     def __init__(self, requests: WorkflowRequests, workflow_id: str, *, run_id: str | None,
                  result_run_id: str | None, first_execution_run_id: str | None,
-                 started_log_time_ms: int | None) -> None:
+                 started_log_time_ms: int | None, result_type: Any = None) -> None:
         self.id = workflow_id
+        self.result_type = result_type  # what result() decodes as (the run method's return hint)
         self.run_id = run_id
         self.result_run_id = result_run_id
         self.first_execution_run_id = first_execution_run_id
@@ -184,7 +185,7 @@ class WorkflowHandle:
                 if next_run and follow_runs:
                     run_id = next_run
                     continue
-                return outcome_of_close(event, self._requests.client.data_converter)
+                return outcome_of_close(event, self._requests.client.data_converter, self.result_type)
         raise AssertionError("unreachable: events() ends with TimeoutError")
 
     def _current_run(self, scanner: WorkflowEventScanner) -> str:
@@ -217,7 +218,8 @@ class WorkflowHandle:
             "identity": self._requests.client.identity}, rpc_timeout, WorkflowIntent.SIGNALED, request_id=request_id)
 
     def query(self, query: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
-              reject_condition: QueryRejectCondition | None = None, rpc_timeout: float = 30) -> Any:
+              reject_condition: QueryRejectCondition | None = None, rpc_timeout: float = 30,
+              result_type: Any = None) -> Any:
         """The answer of the query handler (a name, or the ``@workflow.query`` method), run
         by a worker on the run's state. Raises `WorkflowQueryRejectedError` when the run's
         status meets `reject_condition`, `WorkflowQueryFailedError` when the handler raised
@@ -241,7 +243,7 @@ class WorkflowHandle:
             raise WorkflowQueryRejectedError(WorkflowExecutionStatus[status])
         if record.value.get("failure") is not None:
             raise WorkflowQueryFailedError(record.value["failure"].get("message") or "query failed")
-        return converter.decode(record.value["result"])
+        return converter.decode(record.value["result"], result_type or result_type_of(query))
 
     def start_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
                      id: str | None = None, wait_for_stage: WorkflowUpdateStage = WorkflowUpdateStage.ACCEPTED,
@@ -296,12 +298,13 @@ class WorkflowHandle:
 
 
 
-def outcome_of_close(event: WorkflowEvent, converter: DataConverter | None = None) -> Any:
-    """The result a close event carries, or the WorkflowFailureError it stands for."""
+def outcome_of_close(event: WorkflowEvent, converter: DataConverter | None = None, result_type: Any = None) -> Any:
+    """The result a close event carries (as `result_type` if given), or the
+    WorkflowFailureError it stands for."""
     converter = converter or DataConverter.default()
     a = event.attributes
     if event.event_type == "WORKFLOW_EXECUTION_COMPLETED":
-        return converter.decode(a.get("result"))
+        return converter.decode(a.get("result"), result_type)
     if event.event_type == _CONTINUED:
         raise WorkflowContinuedAsNewError(a.get("new_execution_run_id", ""))
     cause: FailureError

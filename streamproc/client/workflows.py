@@ -39,7 +39,7 @@ from streamproc.semantics.workflow_ids import (
 )
 from streamproc.semantics.cron_workflow import validate_cron_schedule
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, normalize_workflow_timeouts
-from streamproc.workflow.definition import signal_name_of, workflow_type_of
+from streamproc.workflow.definition import result_type_of, signal_name_of, workflow_type_of
 
 __all__ = ["WorkflowOperations", "workflow_type_of"]
 
@@ -61,14 +61,15 @@ class WorkflowOperations:
                        id_conflict_policy: WorkflowIdConflictPolicy = WorkflowIdConflictPolicy.UNSPECIFIED,
                        identity: str = "", request_id: str | None = None,
                        start_signal: str | Callable[..., Any] | None = None, start_signal_args: Sequence[Any] = (),
-                       cron_schedule: str = "", rpc_timeout: float = 30) -> WorkflowHandle:
+                       cron_schedule: str = "", rpc_timeout: float = 30, result_type: Any = None) -> WorkflowHandle:
         """Start a run of `workflow` (``MyWorkflow.run``, the class, or the type name).
 
         With `cron_schedule` (robfig/cron syntax: ``"0 9 * * MON-FRI"``, ``"@every 1h"``,
         ``"CRON_TZ=Europe/Berlin 0 2 * * *"``; UTC unless a zone is given) it is a cron
         workflow: the first run waits for the first cron time after the start, each run
         is followed by the next at the next cron time, until cancelled, terminated or
-        its execution timeout; `result()` follows the runs.
+        its execution timeout; `result()` follows the runs, and decodes the result as
+        `result_type`, by default the run method's return annotation.
 
         Raises `InvalidArgument`, `WorkflowAlreadyStartedError` (the id is taken under
         the policies). Across a broker outage the START is sent again with the same
@@ -131,7 +132,8 @@ class WorkflowOperations:
             raise rejection_error(record)
         run_id = record.value["run_id"]
         return WorkflowHandle(self.workflow_requests, id, run_id=run_id, result_run_id=run_id,
-                              first_execution_run_id=run_id, started_log_time_ms=reply.log_time_ms)
+                              first_execution_run_id=run_id, started_log_time_ms=reply.log_time_ms,
+                              result_type=result_type if result_type is not None else result_type_of(workflow))
 
     def execute_workflow(self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *,
                          result_timeout: float | None = None, **options: Any) -> Any:
@@ -139,10 +141,11 @@ class WorkflowOperations:
         return self.start_workflow(workflow, arg, **options).result(result_timeout)
 
     def get_workflow_handle(self, workflow_id: str, *, run_id: str | None = None,
-                            first_execution_run_id: str | None = None) -> WorkflowHandle:
+                            first_execution_run_id: str | None = None, result_type: Any = None) -> WorkflowHandle:
         """A handle on a workflow started elsewhere: its `run_id`, or its current run."""
         return WorkflowHandle(self.workflow_requests, workflow_id, run_id=run_id, result_run_id=run_id,
-                              first_execution_run_id=first_execution_run_id, started_log_time_ms=None)
+                              first_execution_run_id=first_execution_run_id, started_log_time_ms=None,
+                              result_type=result_type)
 
     @property
     def workflow_requests(self) -> WorkflowRequests:
