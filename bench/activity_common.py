@@ -20,7 +20,7 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from bench.common import Bench, now_ms, peek, say
-from streamproc.client import Client
+from streamproc.client import SyncClient
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config
@@ -50,7 +50,7 @@ def schedule_value(activity_id: str, queue: str, *, start_to_close_ms: int = 0, 
     }
 
 
-def send_schedule(client: Client, value: dict) -> str:
+def send_schedule(client: SyncClient, value: dict) -> str:
     """SCHEDULE to the partition of the activity id; returns the request id its events carry."""
     request_id = uuid.uuid4().hex
     client.send(Record.command(ACT, A.SCHEDULE, value, request_id=request_id),
@@ -58,7 +58,7 @@ def send_schedule(client: Client, value: dict) -> str:
     return request_id
 
 
-def send_command(client: Client, intent: str, key: int, reply: bool = False, **value) -> None:
+def send_command(client: SyncClient, intent: str, key: int, reply: bool = False, **value) -> None:
     """START / HEARTBEAT / COMPLETE / FAIL about an existing activity, to the partition of its key."""
     client.send(Record.command(ACT, intent, value, key=key,
                                reply_partition=REPLY_PARTITION if reply else -1), partition_of_key(key))
@@ -146,7 +146,7 @@ class ScriptedWorker(threading.Thread):
 
     def __init__(self, bench: Bench, queue: str, partitions: int, on_task: TaskHandler) -> None:
         super().__init__(name=f"scripted-worker-{queue}", daemon=True)
-        self.client = Client(bench.bootstrap, bench.namespace)
+        self.client = SyncClient(bench.bootstrap, bench.namespace)
         topic = TopicAdmin(bench.bootstrap, bench.topics).ensure_task_queue(queue, partitions)
         self._reader = Reader(bench, topic, list(range(partitions)))
         self.queue = queue
@@ -195,7 +195,7 @@ class ScriptedWorker(threading.Thread):
 WARMUP_ACTIVITIES = 16
 
 
-def warm_up(client: Client, worker: ScriptedWorker, events: Reader, replies: Reader | None = None) -> None:
+def warm_up(client: SyncClient, worker: ScriptedWorker, events: Reader, replies: Reader | None = None) -> None:
     """Schedule WARMUP_ACTIVITIES on the worker's queue, wait until they completed, then
     forget what they left in the readers and the worker."""
     for i in range(WARMUP_ACTIVITIES):
@@ -257,7 +257,7 @@ def stagger(index: int, count: int, over_ms: float) -> float:
     return index * over_ms / count if count else 0.0
 
 
-def schedule_staggered(client: Client, count: int, over_ms: float, value_of) -> None:
+def schedule_staggered(client: SyncClient, count: int, over_ms: float, value_of) -> None:
     """SCHEDULE `count` activities spread evenly over `over_ms` (`value_of(i)`: the i-th
     command's value), then flush."""
     begin = time.monotonic()

@@ -35,7 +35,7 @@ import uuid
 from bench.activity_common import (ACT, REPLY_PARTITION, Reader, ScriptedWorker, by_key_attempt, schedule_value,
                                    schedule_staggered, send_command, timer_writes, warm_up)
 from bench.common import Bench, cpu_seconds, loadavg, peak_rss_mb, percentiles, say, stop, wait_log
-from streamproc.client import Client
+from streamproc.client import SyncClient
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record
 
@@ -88,7 +88,7 @@ def _variant(bench: Bench, queue: str, activities: int, maximum_attempts: int, h
     replies = Reader(bench, bench.topics.replies, [REPLY_PARTITION], from_end=True)
     worker = ScriptedWorker(bench, queue, PARTITIONS, _worker_script(heartbeat_after_ms))
     worker.start()
-    client = Client(bench.bootstrap, bench.namespace)
+    client = SyncClient(bench.bootstrap, bench.namespace)
     prefix = f"{queue}-"
     try:
         warm_up(client, worker, events, replies)

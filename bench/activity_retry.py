@@ -30,7 +30,7 @@ import uuid
 from bench.activity_common import (ACT, REPLY_PARTITION, Reader, ScriptedWorker, by_key_attempt, schedule_value,
                                    schedule_staggered, send_command, timer_writes, warm_up)
 from bench.common import Bench, cpu_seconds, loadavg, log_lines, peak_rss_mb, percentiles, say, stop, wait_log
-from streamproc.client import Client
+from streamproc.client import SyncClient
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record
 
@@ -73,7 +73,7 @@ def _measure(bench: Bench, activities: int, gaps: int) -> dict:
     replies = Reader(bench, bench.topics.replies, [REPLY_PARTITION])
     worker = ScriptedWorker(bench, QUEUE, PARTITIONS, _start_at_once)
     worker.start()
-    client = Client(bench.bootstrap, bench.namespace)
+    client = SyncClient(bench.bootstrap, bench.namespace)
     try:
         warm_up(client, worker, events, replies)
         schedule_staggered(client, activities, STAGGER_MS, lambda i: schedule_value(

@@ -17,7 +17,7 @@ import uuid
 
 from bench.activity_common import ACT, Reader, ScriptedWorker, schedule_value, send_command, send_schedule
 from bench.common import Bench, cpu_seconds, loadavg, now_ms, peak_rss_mb, percentiles, say, stop, wait_log
-from streamproc.client import Client
+from streamproc.client import SyncClient
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record
 
@@ -36,7 +36,7 @@ def run(bench: Bench, quick: bool) -> dict:
         wait_log(engine, "partitions_assigned", 90)
         worker = ScriptedWorker(bench, QUEUE, PARTITIONS, _start_and_complete)
         worker.start()
-        client = Client(bench.bootstrap, bench.namespace)
+        client = SyncClient(bench.bootstrap, bench.namespace)
         try:
             _measure(client, worker, bench, "warmup", WARMUP, engine)  # topics, caches, assignments
             out.update(_measure(client, worker, bench, "measured", count, engine))
@@ -55,7 +55,7 @@ def _start_and_complete(task: Record, worker: ScriptedWorker) -> None:
     send_command(worker.client, A.COMPLETE, task.key, attempt=attempt, result='{"ok": true}')
 
 
-def _measure(client: Client, worker: ScriptedWorker, bench: Bench, tag: str, count: int, engine) -> dict:
+def _measure(client: SyncClient, worker: ScriptedWorker, bench: Bench, tag: str, count: int, engine) -> dict:
     events = Reader(bench, bench.topics.events, list(range(PARTITIONS)), from_end=True)
     tasks_before = len(worker.tasks)
     cpu_before = cpu_seconds(engine)

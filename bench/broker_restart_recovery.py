@@ -26,7 +26,7 @@ import uuid
 from confluent_kafka import Consumer
 
 from bench.common import Bench, loadavg, percentiles, say, wait_log
-from streamproc.client import Client
+from streamproc.client import SyncClient
 from streamproc.devenv.broker import LocalBroker
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.config import consumer_config
@@ -96,7 +96,7 @@ def run(bench: Bench, quick: bool) -> dict:
 
 
 def _create_jobs(bootstrap: str, namespace: str, stop: threading.Event) -> None:
-    with Client(bootstrap, namespace) as client:
+    with SyncClient(bootstrap, namespace) as client:
         n = 0
         while not stop.wait(1 / JOBS_PER_S):
             client.create_job(QUEUE, {"n": n})

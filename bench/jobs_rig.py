@@ -12,7 +12,7 @@ import uuid
 
 from bench.common import (Bench, CpuMeter, EventTap, group_assignment, now_ms, peak_rss_mb, percentiles, say, stop,
                           wait_group_stable, wait_log)
-from streamproc.client import Client
+from streamproc.client import SyncClient
 
 QUEUE = "bench"
 WARMUP = 200
@@ -38,7 +38,7 @@ class JobsRig:
         self.workers_group = bench.topics.worker_group(QUEUE)
         wait_group_stable(bench, self.workers_group, self.workers, partitions)
         self.tap = EventTap(bench, partitions)
-        self.client = Client(bench.bootstrap, bench.namespace)
+        self.client = SyncClient(bench.bootstrap, bench.namespace)
         self.cpu = CpuMeter({"engine": [self.engine.pid], "workers": [w.pid for w in self.procs],
                              "broker": [bench.broker_pid]})
         self.measure(WARMUP, None)  # topics, group assignments, caches: not measured
@@ -61,7 +61,7 @@ class JobsRig:
         return _measure(self.client, self.tap, jobs, rate, self.cpu)
 
 
-def _measure(client: Client, tap: EventTap, jobs: int, rate: float | None, cpu_meter: CpuMeter) -> dict:
+def _measure(client: SyncClient, tap: EventTap, jobs: int, rate: float | None, cpu_meter: CpuMeter) -> dict:
     tap.forget()
     cpu_meter.start()
     sent: dict[str, float] = {}

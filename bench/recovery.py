@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from bench.common import (Bench, EventTap, loadavg, log_time_ms, now_ms, peak_rss_mb, say, stop,
                           wait_log)
-from streamproc.client import Client
+from streamproc.client import SyncClient
 
 QUEUE = "bench-recovery"
 
@@ -29,7 +29,7 @@ def run(bench: Bench, quick: bool) -> dict:
     a = bench.engine(f"recovery-a-{run_id}", 1)
     wait_log(a, "partitions_assigned", 90)
     tap = EventTap(bench, 1)
-    client = Client(bench.bootstrap, bench.namespace)
+    client = SyncClient(bench.bootstrap, bench.namespace)
     t0 = time.monotonic()
     for i in range(jobs):
         client.create_job(QUEUE, {"i": i})

@@ -24,7 +24,7 @@ import uuid
 import orjson
 
 from bench.common import Bench, EventTap, loadavg, log_time_ms, peak_rss_mb, percentiles, say, stop, wait_log
-from streamproc.client import Client
+from streamproc.client import SyncClient
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, ScheduleIntent, ValueType
 
@@ -40,7 +40,7 @@ def _definition(first_ms: int, last_ms: int | None, every_ms: int, jitter_ms: in
         "policy": {"overlap": "ALLOW_ALL"}}).decode()
 
 
-def _create(client: Client, tap: EventTap, schedules: list[tuple[str, str]]) -> float:
+def _create(client: SyncClient, tap: EventTap, schedules: list[tuple[str, str]]) -> float:
     """Send CREATEs without waiting for each answer; returns the seconds until all were CREATED."""
     began = time.monotonic()
     for schedule_id, definition in schedules:
@@ -62,7 +62,7 @@ def run_fire_lag(bench: Bench, quick: bool) -> dict:
     try:
         wait_log(engine, "partitions_assigned", 90)
         tap = EventTap(bench, PARTITIONS)
-        client = Client(bench.bootstrap, bench.namespace)
+        client = SyncClient(bench.bootstrap, bench.namespace)
         for phase, spread in (("burst", 1), ("spread", spread_s)):
             tap.forget()
             # Far enough ahead that every CREATE is processed before the first action is due.
@@ -95,7 +95,7 @@ def run_memory(bench: Bench, quick: bool) -> dict:
     try:
         wait_log(first, "partitions_assigned", 90)
         tap = EventTap(bench, PARTITIONS)
-        client = Client(bench.bootstrap, bench.namespace)
+        client = SyncClient(bench.bootstrap, bench.namespace)
         first_ms = (int(time.time()) + 86_400) * 1000
         definition = _definition(first_ms, None, 3_600_000)
         created_s = 0.0

@@ -14,7 +14,7 @@ import uuid
 from datetime import timedelta
 
 from bench.common import Bench, EventTap, loadavg, peak_rss_mb, percentiles, say, stop, wait_log
-from streamproc.client import Client
+from streamproc.client import SyncClient
 
 PARTITIONS = 4
 
@@ -28,7 +28,7 @@ def run(bench: Bench, quick: bool) -> dict:
     try:
         wait_log(engine, "partitions_assigned", 90)
         tap = EventTap(bench, PARTITIONS)
-        client = Client(bench.bootstrap, bench.namespace)
+        client = SyncClient(bench.bootstrap, bench.namespace)
         out["burst"] = _phase(client, tap, "bench-burst", [base_ms] * jobs)
         out["spread"] = _phase(client, tap, "bench-spread",
                                [base_ms + i * spread_ms // jobs for i in range(jobs)])
@@ -41,7 +41,7 @@ def run(bench: Bench, quick: bool) -> dict:
     return out
 
 
-def _phase(client: Client, tap: EventTap, queue: str, timeouts_ms: list[int]) -> dict:
+def _phase(client: SyncClient, tap: EventTap, queue: str, timeouts_ms: list[int]) -> dict:
     jobs = len(timeouts_ms)
     tap.forget()
     request_timeout = {}

@@ -34,7 +34,7 @@ from bench.common import (
 )
 from bench.workflow_profile import Profiler
 from streamproc.activity.payloads import encode_args
-from streamproc.client import Client
+from streamproc.client import SyncClient
 from streamproc.client.workflow_events import CLOSE_EVENTS
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.protocol import codec
@@ -77,7 +77,7 @@ class WorkflowRig:
             self.workers.append(self._spawn_worker(f"worker-{n}"))
         for group in (topics.workflow_worker_group(QUEUE), topics.worker_group(QUEUE)):
             wait_group_stable(bench, group, workers, partitions, 90)
-        self.client = Client(bench.bootstrap, bench.namespace)
+        self.client = SyncClient(bench.bootstrap, bench.namespace)
         self.events = Reader(bench, topics.events, list(range(partitions)), from_end=True)
 
     def _spawn_worker(self, name: str) -> subprocess.Popen:
@@ -214,7 +214,7 @@ def _stage_times(loop: dict, workflow_id: str, stages: list[str]) -> list[float 
 
 
 def latencies(loop: dict) -> dict:
-    """Client START sent -> client read the close event, and -> the engine wrote it."""
+    """SyncClient START sent -> client read the close event, and -> the engine wrote it."""
     sent, seen = loop["sent"], loop["seen"]
     closed_at = {w: h[-1]["event_time_ms"] for w, h in loop["runs"].items() if h}
     return {"client_seen": percentiles([seen[w] - sent[w] for w in seen]),

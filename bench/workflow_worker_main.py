@@ -11,7 +11,7 @@ import os
 import sys
 
 from bench.workflow_definitions import ACTIVITIES, WORKFLOWS
-from streamproc.client import Client
+from streamproc.client import SyncClient
 from streamproc.logs import configure_logging
 from streamproc.worker import Worker
 
@@ -22,7 +22,7 @@ NO_EAGER_ENV = "BENCH_NO_EAGER_ACTIVITIES"
 def main() -> None:
     configure_logging()
     queue = sys.argv[1]
-    with Client() as client:
+    with SyncClient() as client:
         Worker(client, task_queue=queue, workflows=WORKFLOWS, activities=ACTIVITIES,
                disable_eager_activity_execution=os.environ.get(NO_EAGER_ENV) == "1").run()
 

@@ -1,7 +1,8 @@
-"""The Python client: send commands, read events."""
+"""The Python client: `Client` (asyncio, as Temporal's), `SyncClient` (the blocking convenience
+over it), activity and schedule handles, event readers."""
 
 from streamproc.client.activities import ActivityClient, ActivityHandle
-from streamproc.client.client import Client
+from streamproc.client.client import Client, SyncClient
 from streamproc.client.errors import (
     CommandsNotDeliveredError,
     RequestNotSentError,
@@ -42,8 +43,9 @@ from streamproc.client.schedules import (
 )
 from streamproc.exceptions import ScheduleAlreadyRunningError
 from streamproc.client.workflow_handle import WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
+from streamproc.client.workflow_listing import ExecutionSummary
 
-__all__ = ["Client", "EventReader", "ActivityClient", "ActivityHandle", "WorkflowHandle",
+__all__ = ["Client", "SyncClient", "EventReader", "ActivityClient", "ActivityHandle", "WorkflowHandle",
            "WorkflowHistory", "WorkflowExecutionDescription", "WorkflowAlreadyStartedError",
            "WorkflowFailureError", "WorkflowContinuedAsNewError", "WorkflowNotFoundError",
            "WorkflowStartOutcomeUnknownError", "WorkflowNotStartedError", "RequestOutcomeUnknownError",
@@ -53,4 +55,4 @@ __all__ = ["Client", "EventReader", "ActivityClient", "ActivityHandle", "Workflo
            "Schedule", "ScheduleActionStartWorkflow", "ScheduleBackfill", "ScheduleCalendarSpec",
            "ScheduleIntervalSpec", "ScheduleOverlapPolicy", "SchedulePolicy", "ScheduleRange", "ScheduleSpec",
            "ScheduleState", "ScheduleActionResult", "ScheduleDescription", "ScheduleHandle", "ScheduleInfo",
-           "ScheduleListDescription", "ScheduleUpdate", "ScheduleUpdateInput", "ScheduleAlreadyRunningError"]
+           "ScheduleListDescription", "ScheduleUpdate", "ScheduleUpdateInput", "ScheduleAlreadyRunningError", "ExecutionSummary"]

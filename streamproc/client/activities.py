@@ -1,9 +1,12 @@
 """Schedule activities and wait for their results, without a workflow::
 
-    with Client() as client, ActivityClient(client) as activities:
-        handle = activities.schedule_activity(charge, "order-1", 5, task_queue="payments",
-                                              start_to_close_timeout=timedelta(seconds=10))
-        print(handle.result(timeout=60))
+    activities = ActivityClient(await Client.connect())
+    handle = await activities.schedule_activity(charge, "order-1", 5, task_queue="payments",
+                                                start_to_close_timeout=timedelta(seconds=10))
+    print(await handle.result(timeout=60))
+
+Over a `SyncClient` (``with Client() as client, ActivityClient(client) as activities:``)
+the same calls block, run on that client's event loop thread.
 
 SCHEDULE is sent with a reply partition, so its answer (ActivityTaskScheduled with the
 activity's key, or the rejection) comes back at once. The close event answers a
@@ -16,9 +19,11 @@ raises the same `InvalidArgument` before sending that the engine would answer wi
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +36,7 @@ from streamproc.converter import DataConverter
 from streamproc.client.client import Client
 from streamproc.client.errors import rejection_error
 from streamproc.client.requests import RequestChannel
+from streamproc.client.sync_bridge import SyncProxy, sync_proxied
 from streamproc.protocol.wire_values import ceil_ms as _ms
 from streamproc.protocol.wire_values import retry_policy_record as _policy_record
 from streamproc.kafka.batching import close_in_background, consume_available
@@ -61,14 +67,21 @@ CLOSE_INTENTS = frozenset({A.COMPLETED, A.FAILED, A.TIMED_OUT, A.CANCELED})
 _LOOKBACK_MS = 60_000
 
 
+@sync_proxied
 class ActivityClient:
     """Activity commands for a `Client`; one replies partition shared by all its calls."""
+
+    def __new__(cls, client: Client | SyncProxy) -> Any:
+        if isinstance(client, SyncProxy):  # a SyncClient: the blocking face of one over its client
+            return SyncProxy(ActivityClient(client._target), client._loop)
+        return super().__new__(cls)
 
     def __init__(self, client: Client) -> None:
         self.client = client
         self._channel = RequestChannel(client)
+        self._readers = ThreadPoolExecutor(max_workers=64, thread_name_prefix="activity-result")
 
-    def schedule_activity(self, activity: str | Callable[..., Any], *args: Any, task_queue: str,
+    async def schedule_activity(self, activity: str | Callable[..., Any], *args: Any, task_queue: str,
                           activity_id: str | None = None,
                           schedule_to_close_timeout: Timeout = None,
                           schedule_to_start_timeout: Timeout = None,
@@ -107,16 +120,17 @@ class ActivityClient:
             "heartbeat_timeout_ms": _ms(requested.heartbeat),
             "retry_policy": None if retry_policy is None else _policy_record(retry_policy),
         }
-        reply = self._request(A.SCHEDULE, -1, value, lambda n: partition_for(activity_id, n), rpc_timeout)
+        reply = await self._request(A.SCHEDULE, -1, value, lambda n: partition_for(activity_id, n), rpc_timeout)
         record = reply.record
         if record.record_type is RecordType.COMMAND_REJECTION:
             raise _rejection(record, activity_id)
         return ActivityHandle(self, record.key, activity_id, activity_type, reply.log_time_ms)
 
-    def execute_activity(self, activity: str | Callable[..., Any], *args: Any,
-                         result_timeout: float | None = None, **options: Any) -> Any:
+    async def execute_activity(self, activity: str | Callable[..., Any], *args: Any,
+                               result_timeout: float | None = None, **options: Any) -> Any:
         """Schedule and wait for the result (raises `ActivityError` if it did not complete)."""
-        return self.schedule_activity(activity, *args, **options).result(result_timeout)
+        handle = await self.schedule_activity(activity, *args, **options)
+        return await handle.result(result_timeout)
 
     def get_activity_handle(self, key: int, activity_id: str = "", activity_type: str = "") -> ActivityHandle:
         """A handle on an activity scheduled elsewhere; its result is searched for from the
@@ -124,8 +138,8 @@ class ActivityClient:
         return ActivityHandle(self, key, activity_id, activity_type, None)
 
     # plumbing -----------------------------------------------------------------------------
-    def _request(self, intent: str, key: int, value: dict[str, Any], partition_of: Callable[[int], int],
-                 rpc_timeout: float):
+    async def _request(self, intent: str, key: int, value: dict[str, Any], partition_of: Callable[[int], int],
+                       rpc_timeout: float):
         """Send an activity command; its first reply. Not idempotent for the engine (a second
         SCHEDULE finds the id taken), so sent again only when a copy did not reach the log
         (`client/requests.py`)."""
@@ -136,7 +150,7 @@ class ActivityClient:
                 answer.set_result(reply)
             return True
 
-        return self._channel.call(
+        return await self._channel.call(
             lambda reply_partition: Record.command(ValueType.ACTIVITY_TASK, intent, value, key=key,
                                                    request_id=request_id, reply_partition=reply_partition),
             partition_of, on_reply, rpc_timeout, request_id=request_id, intent=intent,
@@ -167,8 +181,14 @@ class ActivityClient:
         finally:
             close_in_background(consumer).join(10)  # bounded: the broker may be away
 
+    async def wait_for_close_event(self, key: int, since_ms: int | None, timeout: float | None) -> Record:
+        """`close_event` on a thread of this client's pool of event readers."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._readers, self.close_event, key, since_ms, timeout)
+
     def close(self) -> None:
         self._channel.close()
+        self._readers.shutdown(wait=False)
 
     def __enter__(self) -> ActivityClient:
         return self
@@ -177,6 +197,7 @@ class ActivityClient:
         self.close()
 
 
+@sync_proxied
 class ActivityHandle:
     """A scheduled activity: wait for its result, or request its cancellation."""
 
@@ -189,22 +210,22 @@ class ActivityHandle:
         self._since_ms = scheduled_log_time_ms
         self._closed: Record | None = None
 
-    def close_event(self, timeout: float | timedelta | None = None) -> Record:
+    async def close_event(self, timeout: float | timedelta | None = None) -> Record:
         """ActivityTaskCompleted, -Failed, -TimedOut or -Canceled, once written."""
         if self._closed is None:
             seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-            self._closed = self._client.close_event(self.key, self._since_ms, seconds)
+            self._closed = await self._client.wait_for_close_event(self.key, self._since_ms, seconds)
         return self._closed
 
-    def result(self, timeout: float | timedelta | None = None) -> Any:
+    async def result(self, timeout: float | timedelta | None = None) -> Any:
         """The activity's result; raises `ActivityError` if it failed, timed out or was
         canceled, and `TimeoutError` if it did not close within `timeout`."""
-        return outcome(self.close_event(timeout), self._client.client.data_converter)
+        return outcome(await self.close_event(timeout), self._client.client.data_converter)
 
-    def cancel(self, rpc_timeout: float = 30) -> None:
+    async def cancel(self, rpc_timeout: float = 30) -> None:
         """Request cancellation: at once if no attempt runs, else when the activity
         acknowledges it. Raises `CommandRejectedError` if the activity is closed."""
-        reply = self._client._request(A.REQUEST_CANCEL, self.key, {}, lambda _n: partition_of_key(self.key), rpc_timeout)
+        reply = await self._client._request(A.REQUEST_CANCEL, self.key, {}, lambda _n: partition_of_key(self.key), rpc_timeout)
         if reply.record.record_type is RecordType.COMMAND_REJECTION:
             raise _rejection(reply.record, self.activity_id)
 

@@ -1,4 +1,10 @@
-"""Send job commands to the engine from Python.
+"""The client: workflows, schedules and activities with asyncio, jobs fire and forget.
+
+`Client` is Temporal's asyncio client (``client = await Client.connect()``; its
+workflow, schedule and activity calls are coroutines). `SyncClient` (also what
+``with Client() as client:`` gives) is the same client for blocking code: each call runs
+on a private event loop thread (`client/sync_bridge.py`), so there is one
+implementation.
 
 Commands are produced to the partition that owns them: a CREATE to the partition of its
 routing key (murmur2, as Java's client computes it), a command about an existing job to
@@ -10,6 +16,7 @@ waits in the producer (librdkafka's idempotent retries, up to its `message.timeo
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -24,6 +31,7 @@ from confluent_kafka import KafkaException, Producer
 from streamproc.client.delivery import Delivery, DeliveryState
 from streamproc.client.errors import CommandsNotDeliveredError, RequestNotSentError
 from streamproc.client.schedules import ScheduleOperations
+from streamproc.client.sync_bridge import LoopThread, SyncProxy
 from streamproc.client.workflows import WorkflowOperations
 from streamproc.converter import DataConverter
 from streamproc.kafka.client_log import ClientLog
@@ -64,6 +72,29 @@ class Client(WorkflowOperations, ScheduleOperations):
         self._sent: list[tuple[str, Delivery]] = []
         self._prune_at = 10_000
         self._lock = threading.Lock()
+        self._sync: SyncClient | None = None
+
+    @classmethod
+    async def connect(cls, target_host: str | None = None, *, namespace: str | None = None,
+                      data_converter: DataConverter | None = None, identity: str | None = None,
+                      rpc_timeout: float = 30, **producer_overrides: Any) -> Client:
+        """A client of the engine whose Kafka is at `target_host` (``"host:9092"``; default
+        `STREAMPROC_BOOTSTRAP`), in `namespace` (default `STREAMPROC_NAMESPACE`). Returns
+        once the broker answered and the engine's commands topic exists; raises
+        RuntimeError naming the problem after `rpc_timeout` seconds."""
+        client = cls(target_host, namespace, data_converter=data_converter, identity=identity,
+                     **producer_overrides)
+        try:
+            await asyncio.to_thread(client.partition_count, rpc_timeout)
+        except BaseException:
+            await asyncio.to_thread(client.close)
+            raise
+        return client
+
+    @property
+    def known_partitions(self) -> int | None:
+        """Partitions of the commands topic if known already (no broker round trip)."""
+        return self._partitions
 
     @property
     def partitions(self) -> int:
@@ -176,11 +207,58 @@ class Client(WorkflowOperations, ScheduleOperations):
             raise CommandsNotDeliveredError(unknown, not_sent)
 
     def close(self) -> None:
+        """Stop the request channels and wait (blocking, up to 30 s) until every command
+        sent is on the log. From asyncio: ``await client.aclose()``."""
         self.close_workflow_requests()
         self.close_schedule_calls()
         self.flush()
 
-    def __enter__(self) -> Client:
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> SyncClient:
+        """``with Client() as client:`` is the synchronous client over this one."""
+        self._sync = SyncClient(self)
+        return self._sync
+
+    def __exit__(self, *exc: object) -> None:
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            sync.close()
+        else:
+            self.close()
+
+
+class SyncClient(SyncProxy):
+    """The synchronous convenience over `Client`: the same methods, blocking::
+
+        with SyncClient() as client:            # or: with Client() as client:
+            handle = client.start_workflow(Greeting.run, "World", id="g-1", task_queue="hello")
+            print(handle.result())
+
+    `SyncClient(client)` wraps an existing `Client`; `SyncClient(bootstrap, namespace, ...)`
+    makes one. Each call runs on this client's private event loop thread."""
+
+    __slots__ = ()
+
+    def __init__(self, client_or_bootstrap: Client | str | None = None, namespace: str | None = None,
+                 **options: Any) -> None:
+        client = (client_or_bootstrap if isinstance(client_or_bootstrap, Client)
+                  else Client(client_or_bootstrap, namespace, **options))
+        super().__init__(client, LoopThread())
+
+    @property
+    def async_client(self) -> Client:
+        """The asyncio client this one runs."""
+        return self._target
+
+    def close(self) -> None:
+        try:
+            self._target.close()
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> SyncClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,7 +1,10 @@
 """Calls that send a command and wait for the engine's answer, across a broker outage.
 
 A call registers its request id with a `ReplyListener`, produces its command and waits
-for the answer until its deadline (`rpc_timeout`). While the broker is away, a copy of
+for the answer until its deadline (`rpc_timeout`). A call is a coroutine: the answer is
+resolved on the listener's thread and handed to the caller's event loop with
+``call_soon_threadsafe`` (``asyncio.wrap_future``), so a thousand waiting calls cost no
+thread each; delivery reports are served by one polling thread per channel. While the broker is away, a copy of
 the command waits in this channel's producer for at most the resend interval (its
 `message.timeout.ms`); one that timed out is sent again, **with the same request id**,
 and so on until the deadline. A copy that reached the log but got no answer within the
@@ -26,11 +29,11 @@ so the outcome is reported as unknown rather than as the refusal.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from concurrent.futures import wait as wait_for
 from typing import Any
 
 import structlog
@@ -68,8 +71,8 @@ class RequestChannel:
         self._poller: threading.Thread | None = None
 
     # the call ---------------------------------------------------------------------------
-    def call(self, record_for: RecordFor, partition_for: PartitionFor, on_reply: OnReply,
-             rpc_timeout: float, *, request_id: str, intent: str, idempotent: bool,
+    async def call(self, record_for: RecordFor, partition_for: PartitionFor, on_reply: OnReply,
+                   rpc_timeout: float, *, request_id: str, intent: str, idempotent: bool,
              not_sent: Callable[[str], Exception] | None = None,
              unknown: Callable[[str, bool | None, float], Exception] | None = None) -> Any:
         """Send the command and return what `on_reply` resolved its answer with.
@@ -81,13 +84,20 @@ class RequestChannel:
             m, intent=intent, request_id=request_id, delivered=d, may_land_until=u))
         deadline = time.monotonic() + rpc_timeout
         try:
-            replies = self._listener(max(deadline - time.monotonic(), 0.1))
-            partition = partition_for(self.client.partition_count(max(deadline - time.monotonic(), 0.1)))
+            replies = self._replies
+            if replies is None:  # the first call: finding the partition waits on the broker
+                replies = await asyncio.to_thread(self._listener, max(deadline - time.monotonic(), 0.1))
+            partitions = self.client.known_partitions
+            if partitions is None:
+                partitions = await asyncio.to_thread(self.client.partition_count,
+                                                     max(deadline - time.monotonic(), 0.1))
+            partition = partition_for(partitions)
         except Exception as exc:  # noqa: BLE001 - no broker within the deadline: nothing was sent
             raise not_sent(f"{intent} (request id {request_id}) not sent: the broker did not answer within "
                            f"{rpc_timeout} s ({exc})") from None
         record = record_for(replies.partition)
         answer: Future = Future()
+        answered = asyncio.wrap_future(answer)
         replies.expect(request_id, lambda reply: on_reply(reply, answer), rpc_timeout + self.resend_s)
         copies: list[tuple[float, Delivery]] = []
         try:
@@ -105,11 +115,14 @@ class RequestChannel:
                 remaining = deadline - now
                 if remaining <= 0:
                     break
-                wait_for([answer], timeout=min(remaining, 0.25))
-                if answer.done():
-                    return self._answered(answer.result(), copies, idempotent, unknown, intent, request_id)
+                # Wake now and then to look at the copies' delivery reports.
+                await asyncio.wait([answered], timeout=min(remaining, 0.25))
+                if answered.done():
+                    return self._answered(answered.result(), copies, idempotent, unknown, intent, request_id)
         finally:
             replies.forget(request_id)
+            if not answered.done():
+                answered.cancel()
         return self._give_up(copies, rpc_timeout, not_sent, unknown, intent, request_id)
 
     def _resend_due(self, copies: list[tuple[float, Delivery]], now: float, idempotent: bool) -> bool:

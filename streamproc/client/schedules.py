@@ -1,9 +1,10 @@
 """Create, describe, change and list schedules, as Temporal's client does::
 
-    handle = client.create_schedule("nightly-report", Schedule(
+    handle = await client.create_schedule("nightly-report", Schedule(
         action=ScheduleActionStartWorkflow(Report.run, "eu", id="report", task_queue="reports"),
         spec=ScheduleSpec(cron_expressions=["0 2 * * *"])))
-    handle.pause(note="maintenance"); handle.trigger(); print(handle.describe().info.next_action_times)
+    await handle.pause(note="maintenance"); await handle.trigger()
+    print((await handle.describe()).info.next_action_times)
 
 Each call is a SCHEDULE command to the partition of the schedule id, answered on this
 client's replies partition (sent again across a broker outage when it is safe to:
@@ -12,17 +13,21 @@ client's replies partition (sent again across a broker outage when it is safe to
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import inspect
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
 import orjson
 
-from streamproc.client.errors import InvalidArgument, rejection_error
+from streamproc.client.errors import rejection_error
 from streamproc.client.requests import RequestChannel
+from streamproc.client.sync_bridge import sync_proxied
+from streamproc.client.workflows import check_attribute_sizes
 from streamproc.client.schedule_types import (
     Schedule,
     ScheduleBackfill,
@@ -36,7 +41,6 @@ from streamproc.client.schedule_types import (
 )
 from streamproc.exceptions import ScheduleAlreadyRunningError
 from streamproc.kafka.replies import Reply
-from streamproc.protocol.limits import MAX_PAYLOAD_BYTES
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, RecordType, RejectionType, ScheduleIntent, ValueType
 from streamproc.semantics.schedule_spec import compile_spec
@@ -128,7 +132,7 @@ class _Calls:
         self.client = client
         self.channel = RequestChannel(client)
 
-    def call(self, intent: str, value: dict[str, Any], rpc_timeout: float, *, accept: str,
+    async def call(self, intent: str, value: dict[str, Any], rpc_timeout: float, *, accept: str,
              partition: int | None = None, request_id: str | None = None) -> Record:
         """Send `intent` and return the reply whose intent is `accept`; raises the rejection."""
         request_id = request_id or uuid.uuid4().hex
@@ -141,7 +145,7 @@ class _Calls:
                 return True
             return False
 
-        record = self.channel.call(
+        record = await self.channel.call(
             lambda reply_partition: Record.command(ValueType.SCHEDULE, intent, value, request_id=request_id,
                                                    reply_partition=reply_partition),
             lambda partitions: partition if partition is not None else partition_for(value["schedule_id"], partitions),
@@ -156,23 +160,25 @@ class _Calls:
         self.channel.close()
 
 
+@sync_proxied
 class ScheduleHandle:
-    """A schedule by id: describe it, pause, unpause, trigger, backfill, update, delete."""
+    """A schedule by id: describe it, pause, unpause, trigger, backfill, update, delete
+    (coroutines, as Temporal's)."""
 
     def __init__(self, calls: _Calls, id: str) -> None:
         self._calls = calls
         self.id = id
 
-    def _send(self, intent: str, rpc_timeout: float, accept: str, **value: Any) -> Record:
-        return self._calls.call(intent, {"schedule_id": self.id, **value}, rpc_timeout, accept=accept)
+    async def _send(self, intent: str, rpc_timeout: float, accept: str, **value: Any) -> Record:
+        return await self._calls.call(intent, {"schedule_id": self.id, **value}, rpc_timeout, accept=accept)
 
-    def describe_json(self, rpc_timeout: float = 30) -> dict[str, Any]:
+    async def describe_json(self, rpc_timeout: float = 30) -> dict[str, Any]:
         """The description as the engine wrote it (docs/schedules.md)."""
-        record = self._send(ScheduleIntent.DESCRIBE, rpc_timeout, ScheduleIntent.DESCRIBED)
+        record = await self._send(ScheduleIntent.DESCRIBE, rpc_timeout, ScheduleIntent.DESCRIBED)
         return orjson.loads(record.value["attributes"])
 
-    def describe(self, rpc_timeout: float = 30) -> ScheduleDescription:
-        d = self.describe_json(rpc_timeout)
+    async def describe(self, rpc_timeout: float = 30) -> ScheduleDescription:
+        d = await self.describe_json(rpc_timeout)
         info = d["info"]
         converter = self._calls.client.data_converter
         return ScheduleDescription(
@@ -189,43 +195,45 @@ class ScheduleHandle:
                                  if info["update_time_ms"] != info["create_time_ms"] else None)),
             memo=d.get("memo"), search_attributes=d.get("search_attributes"), conflict_token=d["conflict_token"])
 
-    def _patch(self, patch: dict[str, Any], rpc_timeout: float) -> None:
-        self._send(ScheduleIntent.PATCH, rpc_timeout, ScheduleIntent.PATCHED, patch=orjson.dumps(patch).decode())
+    async def _patch(self, patch: dict[str, Any], rpc_timeout: float) -> None:
+        await self._send(ScheduleIntent.PATCH, rpc_timeout, ScheduleIntent.PATCHED, patch=orjson.dumps(patch).decode())
 
-    def pause(self, *, note: str | None = None, rpc_timeout: float = 30) -> None:
-        self._patch({"pause": note or "Paused via Python SDK"}, rpc_timeout)
+    async def pause(self, *, note: str | None = None, rpc_timeout: float = 30) -> None:
+        await self._patch({"pause": note or "Paused via Python SDK"}, rpc_timeout)
 
-    def unpause(self, *, note: str | None = None, rpc_timeout: float = 30) -> None:
-        self._patch({"unpause": note or "Unpaused via Python SDK"}, rpc_timeout)
+    async def unpause(self, *, note: str | None = None, rpc_timeout: float = 30) -> None:
+        await self._patch({"unpause": note or "Unpaused via Python SDK"}, rpc_timeout)
 
-    def trigger(self, *, overlap: ScheduleOverlapPolicy | None = None, rpc_timeout: float = 30) -> None:
+    async def trigger(self, *, overlap: ScheduleOverlapPolicy | None = None, rpc_timeout: float = 30) -> None:
         """Take the action now (even when paused), under `overlap` or the schedule's policy."""
-        self._patch({"trigger_immediately": {
+        await self._patch({"trigger_immediately": {
             "overlap_policy": "" if overlap is None else ScheduleOverlapPolicy(overlap).name}}, rpc_timeout)
 
-    def backfill(self, *backfills: ScheduleBackfill, rpc_timeout: float = 30) -> None:
+    async def backfill(self, *backfills: ScheduleBackfill, rpc_timeout: float = 30) -> None:
         """Take the spec's actions in each range now (as manual actions)."""
         if not backfills:
             raise ValueError("give at least one ScheduleBackfill")
-        self._patch({"backfill_request": [backfill_wire(b) for b in backfills]}, rpc_timeout)
+        await self._patch({"backfill_request": [backfill_wire(b) for b in backfills]}, rpc_timeout)
 
-    def update(self, updater: Callable[[ScheduleUpdateInput], ScheduleUpdate | None], *,
-               rpc_timeout: float = 30) -> None:
-        """Describe, let `updater` build the new schedule (None: leave it), and send it with
-        the description's conflict token (refused if another update came in between)."""
-        description = self.describe(rpc_timeout)
+    async def update(self, updater: Callable[[ScheduleUpdateInput], Any], *, rpc_timeout: float = 30) -> None:
+        """Describe, let `updater` build the new schedule (None: leave it; it may be a
+        coroutine function), and send it with the description's conflict token (refused if
+        another update came in between)."""
+        description = await self.describe(rpc_timeout)
         change = updater(ScheduleUpdateInput(description))
+        if inspect.isawaitable(change):
+            change = await change
         if change is None:
             return
         converter = self._calls.client.data_converter
         attributes = {} if change.search_attributes is None else {"search_attributes": change.search_attributes}
-        self._send(ScheduleIntent.UPDATE, rpc_timeout, ScheduleIntent.UPDATED,
+        await self._send(ScheduleIntent.UPDATE, rpc_timeout, ScheduleIntent.UPDATED,
                    schedule=orjson.dumps(_checked_wire(change.schedule, converter)).decode(),
                    conflict_token=description.conflict_token, identity=self._calls.client.identity,
                    attributes=orjson.dumps(attributes).decode() if attributes else None)
 
-    def delete(self, rpc_timeout: float = 30) -> None:
-        self._send(ScheduleIntent.DELETE, rpc_timeout, ScheduleIntent.DELETED, identity=self._calls.client.identity)
+    async def delete(self, rpc_timeout: float = 30) -> None:
+        await self._send(ScheduleIntent.DELETE, rpc_timeout, ScheduleIntent.DELETED, identity=self._calls.client.identity)
 
     def __repr__(self) -> str:
         return f"ScheduleHandle({self.id!r})"
@@ -242,7 +250,7 @@ class ScheduleOperations:
             self._schedule_calls = _Calls(self)
         return self._schedule_calls
 
-    def create_schedule(self, id: str, schedule: Schedule, *, trigger_immediately: bool = False,
+    async def create_schedule(self, id: str, schedule: Schedule, *, trigger_immediately: bool = False,
                         backfill: Sequence[ScheduleBackfill] = (), memo: dict[str, Any] | None = None,
                         search_attributes: dict[str, Any] | None = None, rpc_timeout: float = 30) -> ScheduleHandle:
         """Create schedule `id`; raises `ScheduleAlreadyRunningError` if the id is in use,
@@ -254,11 +262,8 @@ class ScheduleOperations:
             patch["backfill_request"] = [backfill_wire(b) for b in backfill]
         definition = _checked_wire(schedule, self.data_converter)
         attributes = {k: v for k, v in (("memo", memo), ("search_attributes", search_attributes)) if v is not None}
-        for name, value in attributes.items():  # refused here, as the engine would, before a huge send
-            size = len(orjson.dumps(value))
-            if size > MAX_PAYLOAD_BYTES:
-                raise InvalidArgument(f"{name} is {size} bytes, more than the limit of {MAX_PAYLOAD_BYTES}")
-        self.schedule_calls.call(ScheduleIntent.CREATE, {
+        check_attribute_sizes(attributes)  # refused here, as the engine would, before a huge send
+        await self.schedule_calls.call(ScheduleIntent.CREATE, {
             "schedule_id": id, "schedule": orjson.dumps(definition).decode(),
             "patch": orjson.dumps(patch).decode() if patch else None, "identity": self.identity,
             "attributes": orjson.dumps(attributes).decode() if attributes else None,
@@ -268,12 +273,16 @@ class ScheduleOperations:
     def get_schedule_handle(self, id: str) -> ScheduleHandle:
         return ScheduleHandle(self.schedule_calls, id)
 
-    def list_schedules(self, *, rpc_timeout: float = 30) -> Iterator[ScheduleListDescription]:
-        """Every schedule, partition by partition, in id order within each."""
-        for partition in range(self.partitions):
+    async def list_schedules(self, *, rpc_timeout: float = 30) -> AsyncIterator[ScheduleListDescription]:
+        """Every schedule, partition by partition, in id order within each, as Temporal's:
+        ``async for s in await client.list_schedules():``."""
+        return self._schedules(rpc_timeout)
+
+    async def _schedules(self, rpc_timeout: float) -> AsyncIterator[ScheduleListDescription]:
+        for partition in range(self.known_partitions or await asyncio.to_thread(self.partition_count, rpc_timeout)):
             after = ""
             while True:
-                record = self.schedule_calls.call(ScheduleIntent.LIST, {"schedule_id": after}, rpc_timeout,
+                record = await self.schedule_calls.call(ScheduleIntent.LIST, {"schedule_id": after}, rpc_timeout,
                                                   accept=ScheduleIntent.LISTED, partition=partition)
                 page = orjson.loads(record.value["attributes"])
                 for s in page["schedules"]:

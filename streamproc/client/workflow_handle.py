@@ -7,15 +7,18 @@ per page, a long history being several), REQUEST_CANCEL and TERMINATE by their e
 a rejection, SIGNAL by SIGNALED once the signal is recorded, QUERY by the QUERY_ANSWERED
 of the worker that ran the handler (or QUERY_REJECTED from the engine). The result is not a reply: it is the run's close event, read from the
 events partition of the workflow id, following continue-as-new and retries to the last
-run as Temporal's ``result()`` does.
+run as Temporal's ``result()`` does. That read holds a consumer of its own for as long as
+the run takes, on a thread of the client's pool of event readers; every other call is a
+coroutine that holds no thread while it waits (`client/requests.py`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +40,7 @@ from streamproc.client.errors import (
     rejection_error,
 )
 from streamproc.client.requests import RequestChannel
+from streamproc.client.sync_bridge import sync_proxied
 from streamproc.client.workflow_events import WorkflowEvent, WorkflowEventScanner
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType, WorkflowIntent
@@ -64,6 +68,7 @@ IDEMPOTENT_INTENTS = frozenset({WorkflowIntent.START, WorkflowIntent.DESCRIBE, W
                                 WorkflowIntent.SIGNAL, WorkflowIntent.UPDATE})
 
 
+@sync_proxied
 class WorkflowRequests:
     """Sends workflow commands for a client and waits for their answers on one replies
     partition, across broker outages (`client/requests.py`)."""
@@ -71,8 +76,9 @@ class WorkflowRequests:
     def __init__(self, client: Any) -> None:
         self.client = client
         self._channel = RequestChannel(client)
+        self._readers = ThreadPoolExecutor(max_workers=256, thread_name_prefix="workflow-result")
 
-    def request(self, intent: str, value: dict[str, Any], rpc_timeout: float, *,
+    async def request(self, intent: str, value: dict[str, Any], rpc_timeout: float, *,
                 request_id: str | None = None, accept: Callable[[Record], bool] | None = None,
                 not_sent: Callable[[str], Exception] | None = None,
                 unknown: Callable[[str, bool | None, float], Exception] | None = None) -> Reply:
@@ -88,10 +94,10 @@ class WorkflowRequests:
                 return True
             return False
 
-        return self._call(intent, value, request_id or uuid.uuid4().hex, on_reply, rpc_timeout,
-                          not_sent=not_sent, unknown=unknown)
+        return await self._call(intent, value, request_id or uuid.uuid4().hex, on_reply, rpc_timeout,
+                                not_sent=not_sent, unknown=unknown)
 
-    def pages(self, value: dict[str, Any], rpc_timeout: float) -> list[Record] | Record:
+    async def pages(self, value: dict[str, Any], rpc_timeout: float) -> list[Record] | Record:
         """GET_HISTORY's HISTORY_PAGE records in page order, or its rejection."""
         pages: dict[int, Record] = {}
 
@@ -108,11 +114,11 @@ class WorkflowRequests:
             answer.set_result([pages[n] for n in sorted(pages)])
             return True
 
-        return self._call(WorkflowIntent.GET_HISTORY, value, uuid.uuid4().hex, on_reply, rpc_timeout)
+        return await self._call(WorkflowIntent.GET_HISTORY, value, uuid.uuid4().hex, on_reply, rpc_timeout)
 
-    def _call(self, intent: str, value: dict[str, Any], request_id: str,
-              on_reply: Callable[[Reply, Future], bool], rpc_timeout: float, **errors: Any) -> Any:
-        return self._channel.call(
+    async def _call(self, intent: str, value: dict[str, Any], request_id: str,
+                    on_reply: Callable[[Reply, Future], bool], rpc_timeout: float, **errors: Any) -> Any:
+        return await self._channel.call(
             lambda reply_partition: Record.command(ValueType.WORKFLOW, intent, value, request_id=request_id,
                                                    reply_partition=reply_partition),
             lambda partitions: partition_for(value["workflow_id"], partitions),
@@ -125,8 +131,14 @@ class WorkflowRequests:
                                     partition_for(workflow_id, self.client.partitions),
                                     since_ms=since_ms, group_prefix=topics.namespace)
 
+    def wait_in_background(self, blocking: Callable[[], Any]) -> Any:
+        """Run a blocking read of the events topic (a result wait) on the client's pool of
+        event readers: it holds a consumer of its own, as long as the run takes."""
+        return asyncio.get_running_loop().run_in_executor(self._readers, blocking)
+
     def close(self) -> None:
         self._channel.close()
+        self._readers.shutdown(wait=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,25 +169,33 @@ class WorkflowExecutionDescription:
             raise AttributeError(name) from None
 
 
+@sync_proxied
 class WorkflowHandle:
+    """A workflow execution, as Temporal's ``WorkflowHandle``: every call is a coroutine
+    (``await handle.result()``); `SyncClient` gives the blocking form."""
+
     def __init__(self, requests: WorkflowRequests, workflow_id: str, *, run_id: str | None,
                  result_run_id: str | None, first_execution_run_id: str | None,
-                 started_log_time_ms: int | None, result_type: Any = None) -> None:
+                 started_log_time_ms: int | None, result_type: type | None = None) -> None:
         self.id = workflow_id
-        self.result_type = result_type  # what result() decodes as (the run method's return hint)
         self.run_id = run_id
         self.result_run_id = result_run_id
         self.first_execution_run_id = first_execution_run_id
+        #: The type `result()` decodes the run's result to (a type hint for the data converter).
+        self.result_type = result_type
         self._requests = requests
         self._since_ms = started_log_time_ms
 
-    def result(self, timeout: float | timedelta | None = None, *, follow_runs: bool = True) -> Any:
+    async def result(self, timeout: float | timedelta | None = None, *, follow_runs: bool = True) -> Any:
         """The result of the run (the last run, following continue-as-new and retries).
 
         Raises `WorkflowFailureError` whose cause is how the run ended, and `TimeoutError`
         if it did not end within `timeout` seconds.
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        return await self._requests.wait_in_background(lambda: self._wait_for_result(seconds, follow_runs))
+
+    def _wait_for_result(self, seconds: float | None, follow_runs: bool) -> Any:
         with self._requests.scanner(self.id, self._since_ms) as scanner:
             run_id = self.result_run_id or self._current_run(scanner)
             for event in scanner.events(self.id, seconds):
@@ -196,30 +216,30 @@ class WorkflowHandle:
         scanner.rewind()
         return started[-1].run_id
 
-    def describe(self, rpc_timeout: float = 30) -> WorkflowExecutionDescription:
-        record = self._command(WorkflowIntent.DESCRIBE, {}, rpc_timeout, WorkflowIntent.DESCRIBED)
+    async def describe(self, rpc_timeout: float = 30) -> WorkflowExecutionDescription:
+        record = await self._command(WorkflowIntent.DESCRIBE, {}, rpc_timeout, WorkflowIntent.DESCRIBED)
         return WorkflowExecutionDescription(orjson.loads(record.value["attributes"] or "{}"))
 
-    def fetch_history(self, rpc_timeout: float = 30) -> WorkflowHistory:
+    async def fetch_history(self, rpc_timeout: float = 30) -> WorkflowHistory:
         """The run's whole history, however many pages the engine sends it in."""
-        answer = self._requests.pages({"workflow_id": self.id, "run_id": self.run_id or ""}, rpc_timeout)
+        answer = await self._requests.pages({"workflow_id": self.id, "run_id": self.run_id or ""}, rpc_timeout)
         if isinstance(answer, Record):
             raise _rejection(answer, self.id)
         return WorkflowHistory(self.id, [e for page in answer for e in orjson.loads(page.value["history"])])
 
-    def signal(self, signal: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
+    async def signal(self, signal: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
                request_id: str | None = None, rpc_timeout: float = 30) -> None:
         """Send the signal (a name, or the ``@workflow.signal`` method) with its arguments.
         Returns once the run recorded it. Sent again across a broker outage with the same
         `request_id`, it is still recorded once."""
         name = signal_name_of(signal)
-        self._command(WorkflowIntent.SIGNAL, {
+        await self._command(WorkflowIntent.SIGNAL, {
             "signal_name": name, "input": self._requests.client.data_converter.encode_args(call_arguments(arg, args)),
             "identity": self._requests.client.identity}, rpc_timeout, WorkflowIntent.SIGNALED, request_id=request_id)
 
-    def query(self, query: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
-              reject_condition: QueryRejectCondition | None = None, rpc_timeout: float = 30,
-              result_type: Any = None) -> Any:
+    async def query(self, query: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
+                    reject_condition: QueryRejectCondition | None = None, rpc_timeout: float = 30,
+                    result_type: type | None = None) -> Any:
         """The answer of the query handler (a name, or the ``@workflow.query`` method), run
         by a worker on the run's state. Raises `WorkflowQueryRejectedError` when the run's
         status meets `reject_condition`, `WorkflowQueryFailedError` when the handler raised
@@ -227,7 +247,7 @@ class WorkflowHandle:
         name = query_name_of(query)
         converter = self._requests.client.data_converter
         condition = "" if not reject_condition else QueryRejectCondition(reject_condition).name
-        reply = self._requests.request(
+        reply = await self._requests.request(
             WorkflowIntent.QUERY, {"workflow_id": self.id, "run_id": self.run_id or "", "query_type": name,
                                    "input": converter.encode_args(call_arguments(arg, args)),
                                    "query_reject_condition": condition}, rpc_timeout,
@@ -245,9 +265,10 @@ class WorkflowHandle:
             raise WorkflowQueryFailedError(record.value["failure"].get("message") or "query failed")
         return converter.decode(record.value["result"], result_type or result_type_of(query))
 
-    def start_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
-                     id: str | None = None, wait_for_stage: WorkflowUpdateStage = WorkflowUpdateStage.ACCEPTED,
-                     rpc_timeout: float = 30) -> WorkflowUpdateHandle:
+    async def start_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
+                           args: Sequence[Any] = (), id: str | None = None,
+                           wait_for_stage: WorkflowUpdateStage = WorkflowUpdateStage.ACCEPTED,
+                           rpc_timeout: float = 30, result_type: type | None = None) -> WorkflowUpdateHandle:
         """Send an update (a name, or the ``@workflow.update`` method) and wait until it
         reaches `wait_for_stage` (ACCEPTED: its validator accepted it; COMPLETED: its
         handler returned). Raises `WorkflowUpdateFailedError` if it was rejected. `id` (a
@@ -255,18 +276,20 @@ class WorkflowHandle:
         name = update_name_of(update)
         update_id = id or str(uuid.uuid4())
         encoded = self._requests.client.data_converter.encode_args(call_arguments(arg, args))
-        record = send_update(self, update_id, name, encoded, WorkflowUpdateStage(wait_for_stage), rpc_timeout)
+        record = await send_update(self, update_id, name, encoded, WorkflowUpdateStage(wait_for_stage), rpc_timeout)
         finished = record.intent in (WorkflowIntent.UPDATE_COMPLETED, WorkflowIntent.UPDATE_REJECTED)
         if record.intent == WorkflowIntent.UPDATE_REJECTED:
             update_outcome(record, self, update_id, name)  # raises
-        return WorkflowUpdateHandle(self, update_id, name, encoded, record if finished else None)
+        return WorkflowUpdateHandle(self, update_id, name, encoded, record if finished else None, result_type)
 
-    def execute_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
-                       id: str | None = None, rpc_timeout: float = 30, timeout: float | None = None) -> Any:
+    async def execute_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
+                             args: Sequence[Any] = (), id: str | None = None, rpc_timeout: float = 30,
+                             timeout: float | None = None, result_type: type | None = None) -> Any:
         """Send an update and wait for its result (`timeout` seconds at most; None: as long
         as it takes). Raises `WorkflowUpdateFailedError` when it was rejected or failed."""
-        return self.start_update(update, arg, args=args, id=id, wait_for_stage=WorkflowUpdateStage.COMPLETED,
-                                 rpc_timeout=rpc_timeout).result(timeout)
+        handle = await self.start_update(update, arg, args=args, id=id, rpc_timeout=rpc_timeout,
+                                         wait_for_stage=WorkflowUpdateStage.COMPLETED, result_type=result_type)
+        return await handle.result(timeout)
 
     @property
     def requests(self) -> WorkflowRequests:
@@ -276,17 +299,17 @@ class WorkflowHandle:
         """The exception for the engine's refusal of a command about this workflow."""
         return _rejection(record, self.id)
 
-    def cancel(self, reason: str = "", rpc_timeout: float = 30) -> None:
+    async def cancel(self, reason: str = "", rpc_timeout: float = 30) -> None:
         """Ask the run to cancel; the workflow code decides what that means."""
-        self._command(WorkflowIntent.REQUEST_CANCEL, {"reason": reason}, rpc_timeout)
+        await self._command(WorkflowIntent.REQUEST_CANCEL, {"reason": reason}, rpc_timeout)
 
-    def terminate(self, reason: str = "", rpc_timeout: float = 30) -> None:
+    async def terminate(self, reason: str = "", rpc_timeout: float = 30) -> None:
         """End the run now, without running any more of its code."""
-        self._command(WorkflowIntent.TERMINATE, {"reason": reason}, rpc_timeout)
+        await self._command(WorkflowIntent.TERMINATE, {"reason": reason}, rpc_timeout)
 
-    def _command(self, intent: str, value: dict[str, Any], rpc_timeout: float,
-                 answer_intent: str | None = None, request_id: str | None = None) -> Record:
-        reply = self._requests.request(
+    async def _command(self, intent: str, value: dict[str, Any], rpc_timeout: float,
+                       answer_intent: str | None = None, request_id: str | None = None) -> Record:
+        reply = await self._requests.request(
             intent, {"workflow_id": self.id, "run_id": self.run_id or "", **value}, rpc_timeout,
             request_id=request_id, accept=None if answer_intent is None else (lambda r: r.intent == answer_intent))
         if reply.record.record_type is RecordType.COMMAND_REJECTION:
@@ -298,9 +321,9 @@ class WorkflowHandle:
 
 
 
-def outcome_of_close(event: WorkflowEvent, converter: DataConverter | None = None, result_type: Any = None) -> Any:
-    """The result a close event carries (as `result_type` if given), or the
-    WorkflowFailureError it stands for."""
+def outcome_of_close(event: WorkflowEvent, converter: DataConverter | None = None,
+                     result_type: type | None = None) -> Any:
+    """The result a close event carries, or the WorkflowFailureError it stands for."""
     converter = converter or DataConverter.default()
     a = event.attributes
     if event.event_type == "WORKFLOW_EXECUTION_COMPLETED":

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamproc.activity.failures import exception_from_failure
 from streamproc.client.errors import RequestOutcomeUnknownError, WorkflowUpdateFailedError
+from streamproc.client.sync_bridge import sync_proxied
 from streamproc.protocol.records import Record, RecordType, WorkflowIntent
 
 if TYPE_CHECKING:
@@ -37,18 +38,20 @@ class WorkflowUpdateStage(IntEnum):
     COMPLETED = 3
 
 
+@sync_proxied
 class WorkflowUpdateHandle:
-    """An update sent to a workflow: `result()` waits for its outcome."""
+    """An update sent to a workflow: `await result()` waits for its outcome."""
 
     def __init__(self, handle: WorkflowHandle, update_id: str, name: str, encoded_args: str,
-                 outcome: Record | None = None) -> None:
+                 outcome: Record | None = None, result_type: type | None = None) -> None:
         self.workflow_handle = handle
         self.id = update_id
         self.name = name
+        self.result_type = result_type
         self._args = encoded_args
         self._outcome = outcome
 
-    def result(self, timeout: float | None = None) -> Any:
+    async def result(self, timeout: float | None = None) -> Any:
         """The handler's result. Raises `WorkflowUpdateFailedError` (its cause says why)
         and TimeoutError when `timeout` seconds pass without an outcome."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -58,24 +61,24 @@ class WorkflowUpdateHandle:
                 raise TimeoutError(f"update {self.name!r} ({self.id}) of workflow {self.workflow_handle.id!r} "
                                    f"has no outcome within {timeout} s")
             try:
-                record = send(self.workflow_handle, self.id, self.name, self._args, WorkflowUpdateStage.COMPLETED, left)
+                record = await send(self.workflow_handle, self.id, self.name, self._args, WorkflowUpdateStage.COMPLETED, left)
             except RequestOutcomeUnknownError:
                 continue  # no answer yet (the handler is still running, or the broker was away): ask again
             if record.intent == WorkflowIntent.UPDATE_COMPLETED or record.intent == WorkflowIntent.UPDATE_REJECTED:
                 self._outcome = record
-        return outcome_of(self._outcome, self.workflow_handle, self.id, self.name)
+        return outcome_of(self._outcome, self.workflow_handle, self.id, self.name, self.result_type)
 
     def __repr__(self) -> str:
         return f"WorkflowUpdateHandle(id={self.id!r}, name={self.name!r}, workflow_id={self.workflow_handle.id!r})"
 
 
-def send(handle: WorkflowHandle, update_id: str, name: str, encoded_args: str, stage: WorkflowUpdateStage,
+async def send(handle: WorkflowHandle, update_id: str, name: str, encoded_args: str, stage: WorkflowUpdateStage,
          rpc_timeout: float) -> Record:
     """One UPDATE request; the engine's answer (a rejection of the request raises)."""
     if stage not in (WorkflowUpdateStage.ACCEPTED, WorkflowUpdateStage.COMPLETED):
         raise ValueError(f"wait_for_stage must be ACCEPTED or COMPLETED, got {stage!r}")
     client = handle.requests.client
-    reply = handle.requests.request(
+    reply = await handle.requests.request(
         WorkflowIntent.UPDATE, {"workflow_id": handle.id, "run_id": handle.run_id or "", "update_id": update_id,
                                 "update_name": name, "input": encoded_args, "update_stage": stage.name,
                                 "identity": client.identity},
@@ -87,11 +90,12 @@ def send(handle: WorkflowHandle, update_id: str, name: str, encoded_args: str, s
     return reply.record
 
 
-def outcome_of(record: Record, handle: WorkflowHandle, update_id: str, name: str) -> Any:
+def outcome_of(record: Record, handle: WorkflowHandle, update_id: str, name: str,
+               result_type: type | None = None) -> Any:
     converter = handle.requests.client.data_converter
     failure = record.value.get("failure")
     if failure is not None:
         raise WorkflowUpdateFailedError(cause=exception_from_failure(failure, converter=converter),
                                         update_id=update_id, update_name=name)
-    return converter.decode(record.value.get("result"))
+    return converter.decode(record.value.get("result"), result_type)
 

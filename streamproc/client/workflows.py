@@ -1,8 +1,8 @@
-"""Start workflows and get handles on them, as Temporal's client does::
+"""Start, find and list workflows, as Temporal's asyncio client does::
 
-    with Client() as client:
-        handle = client.start_workflow(OrderWorkflow.run, "order-1", id="order-1", task_queue="orders")
-        print(handle.result(timeout=60))
+    client = await Client.connect()
+    handle = await client.start_workflow(OrderWorkflow.run, "order-1", id="order-1", task_queue="orders")
+    print(await handle.result(timeout=60))
 
 These are methods of `Client` (mixed in here so the job client stays small). START
 goes to the partition of the workflow id with our replies partition, so its answer
@@ -13,11 +13,14 @@ here with the engine's own rules and messages first, so a bad timeout raises the
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import orjson
 
 from streamproc.client.errors import (
     InvalidArgument,
@@ -28,6 +31,8 @@ from streamproc.client.errors import (
 )
 from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
 from streamproc.client.workflow_handle import WorkflowHandle, WorkflowRequests
+from streamproc.client.workflow_listing import ExecutionSummary, list_executions
+from streamproc.protocol.limits import MAX_PAYLOAD_BYTES
 from streamproc.protocol.records import RecordType, RejectionType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
 from streamproc.semantics import RetryPolicy, normalize_workflow_retry_policy
@@ -53,15 +58,18 @@ class WorkflowOperations:
 
     _workflow_requests: WorkflowRequests | None = None
 
-    def start_workflow(self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *, id: str,
-                       task_queue: str, args: Sequence[Any] = (),
-                       execution_timeout: timedelta | None = None, run_timeout: timedelta | None = None,
-                       task_timeout: timedelta | None = None, retry_policy: RetryPolicy | None = None,
-                       id_reuse_policy: WorkflowIdReusePolicy = WorkflowIdReusePolicy.ALLOW_DUPLICATE,
-                       id_conflict_policy: WorkflowIdConflictPolicy = WorkflowIdConflictPolicy.UNSPECIFIED,
-                       identity: str = "", request_id: str | None = None,
-                       start_signal: str | Callable[..., Any] | None = None, start_signal_args: Sequence[Any] = (),
-                       cron_schedule: str = "", rpc_timeout: float = 30, result_type: Any = None) -> WorkflowHandle:
+    async def start_workflow(
+            self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *, id: str, task_queue: str,
+            args: Sequence[Any] = (), execution_timeout: timedelta | None = None,
+            run_timeout: timedelta | None = None, task_timeout: timedelta | None = None,
+            retry_policy: RetryPolicy | None = None,
+            id_reuse_policy: WorkflowIdReusePolicy = WorkflowIdReusePolicy.ALLOW_DUPLICATE,
+            id_conflict_policy: WorkflowIdConflictPolicy = WorkflowIdConflictPolicy.UNSPECIFIED,
+            memo: Mapping[str, Any] | None = None, search_attributes: Mapping[str, Any] | None = None,
+            start_delay: timedelta | None = None, cron_schedule: str = "", result_type: type | None = None,
+            identity: str = "", request_id: str | None = None,
+            start_signal: str | Callable[..., Any] | None = None, start_signal_args: Sequence[Any] = (),
+            rpc_timeout: float | timedelta = 30, **unsupported: Any) -> WorkflowHandle:
         """Start a run of `workflow` (``MyWorkflow.run``, the class, or the type name).
 
         With `cron_schedule` (robfig/cron syntax: ``"0 9 * * MON-FRI"``, ``"@every 1h"``,
@@ -77,7 +85,13 @@ class WorkflowOperations:
         `rpc_timeout` seconds passed; then `WorkflowStartOutcomeUnknownError` (it may have
         started: it carries `workflow_id` and `request_id` to look it up) or, only when the
         START certainly never reached the log, `WorkflowNotStartedError`.
+
+        `memo` and `search_attributes` are JSON objects kept with the run (`describe()`
+        shows them); `result_type` is the type `result()` decodes to. Temporal options we
+        do not implement (`start_delay`, ...) raise NotImplementedError naming them.
         """
+        not_implemented(unsupported, start_delay=start_delay)
+        rpc_timeout = seconds_of(rpc_timeout)
         workflow_type = workflow_type_of(workflow)
         if arg is not _UNSET:
             if args:
@@ -97,6 +111,9 @@ class WorkflowOperations:
                                        signal_with_start=bool(signal_name))
         normalize_workflow_retry_policy(retry_policy)
         validate_cron_schedule(cron_schedule, datetime.now(UTC))
+        attributes = {name: dict(value) for name, value in (("memo", memo), ("search_attributes", search_attributes))
+                      if value is not None}
+        check_attribute_sizes(attributes)
         value = {
             "workflow_id": id, "workflow_type": workflow_type, "task_queue": task_queue,
             "input": self.data_converter.encode_args(args),
@@ -110,9 +127,10 @@ class WorkflowOperations:
             "signal_name": signal_name,
             "signal_input": self.data_converter.encode_args(start_signal_args) if signal_name else None,
             "cron_schedule": cron_schedule,
+            "attributes": orjson.dumps(attributes).decode() if attributes else None,
         }
         request_id = request_id or uuid.uuid4().hex
-        reply = self.workflow_requests.request(
+        reply = await self.workflow_requests.request(
             WorkflowIntent.START, value, rpc_timeout, request_id=request_id,
             accept=lambda r: r.intent == WorkflowIntent.STARTED,
             not_sent=lambda message: WorkflowNotStartedError(message, workflow_id=id, intent=WorkflowIntent.START,
@@ -135,17 +153,39 @@ class WorkflowOperations:
                               first_execution_run_id=run_id, started_log_time_ms=reply.log_time_ms,
                               result_type=result_type if result_type is not None else result_type_of(workflow))
 
-    def execute_workflow(self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *,
-                         result_timeout: float | None = None, **options: Any) -> Any:
+    async def execute_workflow(self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *,
+                               result_timeout: float | None = None, **options: Any) -> Any:
         """Start a run and wait for its result (follows continue-as-new and retries)."""
-        return self.start_workflow(workflow, arg, **options).result(result_timeout)
+        handle = await self.start_workflow(workflow, arg, **options)
+        return await handle.result(result_timeout)
 
     def get_workflow_handle(self, workflow_id: str, *, run_id: str | None = None,
-                            first_execution_run_id: str | None = None, result_type: Any = None) -> WorkflowHandle:
+                            first_execution_run_id: str | None = None,
+                            result_type: type | None = None) -> WorkflowHandle:
         """A handle on a workflow started elsewhere: its `run_id`, or its current run."""
         return WorkflowHandle(self.workflow_requests, workflow_id, run_id=run_id, result_run_id=run_id,
                               first_execution_run_id=first_execution_run_id, started_log_time_ms=None,
                               result_type=result_type)
+
+    def get_workflow_handle_for(self, workflow: Callable[..., Any], workflow_id: str, *,
+                                run_id: str | None = None, first_execution_run_id: str | None = None,
+                                result_type: type | None = None) -> WorkflowHandle:
+        """`get_workflow_handle` typed by the workflow's run method (``MyWorkflow.run``), as Temporal's."""
+        workflow_type_of(workflow)  # a method that is no workflow's run fails here, not later
+        return self.get_workflow_handle(workflow_id, run_id=run_id, first_execution_run_id=first_execution_run_id,
+                                        result_type=result_type if result_type is not None else result_type_of(workflow))
+
+    async def list_workflows(self, query: str | None = None, *, page_size: int = 1000,
+                             rpc_timeout: float | timedelta = 30, **unsupported: Any) -> AsyncIterator[ExecutionSummary]:
+        """Every run the events topic holds (its retention), newest start first, as
+        `ExecutionSummary` rows. A visibility `query` is not implemented."""
+        not_implemented(unsupported, query=query)
+        timeout = seconds_of(rpc_timeout)
+        partitions = self.known_partitions or await asyncio.to_thread(self.partition_count, timeout)
+        runs = await asyncio.to_thread(list_executions, self.bootstrap, self.topics.events, partitions,
+                                       self.topics.namespace, timeout)
+        for run in runs:
+            yield run
 
     @property
     def workflow_requests(self) -> WorkflowRequests:
@@ -157,6 +197,26 @@ class WorkflowOperations:
         if self._workflow_requests is not None:
             self._workflow_requests.close()
             self._workflow_requests = None
+
+
+def not_implemented(unsupported: Mapping[str, Any], **given: Any) -> None:
+    """NotImplementedError naming the first Temporal option given that we do not implement."""
+    names = [*unsupported, *(name for name, value in given.items() if value is not None)]
+    if names:
+        raise NotImplementedError(f"{names[0]} is not implemented by streamproc's client (Temporal's "
+                                  f"option; see docs/temporal-compatibility.md)")
+
+
+def seconds_of(value: float | timedelta) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def check_attribute_sizes(attributes: Mapping[str, Any]) -> None:
+    """A memo or search attributes too large for a command, refused before sending."""
+    for name, value in attributes.items():
+        size = len(orjson.dumps(value))
+        if size > MAX_PAYLOAD_BYTES:
+            raise InvalidArgument(f"{name} is {size} bytes, more than the limit of {MAX_PAYLOAD_BYTES}")
 
 
 def _policy_name(policy: WorkflowIdReusePolicy | WorkflowIdConflictPolicy) -> str:

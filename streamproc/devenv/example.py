@@ -1,11 +1,14 @@
 """The example dev mode runs: a worker for `hello` jobs and a few jobs, a worker for the
-`orders` workflow and two orders, their events and results printed."""
+`orders` workflow and two orders, their events and results printed. The orders use the
+asyncio client and worker, as a Temporal program does."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import click
 
@@ -57,18 +60,26 @@ def start_example(settings: Settings, engine, metrics=None) -> Callable[[], None
                 for record, _, _ in reader.poll():
                     click.echo(describe(record))
 
-    def run_orders() -> None:
-        with Client(settings.bootstrap, settings.namespace) as client:
+    async def orders() -> None:
+        client = await Client.connect(settings.bootstrap, namespace=settings.namespace)
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="example-activity") as executor:
             workflows = Worker(client, task_queue=EXAMPLE_WORKFLOW_QUEUE, workflows=[OrderWorkflow],
-                               activities=[reserve, charge], identity="example-worker", metrics=metrics)
+                               activities=[reserve, charge], activity_executor=executor,
+                               identity="example-worker", metrics=metrics)
             workers.append(workflows)
-            workflows.start()
-            handles = [client.start_workflow(OrderWorkflow.run, f"order-{n}", id=f"example-order-{n}-{time.time_ns()}",
-                                             task_queue=EXAMPLE_WORKFLOW_QUEUE) for n in (1, 2)]
+            running = asyncio.create_task(workflows.run())  # until the stopper stops it
+            handles = [await client.start_workflow(OrderWorkflow.run, f"order-{n}",
+                                                   id=f"example-order-{n}-{time.time_ns()}",
+                                                   task_queue=EXAMPLE_WORKFLOW_QUEUE) for n in (1, 2)]
             click.echo(f"example: started {len(handles)} OrderWorkflow runs on task queue "
                        f"'{EXAMPLE_WORKFLOW_QUEUE}'", err=True)
             for handle in handles:
-                click.echo(f"example: workflow {handle.id} completed: {handle.result(timeout=120)}", err=True)
+                click.echo(f"example: workflow {handle.id} completed: {await handle.result(timeout=120)}", err=True)
+            await running
+        await client.aclose()
+
+    def run_orders() -> None:
+        asyncio.run(orders())
 
     def run() -> None:
         engine.ready.wait()

@@ -151,11 +151,10 @@ class ActivityAttempt:
             future = asyncio.run_coroutine_threadsafe(_run_coroutine(self.ctx, definition.fn, args),
                                                       self.worker._loop)
             return future.result()
-        token = set_current(self.ctx)
-        try:
-            return definition.fn(*args)
-        finally:
-            reset_current(token)
+        executor = self.worker.activity_executor
+        if executor is not None:  # the user's executor runs it (Temporal's activity_executor)
+            return executor.submit(_run_in_context, self.ctx, definition.fn, args).result()
+        return _run_in_context(self.ctx, definition.fn, args)
 
     # heartbeats ---------------------------------------------------------------------------
     def heartbeat(self, details: tuple[Any, ...]) -> None:
@@ -207,6 +206,14 @@ class ActivityAttempt:
                              rejection_type=record.rejection_type, reason=record.rejection_reason)
             self.worker.count("rejected")
         return True
+
+
+def _run_in_context(ctx: ActivityContext, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    token = set_current(ctx)
+    try:
+        return fn(*args)
+    finally:
+        reset_current(token)
 
 
 async def _run_coroutine(ctx: ActivityContext, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:

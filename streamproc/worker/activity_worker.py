@@ -31,7 +31,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -83,7 +83,7 @@ class ActivityWorker:
                  identity: str | None = None, max_concurrent: int = 100,
                  graceful_shutdown_timeout: timedelta = timedelta(0),
                  partitions: int | None = None, data_converter: DataConverter | None = None,
-                 metrics: WorkerMetrics | None = None) -> None:
+                 metrics: WorkerMetrics | None = None, activity_executor: Executor | None = None) -> None:
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
@@ -120,6 +120,10 @@ class ActivityWorker:
         self._in_flight = 0
         self._running: set[ActivityAttempt] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: Where plain `def` activities run (None: the attempt's own thread of this worker's pool).
+        self.activity_executor = activity_executor
+        #: Where `async def` activities run (None: a loop of this worker's, in a thread of its own).
+        self.activity_loop: asyncio.AbstractEventLoop | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._thread: threading.Thread | None = None
 
@@ -130,9 +134,12 @@ class ActivityWorker:
         topic = TopicAdmin(self.client.bootstrap, topics).ensure_task_queue(
             self.task_queue, self._partitions or self.client.partitions)
         self.replies = ReplyListener(self.client.bootstrap, topics).start()
-        self._loop = asyncio.new_event_loop()
-        loop_thread = threading.Thread(target=self._loop.run_forever, name="activity-loop", daemon=True)
-        loop_thread.start()
+        if self.activity_loop is not None:
+            self._loop, loop_thread = self.activity_loop, None
+        else:
+            self._loop = asyncio.new_event_loop()
+            loop_thread = threading.Thread(target=self._loop.run_forever, name="activity-loop", daemon=True)
+            loop_thread.start()
         executor = self._executor = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="activity")
         config = consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
             "client.id": client_id("worker", self.identity),
@@ -236,7 +243,7 @@ class ActivityWorker:
                 self._running.discard(attempt)
                 self._lock.notify_all()
 
-    def _shut_down(self, executor: ThreadPoolExecutor, loop_thread: threading.Thread) -> None:
+    def _shut_down(self, executor: ThreadPoolExecutor, loop_thread: threading.Thread | None) -> None:
         with self._lock:
             self._lock.wait_for(lambda: self._in_flight == 0, self.graceful_shutdown_timeout.total_seconds())
             abandoned = list(self._running)
@@ -252,10 +259,11 @@ class ActivityWorker:
         executor.shutdown(wait=False, cancel_futures=True)
         self.client.flush()
         self.replies.close()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        loop_thread.join(5)
-        if not loop_thread.is_alive():
-            self._loop.close()
+        if loop_thread is not None:  # our own loop; a caller's loop is the caller's to stop
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            loop_thread.join(5)
+            if not loop_thread.is_alive():
+                self._loop.close()
         log.info("activity_worker_stopped", task_queue=self.task_queue, stats=dataclasses.asdict(self.stats))
 
     # sending -----------------------------------------------------------------------------

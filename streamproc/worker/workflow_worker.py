@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from streamproc.client.client import Client
+from streamproc.client.client import SyncClient
 from streamproc.client.errors import CommandsNotDeliveredError
 from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
@@ -103,7 +103,8 @@ class WorkflowWorker:
             definitions[definition.name] = definition
         if not definitions:
             raise ValueError("a WorkflowWorker needs at least one workflow")
-        self.client = Client(bootstrap, namespace, data_converter=data_converter)
+        # Blocking calls (history fetches) from the worker's threads: the synchronous face.
+        self.client = SyncClient(bootstrap, namespace, data_converter=data_converter)
         self.task_queue = task_queue
         self.identity = identity or f"{os.getpid()}@{socket.gethostname()}"
         self.stats = WorkflowWorkerStats()

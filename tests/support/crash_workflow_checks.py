@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from streamproc.client import Client, WorkflowNotStartedError, WorkflowStartOutcomeUnknownError
+from streamproc.client import SyncClient, WorkflowNotStartedError, WorkflowStartOutcomeUnknownError
 from streamproc.client.workflow_events import WorkflowEvent, workflow_event
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history import check_well_formed
@@ -31,7 +31,7 @@ class Starter:
     """Starts workflows through the client from a few threads; a start waits out engine restarts."""
 
     def __init__(self, bootstrap: str, namespace: str, task_queue: str, workflow=ThreeStepsAndATimer.run) -> None:
-        self.client = Client(bootstrap, namespace)
+        self.client = SyncClient(bootstrap, namespace)
         self.task_queue = task_queue
         self.workflow = workflow
         self.pool = ThreadPoolExecutor(8)
@@ -142,7 +142,7 @@ def check_completed_once(runs: Runs, ids: list[str]) -> dict[str, list[str]]:
 
 def histories_from_the_client(bootstrap: str, namespace: str, workflow_ids: list[str]) -> dict[str, list]:
     """Run id → history (GET_HISTORY) of the current run of each of `workflow_ids`."""
-    with Client(bootstrap, namespace) as client:
+    with SyncClient(bootstrap, namespace) as client:
         histories = {}
         for workflow_id in workflow_ids:
             run_id = client.get_workflow_handle(workflow_id).describe().run_id

@@ -33,6 +33,7 @@ class FakeEngine:
         self.namespace = "fake-namespace"
         self.metrics = None
         self.data_converter = DataConverter.default()
+        self.activity_executor = None  # plain activities run on the attempt's thread
         self.stats = WorkerStats()
         self.sent: list[tuple[str, dict]] = []
         self.replies = self

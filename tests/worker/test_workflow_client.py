@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from streamproc.activity.failures import failure_from_exception
-from streamproc.client import Client, WorkflowExecutionDescription, WorkflowFailureError
+from streamproc.client import SyncClient, WorkflowExecutionDescription, WorkflowFailureError
 from streamproc.client.errors import (
     ApplicationError,
     CancelledError,
@@ -26,9 +26,10 @@ from streamproc.semantics.workflow_ids import WorkflowExecutionStatus, WorkflowI
 @pytest.fixture
 def client():
     # No broker is contacted: every case is refused before anything is sent.
-    c = Client("127.0.0.1:1", "unit", log_level=0)
+    c = SyncClient("127.0.0.1:1", "unit", log_level=0)
     yield c
     c._producer.purge()
+    c._loop.close()
 
 
 @pytest.mark.parametrize("options, message", [
