@@ -127,7 +127,10 @@ class WorkflowTaskHandler:
         request = None
         if self.eager is not None:
             commands, request = self.eager.ask(commands)
-        answer = self._command(task, WorkflowIntent.TASK_COMPLETE, commands=orjson.dumps(commands).decode())
+        extra = {}
+        if getattr(outcome, "force_new_task", False):  # a workflow task heartbeat: local activities run on
+            extra["attributes"] = orjson.dumps({"force_create_new_workflow_task": True}).decode()
+        answer = self._command(task, WorkflowIntent.TASK_COMPLETE, commands=orjson.dumps(commands).decode(), **extra)
         if request is not None:
             answer.request_id, answer.reply_partition = request
         return answer

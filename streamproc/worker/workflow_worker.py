@@ -15,7 +15,10 @@ worker that dies loses nothing: the tasks it had not answered are delivered agai
 whoever gets the partition, and if that answer comes too late the engine's task timeout
 schedules the task again. Apart from its sticky cache (an optimisation), a worker keeps
 no state. Tasks run one at a time on the polling thread: workflow code only computes
-(activities do the waiting), so a task is short.
+(activities do the waiting), so a task is short. A task whose code waits on local
+activities waits for them on that thread (they run on the runner's own loop and
+threads), at most 80% of its task timeout, after which it is answered as a workflow task
+heartbeat and the run's next task carries on with them.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_activation import InstanceFactory, WorkflowTaskHandler
 from streamproc.worker.workflow_queries import QueryAnswerer
 from streamproc.worker.workflow_task_pages import TaskPageAssembler, WorkflowTask
+from streamproc.workflow.local_activity_runner import LocalActivityRunner
 
 log = structlog.get_logger("streamproc.worker")
 
@@ -109,7 +113,10 @@ class WorkflowWorker:
         self.stats = WorkflowWorkerStats()
         #: Prometheus metrics (None: off).
         self.metrics = metrics
-        new_instance = new_instance or functools.partial(_new_instance, data_converter=self.client.data_converter)
+        #: Runs the local activities of this worker's runs (inside their workflow tasks).
+        self.local_activities = LocalActivityRunner(data_converter=self.client.data_converter)
+        new_instance = new_instance or functools.partial(_new_instance, data_converter=self.client.data_converter,
+                                                         local_activities=self.local_activities)
         self.handler = WorkflowTaskHandler(definitions, self.identity, new_instance,
                                            StickyCache(max_cached_workflows), self._fetch_history)
         self.queries = QueryAnswerer(definitions, self.handler.cache, new_instance, self._whole_history)
@@ -166,6 +173,7 @@ class WorkflowWorker:
             if self.handler.eager is not None:
                 self.handler.eager.release_all()
             self.client.close_workflow_requests()
+            self.local_activities.close()
             log.info("workflow_worker_stopped", task_queue=self.task_queue,
                      stats=dataclasses.asdict(self.stats))
 
@@ -294,7 +302,8 @@ class WorkflowWorker:
 
 
 def _new_instance(definition: Any, history: list[dict[str, Any]], run_id: str, *,
-                  data_converter: DataConverter):
+                  data_converter: DataConverter, local_activities: LocalActivityRunner):
     from streamproc.workflow.instance import WorkflowInstance
 
-    return WorkflowInstance(definition, history, run_id=run_id, data_converter=data_converter)
+    return WorkflowInstance(definition, history, run_id=run_id, data_converter=data_converter,
+                            local_activities=local_activities)

@@ -13,6 +13,9 @@
             return await workflow.execute_activity("charge", order_id,
                                                    start_to_close_timeout=timedelta(seconds=10))
 
+`execute_local_activity(fn, ...)` runs a function in the workflow worker itself, inside
+the workflow task, with its outcome recorded as a marker (Temporal's local activities).
+
 Workflow code runs on a deterministic event loop and is replayed from the run's history
 on every workflow task (or resumed from a worker's cache), so it must get time,
 randomness and ids from this module, and do I/O only in activities. Raising
@@ -67,6 +70,11 @@ from streamproc.workflow.errors import (
     NotInWorkflowError,
     ReadOnlyContextError,
 )
+from streamproc.workflow.local_activities import (
+    LocalActivityHandle,
+    execute_local_activity,
+    start_local_activity,
+)
 from streamproc.workflow.last_run import get_last_completion_result, get_last_failure, has_last_completion_result
 from streamproc.workflow.run_info import Info
 from streamproc.workflow.timers import sleep, wait_condition
@@ -87,6 +95,9 @@ __all__ = [
     "start_activity",
     "ActivityHandle",
     "ActivityCancellationType",
+    "execute_local_activity",
+    "start_local_activity",
+    "LocalActivityHandle",
     "start_child_workflow",
     "execute_child_workflow",
     "get_external_workflow_handle",

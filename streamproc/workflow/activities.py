@@ -103,7 +103,7 @@ def start_activity(
         if args:
             raise TypeError("pass one argument as `arg` or several as `args`, not both")
         args = (arg,)
-    requested = ActivityTimeouts(*(_timeout(value, name) for value, name in (
+    requested = ActivityTimeouts(*(timeout_option(value, name) for value, name in (
         (schedule_to_close_timeout, "schedule_to_close_timeout"),
         (schedule_to_start_timeout, "schedule_to_start_timeout"),
         (start_to_close_timeout, "start_to_close_timeout"),
@@ -130,7 +130,8 @@ async def execute_activity(activity: str | Callable[..., Any], arg: Any = _NO_AR
     return await start_activity(activity, arg, **options)
 
 
-def _timeout(value: timedelta | None, name: str) -> timedelta:
+def timeout_option(value: timedelta | None, name: str) -> timedelta:
+    """An optional timeout argument: None is zero (no limit), anything but a timedelta an error."""
     if value is None:
         return timedelta(0)
     if not isinstance(value, timedelta):

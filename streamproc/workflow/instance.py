@@ -16,7 +16,9 @@ replays everything, because the code's state no longer matches the run's.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,6 +33,8 @@ from streamproc.workflow.errors import (
     WORKFLOW_WORKER_UNHANDLED_FAILURE,
     NonDeterminismError,
 )
+from streamproc.workflow.local_activity_markers import is_local_activity_marker, is_local_activity_marker_command
+from streamproc.workflow.local_activity_runner import LocalActivityRunner, default_runner
 from streamproc.workflow.runtime import WorkflowRuntime
 from streamproc.protocol.workflow_commands import WorkflowCommandType, has_event
 
@@ -41,6 +45,10 @@ _COMMAND_EVENTS = frozenset(e.name for e in COMMAND_EVENT_TYPES)
 _TASK_ENDS = frozenset({_E.WORKFLOW_TASK_COMPLETED.name, _E.WORKFLOW_TASK_FAILED.name,
                         _E.WORKFLOW_TASK_TIMED_OUT.name})
 _PENDING, _ABANDONED = -1, -2
+#: A task whose local activities are still running after this share of its timeout is
+#: completed as it stands and a new one asked for (Temporal's workflow task heartbeat).
+_HEARTBEAT_SHARE = 0.8
+_DEFAULT_TASK_TIMEOUT_MS = 10_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,6 +61,9 @@ class TaskOutcome:
     failure: dict[str, Any] | None = None
     cause: str | None = None
     error: BaseException | None = None
+    #: Local activities are still running: the engine must schedule a new task at once
+    #: even if nothing else happened (the answer is a workflow task heartbeat).
+    force_new_task: bool = False
 
     @property
     def failed(self) -> bool:
@@ -69,8 +80,11 @@ class WorkflowInstance:
     """One run of `definition`, kept between workflow tasks by a worker's sticky cache."""
 
     def __init__(self, definition: WorkflowDefinition, history_events: Iterable[dict[str, Any]],
-                 *, run_id: str | None = None, data_converter: DataConverter | None = None) -> None:
+                 *, run_id: str | None = None, data_converter: DataConverter | None = None,
+                 local_activities: LocalActivityRunner | None = None) -> None:
         self.definition = definition
+        #: Runs the run's local activities on first execution (the worker's).
+        self._local_runner = local_activities
         #: Payloads in this run's history and commands go through it (the worker's).
         self.data_converter = data_converter or DataConverter.default()
         self._history: list[dict[str, Any]] = list(history_events)
@@ -105,8 +119,10 @@ class WorkflowInstance:
             return self._outcome
         if self._diverged:
             self._start_over()
+        self._heartbeat = False
         try:
-            outcome = TaskOutcome(commands=self._advance())
+            commands = self._advance()
+            outcome = TaskOutcome(commands=commands, force_new_task=self._heartbeat)
         except NonDeterminismError as exc:
             outcome = TaskOutcome(failure=failure_from_exception(exc), cause=NON_DETERMINISTIC_ERROR,
                                   error=exc)
@@ -168,7 +184,7 @@ class WorkflowInstance:
                                                 updates=self._live_updates)
                 if end != _ABANDONED and events[end]["event_type"] == _E.WORKFLOW_TASK_COMPLETED.name:
                     self._run_activation(event, replaying=True, patches=self._patches_after(end),
-                                         updates=self._updates_after(end))
+                                         updates=self._updates_after(end), markers=self._local_markers_after(end))
             elif kind == _E.WORKFLOW_TASK_COMPLETED.name:
                 self._matching = self._scheduled_id(event) == self._activated_task
             elif kind in _TASK_ENDS:
@@ -184,20 +200,46 @@ class WorkflowInstance:
         self._check_all_matched(None)
         return []  # the history's last workflow task is answered already
 
-    def _run_activation(self, scheduled: dict[str, Any], *, replaying: bool,
-                        patches: frozenset[str], updates: list[dict[str, Any]]) -> list[Command]:
+    def _run_activation(self, scheduled: dict[str, Any], *, replaying: bool, patches: frozenset[str],
+                        updates: list[dict[str, Any]], markers: list[dict[str, Any]] = ()) -> list[Command]:
         if self._runtime is None:
             raise ValueError("a history must begin with WORKFLOW_EXECUTION_STARTED")
         resolutions, self._resolutions = self._resolutions, []
         commands = self._runtime.activate(resolutions, scheduled.get("event_time_ms", 0),
-                                          replaying, patches, updates)
+                                          replaying, patches, updates, markers)
+        if not replaying:
+            commands = self._run_local_activities(commands, scheduled)
         if self._runtime.task_failure is not None:
             raise _WorkflowCodeFailed(self._runtime.task_failure)
-        # A rejected update leaves no event to match.
-        self._unmatched = collections.deque(c for c in commands if has_event(c["type"]))
+        # A rejected update leaves no event to match; local activity markers are matched
+        # by their call, not by position (`local_activity_state`).
+        self._unmatched = collections.deque(c for c in commands if has_event(c["type"])
+                                            and not is_local_activity_marker_command(c))
         self._matching = False
         self._activated_task = scheduled["event_id"]
         self._activated_live = not replaying
+        return commands
+
+    def _run_local_activities(self, commands: list[Command], scheduled: dict[str, Any]) -> list[Command]:
+        """First execution: run the local activities the code waits on, each outcome
+        resuming the code, until none is left or the task must heartbeat."""
+        runtime = self._runtime
+        assert runtime is not None
+        local = runtime.local_activities
+        timeout_ms = (scheduled.get("attributes") or {}).get("start_to_close_timeout_ms") or _DEFAULT_TASK_TIMEOUT_MS
+        heartbeat_at = time.monotonic() + timeout_ms * _HEARTBEAT_SHARE / 1000
+        while local.pending and not runtime.closed and runtime.task_failure is None:
+            runner = self._local_runner or default_runner()
+            for call in local.to_start():
+                call.job = runner.start(call.request)
+            jobs = {call.job: seq for seq, call in local.pending.items()}
+            done, _ = concurrent.futures.wait(jobs, timeout=max(heartbeat_at - time.monotonic(), 0),
+                                              return_when=concurrent.futures.FIRST_COMPLETED)
+            if not done:
+                self._heartbeat = True
+                break
+            for job in [j for j in jobs if j in done]:  # in the order of the calls
+                commands = runtime.resolve_local_activity(jobs[job], job.result())
         return commands
 
     def _task_end(self, scheduled_index: int) -> int:
@@ -223,6 +265,18 @@ class WorkflowInstance:
                 found.add(patch_id_of(event))
         return frozenset(found)
 
+    def _local_markers_after(self, completed_index: int) -> list[dict[str, Any]]:
+        """The local activity markers the task completed at `completed_index` recorded:
+        on replay they are the outcomes of the code's local activity calls."""
+        found = []
+        for index in range(completed_index + 1, len(self._history)):
+            event = self._history[index]
+            if event["event_type"] == _E.WORKFLOW_TASK_SCHEDULED.name:
+                break
+            if is_local_activity_marker(event):
+                found.append(event)
+        return found
+
     def _updates_after(self, completed_index: int) -> list[dict[str, Any]]:
         """The updates the task completed at `completed_index` accepted, as their requests:
         on replay they reach the code again in that task's activation, unvalidated."""
@@ -243,6 +297,12 @@ class WorkflowInstance:
         if not self._matching:
             raise NonDeterminismError(f"history has {describe_event(event)} outside the "
                                       "commands of a completed workflow task")
+        if is_local_activity_marker(event):
+            assert self._runtime is not None
+            problem = self._runtime.local_activities.marker_mismatch(event)
+            if problem is not None:
+                raise NonDeterminismError(problem)
+            return
         while True:
             if not self._unmatched:
                 if is_patch_marker(event):
