@@ -25,6 +25,8 @@ SCENARIOS = {
     "activities_per_sec": "bench.activity_throughput",
     "workflows_1_activity": "bench.workflow_throughput:run_one_activity",
     "workflows_10_sequential": "bench.workflow_throughput:run_sequential",
+    "workflows_1_local_activity": "bench.workflow_throughput:run_one_local_activity",
+    "workflows_10_sequential_local": "bench.workflow_throughput:run_sequential_local",
     "workflow_latency_single": "bench.workflow_latency:run",
     "timer_accuracy": "bench.workflow_timers:run",
     "broker_restart_recovery": "bench.broker_restart_recovery",
@@ -35,7 +37,8 @@ SCENARIOS = {
     "schedule_memory": "bench.schedules:run_memory",
 }
 #: Scenarios that take --workers and --profile (worker processes; py-spy files prefix).
-WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflow_latency_single",
+WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflows_1_local_activity",
+                      "workflows_10_sequential_local", "workflow_latency_single",
                       "timer_accuracy", "signal_throughput", "query_latency", "child_workflows"}
 
 
