@@ -238,7 +238,7 @@ class WorkflowInstance:
             if not done:
                 self._heartbeat = True
                 break
-            for job in [j for j in jobs if j in done]:  # in the order of the calls
+            for job in [j for j in jobs if j in done and not j.cancelled()]:  # in the order of the calls
                 commands = runtime.resolve_local_activity(jobs[job], job.result())
         return commands
 

@@ -41,7 +41,8 @@ __all__ = ["LocalActivityHandle", "start_local_activity", "execute_local_activit
 
 class LocalActivityHandle(asyncio.Task):  # type: ignore[type-arg]
     """A local activity call: await it for the result (ActivityError if it failed).
-    Cancelling it stops waiting for it; a running function is not interrupted."""
+    Cancelling it stops waiting for it at once and records nothing; a running async
+    function is cancelled, a plain one runs on in its thread and its result is dropped."""
 
     def __init__(self, runtime: Any, request: LocalActivityRequest) -> None:
         self.activity_id = request.activity_id
@@ -52,7 +53,12 @@ class LocalActivityHandle(asyncio.Task):  # type: ignore[type-arg]
 
 async def _attempts(runtime: Any, request: LocalActivityRequest) -> Any:
     while True:
-        details = await runtime.local_activities.schedule(request)
+        try:
+            details = await runtime.local_activities.schedule(request)
+        except asyncio.CancelledError:
+            # Waited for no longer: no marker, on first execution and on replay alike.
+            runtime.local_activities.abandon(request.seq)
+            raise
         if "backoff_ms" in details:
             # Longer than the local retry threshold: wait durably, then the next attempt
             # is a new call (the run's next sequence number) in a later workflow task.

@@ -78,6 +78,12 @@ class LocalActivities:
         self._runtime.issue(marker_command(details))
         self._settle(call, details)
 
+    def abandon(self, seq: str) -> None:
+        """The code stopped waiting for `seq` (its handle was cancelled)."""
+        call = self.pending.pop(seq, None)
+        if call is not None and call.job is not None:
+            call.job.cancel()
+
     def marker_mismatch(self, event: dict[str, Any]) -> str | None:
         """Why a recorded local activity marker is not one of this code's calls, or None."""
         details = marker_details(event)

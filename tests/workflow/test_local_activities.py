@@ -4,6 +4,7 @@ the task and long ones through a timer, and replay takes the markers' outcomes."
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import timedelta
 
@@ -126,6 +127,20 @@ class Slow:
     @workflow.run
     async def run(self, n: int) -> int:
         return await workflow.execute_local_activity(wait_for_release, n, start_to_close_timeout=timedelta(seconds=30))
+
+
+@workflow.defn(name="Order")
+class Abandons:
+    @workflow.run
+    async def run(self, n: int) -> str:
+        handle = workflow.start_local_activity(wait_for_release, n, start_to_close_timeout=timedelta(seconds=30))
+        await asyncio.sleep(0)  # the call is made ...
+        handle.cancel()  # ... and given up before the worker ran it
+        try:
+            await handle
+        except asyncio.CancelledError:
+            return "given up"
+        return "ran"
 
 
 class Worker:
@@ -258,3 +273,11 @@ def test_a_local_activity_past_the_task_timeout_heartbeats_the_task(d):
     assert [c["type"] for c in done.commands] == ["RECORD_MARKER", "COMPLETE_WORKFLOW_EXECUTION"]
     assert _result(d, key) == 7
     Replayer(workflows=[Slow]).replay(d.check(key))
+
+
+def test_a_cancelled_call_records_nothing_and_does_not_hold_the_task(d):
+    key, _ = d.start(input="[1]")
+    outcome = Worker(d, Abandons, key).answer()
+    assert [c["type"] for c in outcome.commands] == ["COMPLETE_WORKFLOW_EXECUTION"]
+    assert _result(d, key) == "given up"
+    Replayer(workflows=[Abandons]).replay(d.check(key))
