@@ -49,7 +49,7 @@ from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.task_leases import OverdueAttempts
 from streamproc.worker.task_queue_membership import GROUP_TIMING, TaskQueueMembership
 from streamproc.worker.sticky_cache import StickyCache
-from streamproc.worker.workflow_activation import InstanceFactory, WorkflowTaskHandler
+from streamproc.worker.workflow_activation import InstanceFactory, PendingAnswer, WorkflowTaskHandler
 from streamproc.worker.workflow_queries import QueryAnswerer
 from streamproc.worker.workflow_task_pages import TaskPageAssembler, WorkflowTask
 from streamproc.workflow.local_activity_runner import LocalActivityRunner
@@ -215,13 +215,17 @@ class WorkflowWorker:
             return
         ends: dict[tuple[str, int], int] = {}
         firsts: dict[tuple[str, int], int] = {}
+        waiting: list[PendingAnswer] = []
         for msg in messages:
             if msg.error() is not None:
                 log.warning("workflow_task_consume_error", error=str(msg.error()))
                 continue
             ends[(msg.topic(), msg.partition())] = msg.offset() + 1
             firsts.setdefault((msg.topic(), msg.partition()), msg.offset())
-            self._answer(msg)
+            pending = self._answer(msg)
+            if pending is not None:
+                waiting.append(pending)
+        self.handler.answer_when_local_activities_end(waiting, self._send_answer)
         # 1. every answer of the batch is on the log ...
         try:
             self.client.flush()
@@ -250,7 +254,7 @@ class WorkflowWorker:
         if err is not None:
             log.warning("workflow_task_commit_failed", error=str(err))
 
-    def _answer(self, msg: Message) -> None:
+    def _answer(self, msg: Message) -> PendingAnswer | None:
         try:
             record = codec.decode(msg.value(), msg.headers())
             if record.value_type == ValueType.WORKFLOW and record.intent == WorkflowIntent.QUERY_TASK:
@@ -272,9 +276,15 @@ class WorkflowWorker:
         if metrics is not None:  # scheduled: the engine's time on the task's record
             metrics.task_started(self.task_queue, "workflow", record.timestamp_ms, time.time_ns() // 1_000_000)
             began = time.monotonic()
-        answer = self.handler.answer(task)
+        answer = self.handler.answer(task, wait=False)
         if metrics is not None:
             metrics.workflow_task_executed(self.task_queue, time.monotonic() - began)
+        if isinstance(answer, PendingAnswer):
+            return answer
+        self._send_answer(task, answer)
+        return None
+
+    def _send_answer(self, task: WorkflowTask, answer) -> None:
         if answer is None:
             self.stats.unanswered += 1
         else:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,6 +34,7 @@ from streamproc.workflow.errors import (
 )
 from streamproc.workflow.local_activity_markers import is_local_activity_marker, is_local_activity_marker_command
 from streamproc.workflow.local_activity_runner import LocalActivityRunner, default_runner
+from streamproc.workflow.local_activity_task import LiveLocalActivities
 from streamproc.workflow.runtime import WorkflowRuntime
 from streamproc.protocol.workflow_commands import WorkflowCommandType, has_event
 
@@ -45,10 +45,6 @@ _COMMAND_EVENTS = frozenset(e.name for e in COMMAND_EVENT_TYPES)
 _TASK_ENDS = frozenset({_E.WORKFLOW_TASK_COMPLETED.name, _E.WORKFLOW_TASK_FAILED.name,
                         _E.WORKFLOW_TASK_TIMED_OUT.name})
 _PENDING, _ABANDONED = -1, -2
-#: A task whose local activities are still running after this share of its timeout is
-#: completed as it stands and a new one asked for (Temporal's workflow task heartbeat).
-_HEARTBEAT_SHARE = 0.8
-_DEFAULT_TASK_TIMEOUT_MS = 10_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -110,18 +106,23 @@ class WorkflowInstance:
         self._history.extend(new_events)
         self._outcome = None
 
-    def activate(self) -> TaskOutcome:
+    def activate(self, wait: bool = True) -> TaskOutcome | None:
         """Replay what is not replayed yet, and answer the history's last workflow task.
 
-        Calling it again without `extend` returns the same outcome.
+        Calling it again without `extend` returns the same outcome. While the task's
+        local activities run, `wait=False` returns None at once: call again when one of
+        `local_activity_jobs()` is done or at `local_activity_heartbeat_at()`.
         """
         if self._outcome is not None:
             return self._outcome
-        if self._diverged:
-            self._start_over()
-        self._heartbeat = False
         try:
-            commands = self._advance()
+            commands = self._continue_live() if self._live is not None else self._advance()
+            while commands is None and wait:
+                assert self._live is not None
+                self._live.wait()
+                commands = self._continue_live()
+            if commands is None:
+                return None
             outcome = TaskOutcome(commands=commands, force_new_task=self._heartbeat)
         except NonDeterminismError as exc:
             outcome = TaskOutcome(failure=failure_from_exception(exc), cause=NON_DETERMINISTIC_ERROR,
@@ -130,10 +131,19 @@ class WorkflowInstance:
             failure = failure_from_exception(failed.error, converter=self.data_converter)
             outcome = TaskOutcome(failure=failure,
                                   cause=WORKFLOW_WORKER_UNHANDLED_FAILURE, error=failed.error)
+        self._live = None
         # A failed task changes nothing in history, but the code ran: replay from scratch.
         self._diverged = outcome.failed
         self._outcome = outcome
         return outcome
+
+    def local_activity_jobs(self) -> list[concurrent.futures.Future[Any]]:
+        """The local activities the live task waits on (none when it is not waiting)."""
+        return self._live.jobs() if self._live is not None else []
+
+    def local_activity_heartbeat_at(self) -> float | None:
+        """When (monotonic seconds) the waiting task must be answered all the same."""
+        return self._live.heartbeat_at if self._live is not None else None
 
     def query(self, query_type: str, query_input: str | None) -> str:
         """The encoded answer of the query handler `query_type` to `query_input` (a JSON
@@ -160,6 +170,8 @@ class WorkflowInstance:
         if self._runtime is not None:
             self._runtime.discard()
         self._runtime = None
+        self._live: LiveLocalActivities | None = None
+        self._heartbeat = False
         self._cursor = 0
         self._resolutions: list[dict[str, Any]] = []
         self._unmatched: collections.deque[Command] = collections.deque()
@@ -169,7 +181,12 @@ class WorkflowInstance:
         self._outcome: TaskOutcome | None = None
         self._diverged = False
 
-    def _advance(self) -> list[Command]:
+    def _advance(self) -> list[Command] | None:
+        """The commands of the history's open task (None while its local activities
+        run), or [] if it has none."""
+        if self._diverged:
+            self._start_over()
+        self._heartbeat = False
         events = self._history
         while self._cursor < len(events):
             index = self._cursor
@@ -207,39 +224,31 @@ class WorkflowInstance:
         resolutions, self._resolutions = self._resolutions, []
         commands = self._runtime.activate(resolutions, scheduled.get("event_time_ms", 0),
                                           replaying, patches, updates, markers)
+        self._matching = False
+        self._activated_task = scheduled["event_id"]
+        self._activated_live = not replaying
         if not replaying:
-            commands = self._run_local_activities(commands, scheduled)
+            self._live = LiveLocalActivities(self._runtime, self._local_runner or default_runner(), scheduled)
+            return self._continue_live(commands)
+        return self._activated(commands)
+
+    def _continue_live(self, commands: list[Command] | None = None) -> list[Command] | None:
+        """Step the live task's local activities; its commands once it can be answered."""
+        assert self._live is not None
+        commands = self._live.step(self._live.commands if commands is None else commands)
+        if commands is None:
+            return None
+        self._heartbeat = self._live.heartbeat
+        return self._activated(commands)
+
+    def _activated(self, commands: list[Command]) -> list[Command]:
+        assert self._runtime is not None
         if self._runtime.task_failure is not None:
             raise _WorkflowCodeFailed(self._runtime.task_failure)
         # A rejected update leaves no event to match; local activity markers are matched
         # by their call, not by position (`local_activity_state`).
         self._unmatched = collections.deque(c for c in commands if has_event(c["type"])
                                             and not is_local_activity_marker_command(c))
-        self._matching = False
-        self._activated_task = scheduled["event_id"]
-        self._activated_live = not replaying
-        return commands
-
-    def _run_local_activities(self, commands: list[Command], scheduled: dict[str, Any]) -> list[Command]:
-        """First execution: run the local activities the code waits on, each outcome
-        resuming the code, until none is left or the task must heartbeat."""
-        runtime = self._runtime
-        assert runtime is not None
-        local = runtime.local_activities
-        timeout_ms = (scheduled.get("attributes") or {}).get("start_to_close_timeout_ms") or _DEFAULT_TASK_TIMEOUT_MS
-        heartbeat_at = time.monotonic() + timeout_ms * _HEARTBEAT_SHARE / 1000
-        while local.pending and not runtime.closed and runtime.task_failure is None:
-            runner = self._local_runner or default_runner()
-            for call in local.to_start():
-                call.job = runner.start(call.request)
-            jobs = {call.job: seq for seq, call in local.pending.items()}
-            done, _ = concurrent.futures.wait(jobs, timeout=max(heartbeat_at - time.monotonic(), 0),
-                                              return_when=concurrent.futures.FIRST_COMPLETED)
-            if not done:
-                self._heartbeat = True
-                break
-            for job in [j for j in jobs if j in done and not j.cancelled()]:  # in the order of the calls
-                commands = runtime.resolve_local_activity(jobs[job], job.result())
         return commands
 
     def _task_end(self, scheduled_index: int) -> int:
