@@ -68,7 +68,8 @@ async def _attempts(runtime: Any, request: LocalActivityRequest) -> Any:
             except asyncio.CancelledError:
                 runtime.cancel_timer(timer)
                 raise
-            request = dataclasses.replace(request, seq=runtime.next_id(), attempt=details["attempt"] + 1)
+            request = dataclasses.replace(request, seq=runtime.next_id(), attempt=details["attempt"] + 1,
+                                          original_schedule_time_ms=details.get("original_schedule_time_ms"))
             continue
         if "failure" in details:
             raise local_activity_error(details, runtime.converter)
@@ -108,7 +109,7 @@ def start_local_activity(
         else timeout_option(local_retry_threshold, "local_retry_threshold")
     request = LocalActivityRequest(
         seq=seq, activity_id=activity_id or seq, activity_type=activity_type, fn=activity,
-        args=tuple(call_arguments(arg, args)), attempt=1, original_schedule_time_ms=runtime.now_ms,
+        args=tuple(call_arguments(arg, args)), attempt=1, original_schedule_time_ms=None,
         schedule_to_close_ms=ceil_ms(timeouts.schedule_to_close),
         start_to_close_ms=ceil_ms(timeouts.start_to_close),
         retry_policy=normalize_activity_retry_policy(retry_policy),

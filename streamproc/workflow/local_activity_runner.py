@@ -48,8 +48,10 @@ class LocalActivityRequest:
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     attempt: int
-    #: Workflow time of the first schedule: schedule-to-close counts from it.
-    original_schedule_time_ms: int
+    #: When the first attempt was started (the runner's clock; None: this call's first
+    #: attempt, now): schedule-to-close counts from it. A retry after a durable timer
+    #: carries it over from the marker of the attempt before.
+    original_schedule_time_ms: int | None
     schedule_to_close_ms: int  # 0: none
     start_to_close_ms: int  # 0: none (schedule-to-close bounds each attempt)
     retry_policy: RetryPolicy  # filled with the defaults
@@ -96,17 +98,20 @@ class LocalActivityRunner:
             return self._loop
 
     async def _attempts(self, r: LocalActivityRequest) -> dict[str, Any]:
-        expiration_ms = r.original_schedule_time_ms + r.schedule_to_close_ms if r.schedule_to_close_ms else None
+        first_ms = self.clock.now_ms() if r.original_schedule_time_ms is None else r.original_schedule_time_ms
+        expiration_ms = first_ms + r.schedule_to_close_ms if r.schedule_to_close_ms else None
         details: dict[str, Any] = {"seq": r.seq, "activity_id": r.activity_id, "activity_type": r.activity_type,
-                                   "original_schedule_time_ms": r.original_schedule_time_ms}
+                                   "original_schedule_time_ms": first_ms}
         attempt = r.attempt
         while True:
             started_ms = self.clock.now_ms()
             timeout_ms, timeout_type = r.start_to_close_ms, TimeoutType.START_TO_CLOSE
             if expiration_ms is not None and (not timeout_ms or expiration_ms - started_ms < timeout_ms):
-                timeout_ms, timeout_type = max(expiration_ms - started_ms, 0), TimeoutType.SCHEDULE_TO_CLOSE
+                timeout_ms, timeout_type = expiration_ms - started_ms, TimeoutType.SCHEDULE_TO_CLOSE
             try:
-                result = await asyncio.wait_for(self._call(r, attempt, started_ms),
+                if timeout_type is TimeoutType.SCHEDULE_TO_CLOSE and timeout_ms <= 0:
+                    raise asyncio.TimeoutError  # the timer's backoff ran past schedule-to-close
+                result = await asyncio.wait_for(self._call(r, attempt, first_ms, started_ms),
                                                 timeout_ms / 1000 if timeout_ms else None)
                 return {**details, "attempt": attempt, "result": self.converter.encode(result)}
             except asyncio.TimeoutError:
@@ -131,9 +136,9 @@ class LocalActivityRunner:
             await self._sleep(delay_ms / 1000)
             attempt += 1
 
-    async def _call(self, r: LocalActivityRequest, attempt: int, started_ms: int) -> Any:
+    async def _call(self, r: LocalActivityRequest, attempt: int, first_ms: int, started_ms: int) -> Any:
         info = Info(activity_id=r.activity_id, activity_type=r.activity_type, task_queue=r.task_queue,
-                    attempt=attempt, heartbeat_details=(), scheduled_time=_time(r.original_schedule_time_ms),
+                    attempt=attempt, heartbeat_details=(), scheduled_time=_time(first_ms),
                     current_attempt_scheduled_time=_time(started_ms), started_time=_time(started_ms),
                     schedule_to_close_timeout=_timeout(r.schedule_to_close_ms),
                     start_to_close_timeout=_timeout(r.start_to_close_ms), heartbeat_timeout=None)

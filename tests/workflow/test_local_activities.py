@@ -101,6 +101,18 @@ class LongBackoff:
 
 
 @workflow.defn(name="Order")
+class LongBackoffBounded:
+    @workflow.run
+    async def run(self, n: int) -> list:
+        try:
+            return await workflow.execute_local_activity(
+                add_one, n, schedule_to_close_timeout=timedelta(seconds=40), local_retry_threshold=timedelta(seconds=5),
+                retry_policy=workflow.RetryPolicy(initial_interval=timedelta(seconds=30)))
+        except workflow.ActivityError as e:
+            return [e.retry_state.name, e.cause.type.name]
+
+
+@workflow.defn(name="Order")
 class Bounded:
     @workflow.run
     async def run(self, n: int) -> list:
@@ -281,3 +293,16 @@ def test_a_cancelled_call_records_nothing_and_does_not_hold_the_task(d):
     assert [c["type"] for c in outcome.commands] == ["COMPLETE_WORKFLOW_EXECUTION"]
     assert _result(d, key) == "given up"
     Replayer(workflows=[Abandons]).replay(d.check(key))
+
+
+def test_an_attempt_after_a_timer_that_ran_past_schedule_to_close_times_out_without_running(d):
+    FAILURES_LEFT["n"] = 1
+    key, _ = d.start(input="[1]")
+    worker = Worker(d, LongBackoffBounded, key)
+    assert [c["type"] for c in worker.answer().commands] == ["RECORD_MARKER", "START_TIMER"]
+    d.run_until(d.clock.now_ms() + 30 * S)  # the timer fires ...
+    d.clock.advance(15 * S)  # ... and the next task runs 45 s after the first schedule
+    worker.answer()
+    assert CALLS == [("add_one", 1)]
+    assert _result(d, key) == ["TIMEOUT", "SCHEDULE_TO_CLOSE"]
+    Replayer(workflows=[LongBackoffBounded]).replay(d.check(key))
