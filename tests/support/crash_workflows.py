@@ -50,15 +50,19 @@ def crash_step(workflow_id: str, step: int, so_far: str) -> str:
     return f"{so_far}>{step}"
 
 
+async def _three_steps_and_a_timer(execute, workflow_id: str) -> str:
+    result = workflow_id
+    for step in (1, 2):
+        result = await execute(crash_step, args=[workflow_id, step, result], **STEP_OPTIONS)
+    await workflow.sleep(TIMER)
+    return await execute(crash_step, args=[workflow_id, 3, result], **STEP_OPTIONS)
+
+
 @workflow.defn
 class ThreeStepsAndATimer:
     @workflow.run
     async def run(self, workflow_id: str) -> str:
-        result = workflow_id
-        for step in (1, 2):
-            result = await workflow.execute_activity(crash_step, args=[workflow_id, step, result], **STEP_OPTIONS)
-        await workflow.sleep(TIMER)
-        return await workflow.execute_activity(crash_step, args=[workflow_id, 3, result], **STEP_OPTIONS)
+        return await _three_steps_and_a_timer(workflow.execute_activity, workflow_id)
 
 
 @workflow.defn
@@ -67,12 +71,7 @@ class ThreeLocalStepsAndATimer:
 
     @workflow.run
     async def run(self, workflow_id: str) -> str:
-        result = workflow_id
-        for step in (1, 2):
-            result = await workflow.execute_local_activity(crash_step, args=[workflow_id, step, result],
-                                                           **STEP_OPTIONS)
-        await workflow.sleep(TIMER)
-        return await workflow.execute_local_activity(crash_step, args=[workflow_id, 3, result], **STEP_OPTIONS)
+        return await _three_steps_and_a_timer(workflow.execute_local_activity, workflow_id)
 
 
 def expected_result(workflow_id: str) -> str:
