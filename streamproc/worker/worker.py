@@ -37,11 +37,13 @@ class Worker:
                  max_cached_workflows: int = 1000, max_concurrent_activities: int = 100,
                  graceful_shutdown_timeout: timedelta = timedelta(0),
                  data_converter: DataConverter | None = None,
-                 disable_eager_activity_execution: bool = False, metrics: WorkerMetrics | None = None) -> None:
+                 disable_eager_activity_execution: bool = False, metrics: WorkerMetrics | None = None,
+                 checkpoint_local_activities: bool = False) -> None:
         """`data_converter` defaults to the client's, as in Temporal. Activities that the
         workflows schedule on this queue run eagerly here when a slot is free (see
         `streamproc.worker.eager_activities`), unless `disable_eager_activity_execution`.
-        `metrics`: where both parts report (Prometheus; None: nowhere)."""
+        `metrics`: where both parts report (Prometheus; None: nowhere).
+        `checkpoint_local_activities`: see `WorkflowWorker`."""
         workflows, activities = list(workflows), list(activities)
         if not workflows and not activities:
             raise ValueError("a Worker needs at least one workflow or activity")
@@ -49,6 +51,7 @@ class Worker:
                  "data_converter": data_converter or client.data_converter, "metrics": metrics}
         self.task_queue = task_queue
         self.workflow_worker = WorkflowWorker(task_queue, workflows, max_cached_workflows=max_cached_workflows,
+                                              checkpoint_local_activities=checkpoint_local_activities,
                                               **where) if workflows else None
         self.activity_worker = ActivityWorker(task_queue, activities, max_concurrent=max_concurrent_activities,
                                               graceful_shutdown_timeout=graceful_shutdown_timeout,

@@ -93,7 +93,11 @@ class WorkflowWorker:
                  bootstrap: str | None = None, namespace: str | None = None,
                  identity: str | None = None, max_cached_workflows: int = 1000,
                  partitions: int | None = None, new_instance: InstanceFactory | None = None,
-                 data_converter: DataConverter | None = None, metrics: WorkerMetrics | None = None) -> None:
+                 data_converter: DataConverter | None = None, metrics: WorkerMetrics | None = None,
+                 checkpoint_local_activities: bool = False) -> None:
+        """`checkpoint_local_activities`: answer a task after each local activity's outcome,
+        so that its marker is on the log before the code's next local activity starts
+        (a task per step; off: Temporal's way, the markers go with the task's completion)."""
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
@@ -115,8 +119,9 @@ class WorkflowWorker:
         self.metrics = metrics
         #: Runs the local activities of this worker's runs (inside their workflow tasks).
         self.local_activities = LocalActivityRunner(data_converter=self.client.data_converter)
-        new_instance = new_instance or functools.partial(_new_instance, data_converter=self.client.data_converter,
-                                                         local_activities=self.local_activities)
+        new_instance = new_instance or functools.partial(
+            _new_instance, data_converter=self.client.data_converter, local_activities=self.local_activities,
+            checkpoint_local_activities=checkpoint_local_activities)
         self.handler = WorkflowTaskHandler(definitions, self.identity, new_instance,
                                            StickyCache(max_cached_workflows), self._fetch_history)
         self.queries = QueryAnswerer(definitions, self.handler.cache, new_instance, self._whole_history)
@@ -312,8 +317,9 @@ class WorkflowWorker:
 
 
 def _new_instance(definition: Any, history: list[dict[str, Any]], run_id: str, *,
-                  data_converter: DataConverter, local_activities: LocalActivityRunner):
+                  data_converter: DataConverter, local_activities: LocalActivityRunner,
+                  checkpoint_local_activities: bool):
     from streamproc.workflow.instance import WorkflowInstance
 
     return WorkflowInstance(definition, history, run_id=run_id, data_converter=data_converter,
-                            local_activities=local_activities)
+                            local_activities=local_activities, checkpoint_local_activities=checkpoint_local_activities)

@@ -77,10 +77,13 @@ class WorkflowInstance:
 
     def __init__(self, definition: WorkflowDefinition, history_events: Iterable[dict[str, Any]],
                  *, run_id: str | None = None, data_converter: DataConverter | None = None,
-                 local_activities: LocalActivityRunner | None = None) -> None:
+                 local_activities: LocalActivityRunner | None = None,
+                 checkpoint_local_activities: bool = False) -> None:
         self.definition = definition
         #: Runs the run's local activities on first execution (the worker's).
         self._local_runner = local_activities
+        #: Answer the task after each local activity outcome (`local_activity_task`).
+        self._checkpoint_local = checkpoint_local_activities
         #: Payloads in this run's history and commands go through it (the worker's).
         self.data_converter = data_converter or DataConverter.default()
         self._history: list[dict[str, Any]] = list(history_events)
@@ -228,7 +231,8 @@ class WorkflowInstance:
         self._activated_task = scheduled["event_id"]
         self._activated_live = not replaying
         if not replaying:
-            self._live = LiveLocalActivities(self._runtime, self._local_runner or default_runner(), scheduled)
+            self._live = LiveLocalActivities(self._runtime, self._local_runner or default_runner(), scheduled,
+                                             self._checkpoint_local)
             return self._continue_live(commands)
         return self._activated(commands)
 

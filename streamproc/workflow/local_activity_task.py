@@ -7,6 +7,12 @@ are still running at `heartbeat_at` (80% of its timeout, as in Temporal, and at 
 30 s so the worker's consumer is polled well within Kafka's poll interval) is answered
 as it stands with a request for a new task: a workflow task heartbeat. The calls run on,
 and the run's next task carries on with them.
+
+With `checkpoint`, a task is also answered (asking for a new one) as soon as an outcome
+leaves the code waiting on another call, before that call starts: every local activity's
+marker is on the log before the next one runs, as a journaled step of Restate is. It
+costs a task per step; without it (Temporal's way) the markers of a task are written
+when it completes.
 """
 
 from __future__ import annotations
@@ -27,9 +33,11 @@ _DEFAULT_TASK_TIMEOUT_MS = 10_000
 
 
 class LiveLocalActivities:
-    def __init__(self, runtime: WorkflowRuntime, runner: LocalActivityRunner, scheduled: dict[str, Any]) -> None:
+    def __init__(self, runtime: WorkflowRuntime, runner: LocalActivityRunner, scheduled: dict[str, Any],
+                 checkpoint: bool = False) -> None:
         self._runtime = runtime
         self._runner = runner
+        self._checkpoint = checkpoint
         timeout_ms = (scheduled.get("attributes") or {}).get("start_to_close_timeout_ms") or _DEFAULT_TASK_TIMEOUT_MS
         #: When the task must be answered even if calls are still running (monotonic seconds).
         self.heartbeat_at = time.monotonic() + min(timeout_ms * HEARTBEAT_SHARE / 1000, MAX_HEARTBEAT_INTERVAL_S)
@@ -55,6 +63,9 @@ class LiveLocalActivities:
                 break
             for seq, job in done:
                 self.commands = runtime.resolve_local_activity(seq, job.result())
+            if self._checkpoint and local.to_start() and not runtime.closed and runtime.task_failure is None:
+                self.heartbeat = True  # the markers so far go to the log before the next call runs
+                break
         return self.commands
 
     def jobs(self) -> list[concurrent.futures.Future[dict[str, Any]]]:

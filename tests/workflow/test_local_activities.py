@@ -142,6 +142,14 @@ class Slow:
 
 
 @workflow.defn(name="Order")
+class TwoSteps:
+    @workflow.run
+    async def run(self, n: int) -> int:
+        n = await workflow.execute_local_activity(add_one, n, start_to_close_timeout=timedelta(seconds=5))
+        return await workflow.execute_local_activity(add_two, n, start_to_close_timeout=timedelta(seconds=5))
+
+
+@workflow.defn(name="Order")
 class Abandons:
     @workflow.run
     async def run(self, n: int) -> str:
@@ -158,8 +166,8 @@ class Abandons:
 class Worker:
     """Answers a run's workflow tasks with one cached instance, as a workflow worker does."""
 
-    def __init__(self, d: WorkflowDriver, cls: type, key: int) -> None:
-        self.d, self.key = d, key
+    def __init__(self, d: WorkflowDriver, cls: type, key: int, checkpoint: bool = False) -> None:
+        self.d, self.key, self.checkpoint = d, key, checkpoint
         self.definition = WorkflowDefinition.of(cls)
 
         async def skip(seconds: float) -> None:  # backoffs in the worker: jump, do not wait
@@ -172,7 +180,8 @@ class Worker:
     def answer(self):
         history = self.d.history(self.key)
         if self.instance is None:
-            self.instance = WorkflowInstance(self.definition, history, local_activities=self.runner)
+            self.instance = WorkflowInstance(self.definition, history, local_activities=self.runner,
+                                             checkpoint_local_activities=self.checkpoint)
         else:
             self.instance.extend(history[self.seen:])
         self.seen = len(history)
@@ -306,3 +315,22 @@ def test_an_attempt_after_a_timer_that_ran_past_schedule_to_close_times_out_with
     assert CALLS == [("add_one", 1)]
     assert _result(d, key) == ["TIMEOUT", "SCHEDULE_TO_CLOSE"]
     Replayer(workflows=[LongBackoffBounded]).replay(d.check(key))
+
+
+def test_with_checkpoints_each_marker_is_on_the_log_before_the_next_local_activity_runs(d):
+    key, _ = d.start(input="[1]")
+    worker = Worker(d, TwoSteps, key, checkpoint=True)
+    first = worker.answer()
+    assert first.force_new_task and [c["details"]["activity_type"] for c in first.commands] == ["add_one"]
+    assert d.types(key)[-2:] == ["MARKER_RECORDED", "WORKFLOW_TASK_SCHEDULED"]
+    second = worker.answer()
+    assert not second.force_new_task
+    assert [c["type"] for c in second.commands] == ["RECORD_MARKER", "COMPLETE_WORKFLOW_EXECUTION"]
+    assert _result(d, key) == 4 and CALLS == [("add_one", 1)]
+    Replayer(workflows=[TwoSteps]).replay(d.check(key))
+
+
+def test_without_checkpoints_both_steps_are_one_task(d):
+    key, _ = d.start(input="[1]")
+    outcome = Worker(d, TwoSteps, key).answer()
+    assert [c["type"] for c in outcome.commands] == ["RECORD_MARKER", "RECORD_MARKER", "COMPLETE_WORKFLOW_EXECUTION"]
