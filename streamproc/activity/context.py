@@ -42,6 +42,8 @@ class Info:
     schedule_to_close_timeout: timedelta | None
     start_to_close_timeout: timedelta | None
     heartbeat_timeout: timedelta | None
+    #: A local activity, run by the workflow worker inside its workflow task.
+    is_local: bool = False
 
 
 def info_from_task(value: dict[str, Any], started_time_ms: int,

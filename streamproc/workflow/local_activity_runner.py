@@ -141,7 +141,7 @@ class LocalActivityRunner:
                     attempt=attempt, heartbeat_details=(), scheduled_time=_time(first_ms),
                     current_attempt_scheduled_time=_time(started_ms), started_time=_time(started_ms),
                     schedule_to_close_timeout=_timeout(r.schedule_to_close_ms),
-                    start_to_close_timeout=_timeout(r.start_to_close_ms), heartbeat_timeout=None)
+                    start_to_close_timeout=_timeout(r.start_to_close_ms), heartbeat_timeout=None, is_local=True)
         # A local activity has no heartbeats to send: the workflow task is what is kept alive.
         ctx = ActivityContext(info, lambda details: None, is_async=asyncio.iscoroutinefunction(r.fn))
         if ctx.is_async:

@@ -26,6 +26,7 @@ RELEASE = threading.Event()
 
 @activity.defn
 def add_one(n: int) -> int:
+    assert activity.info().is_local
     CALLS.append(("add_one", activity.info().attempt))
     if FAILURES_LEFT["n"] > 0:
         FAILURES_LEFT["n"] -= 1
