@@ -104,24 +104,12 @@ class LocalActivityRunner:
                                    "original_schedule_time_ms": first_ms}
         attempt = r.attempt
         while True:
-            started_ms = self.clock.now_ms()
-            timeout_ms, timeout_type = r.start_to_close_ms, TimeoutType.START_TO_CLOSE
-            if expiration_ms is not None and (not timeout_ms or expiration_ms - started_ms < timeout_ms):
-                timeout_ms, timeout_type = expiration_ms - started_ms, TimeoutType.SCHEDULE_TO_CLOSE
-            try:
-                if timeout_type is TimeoutType.SCHEDULE_TO_CLOSE and timeout_ms <= 0:
-                    raise asyncio.TimeoutError  # the timer's backoff ran past schedule-to-close
-                result = await asyncio.wait_for(self._call(r, attempt, first_ms, started_ms),
-                                                timeout_ms / 1000 if timeout_ms else None)
-                return {**details, "attempt": attempt, "result": self.converter.encode(result)}
-            except asyncio.TimeoutError:
-                failure = failure_to_record(TimeoutFailure(message=f"activity {timeout_type.short_name} timeout",
-                                                           timeout_type=timeout_type))
-            except Exception as exc:  # the attempt's failure, as a remote activity reports it
-                failure = attempt_failure(exc, self.converter)
-            now_ms = self.clock.now_ms()
+            result, failure = await self._attempt(r, attempt, first_ms, expiration_ms)
+            if failure is None:
+                return {**details, "attempt": attempt, "result": result}
             plan = plan_local_retry(r.retry_policy, attempt=attempt, failure=failure_from_record(failure),
-                                    now=_time(now_ms), expiration=_time(expiration_ms) if expiration_ms else None,
+                                    now=_time(self.clock.now_ms()),
+                                    expiration=_time(expiration_ms) if expiration_ms else None,
                                     local_retry_threshold=timedelta(milliseconds=r.local_retry_threshold_ms))
             if not plan.retries:
                 if plan.retry_state is RetryState.TIMEOUT and failure.get("kind") != "TIMEOUT":
@@ -135,6 +123,29 @@ class LocalActivityRunner:
                         "retry_state": plan.retry_state.name}
             await self._sleep(delay_ms / 1000)
             attempt += 1
+
+    async def _attempt(self, r: LocalActivityRequest, attempt: int, first_ms: int,
+                       expiration_ms: int | None) -> tuple[str | None, dict[str, Any] | None]:
+        """One attempt: (the encoded result, None) or (None, its FailureRecord). It is
+        bounded by start-to-close, or by what is left of schedule-to-close if that is less."""
+        started_ms = self.clock.now_ms()
+        timeout_ms, timeout_type = r.start_to_close_ms, TimeoutType.START_TO_CLOSE
+        if expiration_ms is not None and (not timeout_ms or expiration_ms - started_ms < timeout_ms):
+            timeout_ms, timeout_type = expiration_ms - started_ms, TimeoutType.SCHEDULE_TO_CLOSE
+        timed_out = failure_to_record(TimeoutFailure(message=f"activity {timeout_type.short_name} timeout",
+                                                     timeout_type=timeout_type))
+        if timeout_type is TimeoutType.SCHEDULE_TO_CLOSE and timeout_ms <= 0:
+            return None, timed_out  # a timer's backoff ran past schedule-to-close: no time for this one
+        call = asyncio.ensure_future(self._call(r, attempt, first_ms, started_ms))
+        # asyncio.wait, not wait_for: a TimeoutError the function raises itself is its own failure.
+        done, _ = await asyncio.wait({call}, timeout=timeout_ms / 1000 if timeout_ms else None)
+        if not done:
+            call.cancel()
+            return None, timed_out
+        try:
+            return self.converter.encode(call.result()), None
+        except Exception as exc:  # the attempt's failure, as a remote activity reports it
+            return None, attempt_failure(exc, self.converter)
 
     async def _call(self, r: LocalActivityRequest, attempt: int, first_ms: int, started_ms: int) -> Any:
         info = Info(activity_id=r.activity_id, activity_type=r.activity_type, task_queue=r.task_queue,

@@ -50,6 +50,17 @@ async def refuse(n: int) -> int:
 
 
 @activity.defn
+async def hang(n: int) -> int:
+    await asyncio.sleep(30)
+    return n
+
+
+@activity.defn
+def raise_timeout(n: int) -> int:
+    raise TimeoutError("the remote service did not answer")
+
+
+@activity.defn
 def wait_for_release(n: int) -> int:
     RELEASE.wait(30)
     return n
@@ -148,6 +159,21 @@ class TwoSteps:
     async def run(self, n: int) -> int:
         n = await workflow.execute_local_activity(add_one, n, start_to_close_timeout=timedelta(seconds=5))
         return await workflow.execute_local_activity(add_two, n, start_to_close_timeout=timedelta(seconds=5))
+
+
+@workflow.defn(name="Order")
+class TimesOut:
+    @workflow.run
+    async def run(self, n: int) -> list:
+        out = []
+        for fn in (hang, raise_timeout):
+            try:
+                await workflow.execute_local_activity(fn, n, start_to_close_timeout=timedelta(milliseconds=100),
+                                                      retry_policy=workflow.RetryPolicy(maximum_attempts=2))
+            except workflow.ActivityError as e:
+                out.append([e.retry_state.name, type(e.cause).__name__, getattr(e.cause, "type", None)])
+        out[0][2] = out[0][2].name
+        return out
 
 
 @workflow.defn(name="Order")
@@ -335,3 +361,12 @@ def test_without_checkpoints_both_steps_are_one_task(d):
     key, _ = d.start(input="[1]")
     outcome = Worker(d, TwoSteps, key).answer()
     assert [c["type"] for c in outcome.commands] == ["RECORD_MARKER", "RECORD_MARKER", "COMPLETE_WORKFLOW_EXECUTION"]
+
+
+def test_start_to_close_bounds_an_attempt_and_a_timeout_the_function_raises_is_its_own_failure(d):
+    key, _ = d.start(input="[1]")
+    Worker(d, TimesOut, key).answer()
+    assert _result(d, key) == [["MAXIMUM_ATTEMPTS_REACHED", "TimeoutError", "START_TO_CLOSE"],
+                               ["MAXIMUM_ATTEMPTS_REACHED", "ApplicationError", "TimeoutError"]]
+    (hung, raised) = attrs(d.check(key), "MARKER_RECORDED")
+    assert (hung["details"]["attempt"], raised["details"]["attempt"]) == (2, 2)
