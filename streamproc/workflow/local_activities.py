@@ -19,7 +19,7 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.call_arguments import NO_ARG, call_arguments
@@ -36,6 +36,9 @@ from streamproc.workflow.current import current_runtime
 from streamproc.workflow.local_activity_markers import local_activity_error
 from streamproc.workflow.local_activity_runner import LocalActivityRequest
 
+if TYPE_CHECKING:
+    from streamproc.workflow.runtime import WorkflowRuntime
+
 __all__ = ["LocalActivityHandle", "start_local_activity", "execute_local_activity"]
 
 
@@ -44,14 +47,14 @@ class LocalActivityHandle(asyncio.Task):  # type: ignore[type-arg]
     Cancelling it stops waiting for it at once and records nothing; a running async
     function is cancelled, a plain one runs on in its thread and its result is dropped."""
 
-    def __init__(self, runtime: Any, request: LocalActivityRequest) -> None:
+    def __init__(self, runtime: WorkflowRuntime, request: LocalActivityRequest) -> None:
         self.activity_id = request.activity_id
         self.activity_type = request.activity_type
         super().__init__(_attempts(runtime, request), loop=runtime.loop,
                          name=f"local activity {request.activity_id} ({request.activity_type})")
 
 
-async def _attempts(runtime: Any, request: LocalActivityRequest) -> Any:
+async def _attempts(runtime: WorkflowRuntime, request: LocalActivityRequest) -> Any:
     while True:
         try:
             details = await runtime.local_activities.schedule(request)
