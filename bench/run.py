@@ -25,6 +25,8 @@ SCENARIOS = {
     "activities_per_sec": "bench.activity_throughput",
     "workflows_1_activity": "bench.workflow_throughput:run_one_activity",
     "workflows_10_sequential": "bench.workflow_throughput:run_sequential",
+    "workflows_1_local_activity": "bench.workflow_throughput:run_one_local_activity",
+    "workflows_10_sequential_local": "bench.workflow_throughput:run_sequential_local",
     "workflow_latency_single": "bench.workflow_latency:run",
     "timer_accuracy": "bench.workflow_timers:run",
     "broker_restart_recovery": "bench.broker_restart_recovery",
@@ -35,7 +37,8 @@ SCENARIOS = {
     "schedule_memory": "bench.schedules:run_memory",
 }
 #: Scenarios that take --workers and --profile (worker processes; py-spy files prefix).
-WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflow_latency_single",
+WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflows_1_local_activity",
+                      "workflows_10_sequential_local", "workflow_latency_single",
                       "timer_accuracy", "signal_throughput", "query_latency", "child_workflows"}
 
 
@@ -63,6 +66,9 @@ def main() -> int:
                              "what metrics cost")
     parser.add_argument("--no-eager-activities", action="store_true",
                         help="workflow workers send every activity through the task queue (workflow scenarios)")
+    parser.add_argument("--checkpoint-local-activities", action="store_true",
+                        help="workflow workers answer a task after each local activity, so each step is on the "
+                             "log before the next runs (workflow scenarios; default: Temporal's way, one task)")
     args = parser.parse_args()
 
     # Only the result goes to stdout: anything else printed here or by libraries goes to stderr.
@@ -98,6 +104,9 @@ def main() -> int:
             if args.no_eager_activities:  # read by the worker processes
                 from bench.workflow_worker_main import NO_EAGER_ENV
                 os.environ[NO_EAGER_ENV] = "1"
+            if args.checkpoint_local_activities:
+                from bench.workflow_worker_main import CHECKPOINT_LOCAL_ENV
+                os.environ[CHECKPOINT_LOCAL_ENV] = "1"
         result = scenario_run(bench, args.quick, **kwargs)
     finally:
         broker = pid_cpu_seconds(broker_pid) - broker_before  # before a broker started here stops
@@ -105,7 +114,9 @@ def main() -> int:
     ours = _own_cpu_s() - ours_before
     if bench.broker is not None:  # a broker started here is a child: its CPU is in ours too
         ours = max(0.0, ours - broker)
-    extra = {"eager_activities": not args.no_eager_activities} if args.scenario in WORKFLOW_SCENARIOS else {}
+    extra = {"eager_activities": not args.no_eager_activities,
+             "checkpoint_local_activities": args.checkpoint_local_activities} \
+        if args.scenario in WORKFLOW_SCENARIOS else {}
     if args.scenario.startswith("jobs_"):
         extra["job_start"] = "unconfirmed" if args.job_start_unconfirmed else "confirmed"
     line = {"scenario": args.scenario, "quick": args.quick, "metrics": args.metrics, **extra, **result,

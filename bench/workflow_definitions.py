@@ -36,6 +36,26 @@ class SequentialActivities:
         return total
 
 
+@workflow.defn(name="BenchOneLocalActivity")
+class OneLocalActivity:
+    @workflow.run
+    async def run(self, value: int) -> int:
+        return await workflow.execute_local_activity(echo, value, start_to_close_timeout=ACTIVITY_TIMEOUT)
+
+
+@workflow.defn(name="BenchSequentialLocalActivities")
+class SequentialLocalActivities:
+    """Temporal's mode: the steps run one after the other inside one workflow task, and
+    their markers are written when it completes."""
+
+    @workflow.run
+    async def run(self, steps: int) -> int:
+        total = 0
+        for step in range(steps):
+            total += await workflow.execute_local_activity(echo, step, start_to_close_timeout=ACTIVITY_TIMEOUT)
+        return total
+
+
 @workflow.defn(name="BenchOneTimer")
 class OneTimer:
     @workflow.run
@@ -108,5 +128,5 @@ class Parent:
         return sum(results)
 
 
-WORKFLOWS = [OneActivity, SequentialActivities, OneTimer, SignalSink, LongHistory, Child, Parent]
+WORKFLOWS = [OneActivity, SequentialActivities, OneLocalActivity, SequentialLocalActivities, OneTimer, SignalSink, LongHistory, Child, Parent]
 ACTIVITIES = [echo]

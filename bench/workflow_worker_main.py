@@ -2,7 +2,8 @@
 
 The benchmarks start this module as a child process (STREAMPROC_BOOTSTRAP and
 STREAMPROC_NAMESPACE name the broker and topics; BENCH_NO_EAGER_ACTIVITIES=1 turns eager
-activity execution off).
+activity execution off; BENCH_CHECKPOINT_LOCAL_ACTIVITIES=1 answers a workflow task after
+each local activity, so each step's marker is on the log before the next step runs).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from streamproc.worker import Worker
 
 #: Set by `bench/run.py --no-eager-activities`.
 NO_EAGER_ENV = "BENCH_NO_EAGER_ACTIVITIES"
+#: Set by `bench/run.py --checkpoint-local-activities`.
+CHECKPOINT_LOCAL_ENV = "BENCH_CHECKPOINT_LOCAL_ACTIVITIES"
 
 
 def main() -> None:
@@ -24,7 +27,8 @@ def main() -> None:
     queue = sys.argv[1]
     with SyncClient() as client:
         Worker(client, task_queue=queue, workflows=WORKFLOWS, activities=ACTIVITIES,
-               disable_eager_activity_execution=os.environ.get(NO_EAGER_ENV) == "1").run()
+               disable_eager_activity_execution=os.environ.get(NO_EAGER_ENV) == "1",
+               checkpoint_local_activities=os.environ.get(CHECKPOINT_LOCAL_ENV) == "1").run()
 
 
 if __name__ == "__main__":

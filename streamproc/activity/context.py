@@ -53,7 +53,7 @@ class Info:
     workflow_run_id: str | None = None
     workflow_type: str | None = None
     workflow_namespace: str | None = None
-    #: Always False: there are no local activities.
+    #: A local activity, run by the workflow worker inside its workflow task.
     is_local: bool = False
 
     def logger_details(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from streamproc.converter import DataConverter
 from streamproc.protocol.wire_values import ceil_ms
 from streamproc.semantics import TimeoutType
 
-__all__ = ["failure_from_exception", "exception_from_failure"]
+__all__ = ["failure_from_exception", "exception_from_failure", "attempt_failure"]
 
 #: Causes nest; a cycle or an absurd chain must not blow the stack (as the engine's codec).
 _MAX_DEPTH = 20
@@ -49,6 +49,18 @@ def failure_from_exception(exc: BaseException, depth: int = 0, *,
     if cause is not None and depth < _MAX_DEPTH:
         record["cause"] = failure_from_exception(cause, depth + 1, converter=converter)
     return record
+
+
+def attempt_failure(exc: BaseException, converter: DataConverter) -> dict[str, Any]:
+    """The FailureRecord of an attempt that raised `exc`, even when its details cannot be
+    encoded (the attempt still fails, and the message says why)."""
+    try:
+        return failure_from_exception(exc, converter=converter)
+    except TypeError as bad:
+        return failure_from_exception(errors.ApplicationError(
+            f"{type(exc).__name__}: {exc} (its details could not be encoded: {bad})",
+            type=getattr(exc, "type", None) or type(exc).__name__,
+            non_retryable=bool(getattr(exc, "non_retryable", False))))
 
 
 def exception_from_failure(record: dict[str, Any] | None, depth: int = 0, *,

@@ -86,10 +86,13 @@ def worker_run(task_queue: str, handler: str, worker_id: str | None, backoff_s: 
 @click.option("--max-cached-workflows", type=click.IntRange(0), default=1000, show_default=True)
 @click.option("--no-eager-activities", "no_eager", is_flag=True,
               help="Send every activity through the task queue, even those this worker could run at once.")
+@click.option("--checkpoint-local-activities", "checkpoint_local", is_flag=True,
+              help="Answer a workflow task after each local activity: each step's marker is on the log "
+                   "before the next step runs (a task per step).")
 @METRICS_PORT
 def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[str, ...],
                  identity: str | None, max_concurrent_activities: int, max_cached_workflows: int,
-                 no_eager: bool, metrics_port: int) -> None:
+                 no_eager: bool, checkpoint_local: bool, metrics_port: int) -> None:
     """Run TASK_QUEUE's workflows and activities until SIGINT/SIGTERM (then leave the groups cleanly)."""
     from streamproc.activity.definition import ActivityDefinition
     from streamproc.client import Client
@@ -109,7 +112,7 @@ def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[
             w = Worker(client, task_queue=task_queue, workflows=workflow_classes, activities=activity_functions,
                        identity=identity, max_concurrent_activities=max_concurrent_activities,
                        max_cached_workflows=max_cached_workflows, disable_eager_activity_execution=no_eager,
-                       metrics=metrics)
+                       checkpoint_local_activities=checkpoint_local, metrics=metrics)
         except ValueError as exc:  # two workflows or activities of the same name
             raise click.UsageError(str(exc)) from None
         with metrics_served(metrics_port, metrics and metrics.registry, ready=w.is_ready):

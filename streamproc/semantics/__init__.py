@@ -15,6 +15,7 @@ from streamproc.semantics.durations import *  # noqa: F401,F403
 from streamproc.semantics.enums import *  # noqa: F401,F403
 from streamproc.semantics.errors import *  # noqa: F401,F403
 from streamproc.semantics.failures import *  # noqa: F401,F403
+from streamproc.semantics.local_activity_retry import *  # noqa: F401,F403
 from streamproc.semantics.retry import *  # noqa: F401,F403
 from streamproc.semantics.schedule_calendar import *  # noqa: F401,F403
 from streamproc.semantics.schedule_cron import *  # noqa: F401,F403
@@ -31,13 +32,13 @@ from streamproc.semantics.workflow_timeout_outcomes import *  # noqa: F401,F403
 from streamproc.semantics.workflow_timeouts import *  # noqa: F401,F403
 from streamproc.semantics import (  # noqa: E402
     activity_attempts, activity_timeline, activity_timeouts, backoff, durations, enums, errors, failures,
-    retry, schedule_calendar, schedule_cron, schedule_interval, schedule_overlap, schedule_spec, swf,
+    local_activity_retry, retry, schedule_calendar, schedule_cron, schedule_interval, schedule_overlap, schedule_spec, swf,
     workflow_events, workflow_history, workflow_history_limits, workflow_ids, workflow_retry,
     workflow_timeout_outcomes, workflow_timeouts)
 
 _MODULES = (
     activity_attempts, activity_timeline, activity_timeouts, backoff, durations, enums, errors, failures,
-    retry, schedule_calendar, schedule_cron, schedule_interval, schedule_overlap, schedule_spec, swf,
+    local_activity_retry, retry, schedule_calendar, schedule_cron, schedule_interval, schedule_overlap, schedule_spec, swf,
     workflow_events, workflow_history, workflow_history_limits, workflow_ids, workflow_retry,
     workflow_timeout_outcomes, workflow_timeouts)
 __all__ = list(dict.fromkeys(name for module in _MODULES for name in module.__all__))

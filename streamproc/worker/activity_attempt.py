@@ -28,9 +28,8 @@ from streamproc.activity.context import (
     set_current,
 )
 from streamproc.activity.definition import ActivityDefinition
-from streamproc.activity.failures import failure_from_exception
+from streamproc.activity.failures import attempt_failure, failure_from_exception
 from streamproc.activity.heartbeats import NOTHING, HeartbeatSender, throttle_interval
-from streamproc.converter import DataConverter
 from streamproc.type_hints import call_types
 from streamproc.protocol.records import (
     ActivityIntent,
@@ -106,10 +105,10 @@ class ActivityAttempt:
                 details = converter.encode_details(list(exc.details)) if exc.details else None
                 self._finish(A.REPORT_CANCELED, {"details": details})
             else:
-                self._finish(A.FAIL, {"failure": _failure(exc, converter)})
+                self._finish(A.FAIL, {"failure": attempt_failure(exc, converter)})
         except BaseException as exc:  # any error fails the attempt, never the worker
             self.log.info("activity_raised", error=repr(exc))
-            self._finish(A.FAIL, {"failure": _failure(exc, converter)})
+            self._finish(A.FAIL, {"failure": attempt_failure(exc, converter)})
         else:
             self._finish(A.COMPLETE, {"result": result})
 
@@ -225,13 +224,3 @@ async def _run_coroutine(ctx: ActivityContext, fn: Callable[..., Any], args: tup
         return await fn(*args)
     except asyncio.CancelledError:
         raise errors.CancelledError(f"activity cancelled: {ctx.cancel_reason}") from None
-
-
-def _failure(exc: BaseException, converter: DataConverter) -> dict[str, Any]:
-    try:
-        return failure_from_exception(exc, converter=converter)
-    except TypeError as bad:  # details that JSON cannot hold: still fail, and say why
-        return failure_from_exception(errors.ApplicationError(
-            f"{type(exc).__name__}: {exc} (its details could not be encoded: {bad})",
-            type=getattr(exc, "type", None) or type(exc).__name__,
-            non_retryable=bool(getattr(exc, "non_retryable", False))))

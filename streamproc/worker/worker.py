@@ -49,7 +49,8 @@ class Worker:
                  max_concurrent_activities: int = 100, max_concurrent_workflow_tasks: int | None = None,
                  graceful_shutdown_timeout: timedelta = timedelta(0),
                  data_converter: DataConverter | None = None,
-                 disable_eager_activity_execution: bool = False, metrics: WorkerMetrics | None = None) -> None:
+                 disable_eager_activity_execution: bool = False, metrics: WorkerMetrics | None = None,
+                 checkpoint_local_activities: bool = False) -> None:
         """`data_converter` defaults to the client's, as in Temporal. Activities that the
         workflows schedule on this queue run eagerly here when a slot is free (see
         `streamproc.worker.eager_activities`), unless `disable_eager_activity_execution`.
@@ -57,7 +58,8 @@ class Worker:
         as in Temporal). `max_concurrent_workflow_tasks` is accepted (>= 1): this worker
         answers workflow tasks one at a time, which never exceeds it. `graceful_shutdown_timeout`:
         how long a shutdown lets running activities finish before cancelling them.
-        `metrics`: where both parts report (Prometheus; None: nowhere)."""
+        `metrics`: where both parts report (Prometheus; None: nowhere).
+        `checkpoint_local_activities`: see `WorkflowWorker`."""
         ensure_logging_configured()  # its lines to standard error, not into the program's output
         workflows, activities = list(workflows), list(activities)
         if not workflows and not activities:
@@ -76,6 +78,7 @@ class Worker:
                  "data_converter": data_converter or client.data_converter, "metrics": metrics}
         self.task_queue = task_queue
         self.workflow_worker = WorkflowWorker(task_queue, workflows, max_cached_workflows=max_cached_workflows,
+                                              checkpoint_local_activities=checkpoint_local_activities,
                                               **where) if workflows else None
         self.activity_worker = ActivityWorker(task_queue, activities, max_concurrent=max_concurrent_activities,
                                               graceful_shutdown_timeout=graceful_shutdown_timeout,

@@ -15,6 +15,9 @@ whole history with the next attempt.
 
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,7 +51,7 @@ def not_registered(workflow_type: str, definitions: Mapping[str, Any]) -> str:
 class Instance(Protocol):
     """The part of `streamproc.workflow.instance.WorkflowInstance` a worker uses."""
 
-    def activate(self) -> Any: ...
+    def activate(self, wait: bool = True) -> Any: ...
 
     def extend(self, events: list[dict[str, Any]]) -> None: ...
 
@@ -59,6 +62,21 @@ class Instance(Protocol):
 InstanceFactory = Callable[[Any, list[dict[str, Any]], str], Instance]
 #: The run's history as the engine has it now (GET_HISTORY), for a task that lacks its start.
 HistoryFetcher = Callable[[WorkflowTask], list[dict[str, Any]]]
+
+
+@dataclasses.dataclass(eq=False)
+class PendingAnswer:
+    """A task whose code waits on local activities: `WorkflowTaskHandler.resume` it once
+    one of `jobs()` is done, or at `heartbeat_at()`."""
+
+    task: WorkflowTask
+    instance: Any
+
+    def jobs(self) -> list[concurrent.futures.Future[Any]]:
+        return self.instance.local_activity_jobs()
+
+    def heartbeat_at(self) -> float:
+        return self.instance.local_activity_heartbeat_at()
 
 
 class HistoryUnavailable(Exception):
@@ -92,9 +110,10 @@ class WorkflowTaskHandler:
         #: Set when an ActivityWorker of this process runs the queue's activities eagerly.
         self.eager: EagerActivities | None = None
 
-    def answer(self, task: WorkflowTask) -> Record | None:
+    def answer(self, task: WorkflowTask, wait: bool = True) -> Record | PendingAnswer | None:
         """TASK_COMPLETE or TASK_FAIL for `task` (None: a retried attempt failed again, left
-        to time out); never raises for what the code does."""
+        to time out); never raises for what the code does. With `wait=False`, a task whose
+        code waits on local activities is a PendingAnswer to `resume` later."""
         definition = self.definitions.get(task.workflow_type)
         if definition is None:
             self.cache.evict(task.run_id)
@@ -104,7 +123,7 @@ class WorkflowTaskHandler:
             instance = self._instance_for(task, definition)
             if hasattr(instance, "offer_updates"):  # test doubles may lack it
                 instance.offer_updates(list(task.updates))
-            outcome = instance.activate()
+            outcome = instance.activate() if wait else instance.activate(wait=False)
         except HistoryUnavailable as exc:
             self.cache.evict(task.run_id)
             return self._fail(task, UNHANDLED_FAILURE, failure_from_exception(errors.ApplicationError(
@@ -114,6 +133,40 @@ class WorkflowTaskHandler:
             log.exception("workflow_activation_crashed", workflow_id=task.workflow_id, run_id=task.run_id)
             self.cache.evict(task.run_id)
             return self._fail(task, UNHANDLED_FAILURE, failure_from_exception(exc))
+        return self._settle(task, instance, outcome)
+
+    def resume(self, pending: PendingAnswer) -> Record | PendingAnswer | None:
+        """`answer` again for a task that waited on local activities."""
+        task = pending.task
+        try:
+            outcome = pending.instance.activate(wait=False)
+        except Exception as exc:  # a runtime bug fails this task, never the worker
+            log.exception("workflow_activation_crashed", workflow_id=task.workflow_id, run_id=task.run_id)
+            self.cache.evict(task.run_id)
+            return self._fail(task, UNHANDLED_FAILURE, failure_from_exception(exc))
+        return self._settle(task, pending.instance, outcome)
+
+    def answer_when_local_activities_end(self, waiting: list[PendingAnswer],
+                                         send: Callable[[WorkflowTask, Record | None], None]) -> None:
+        """Tasks whose code waits on local activities (a batch's): all their activities run
+        at once, and each task is `send` its answer as soon as its code is done or must
+        heartbeat."""
+        while waiting:
+            jobs = [job for pending in waiting for job in pending.jobs()]
+            timeout = max(min(pending.heartbeat_at() for pending in waiting) - time.monotonic(), 0)
+            concurrent.futures.wait(jobs, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED)
+            still = []
+            for pending in waiting:
+                answer = self.resume(pending)
+                if isinstance(answer, PendingAnswer):
+                    still.append(answer)
+                else:
+                    send(pending.task, answer)
+            waiting = still
+
+    def _settle(self, task: WorkflowTask, instance: Instance, outcome: Any) -> Record | PendingAnswer | None:
+        if outcome is None:
+            return PendingAnswer(task, instance)
         commands = getattr(outcome, "commands", None)
         if getattr(outcome, "failure", None) is not None or commands is None:
             # The instance may have run ahead of the history the engine will keep.
@@ -127,7 +180,10 @@ class WorkflowTaskHandler:
         request = None
         if self.eager is not None:
             commands, request = self.eager.ask(commands)
-        answer = self._command(task, WorkflowIntent.TASK_COMPLETE, commands=orjson.dumps(commands).decode())
+        extra = {}
+        if getattr(outcome, "force_new_task", False):  # a workflow task heartbeat: local activities run on
+            extra["attributes"] = orjson.dumps({"force_create_new_workflow_task": True}).decode()
+        answer = self._command(task, WorkflowIntent.TASK_COMPLETE, commands=orjson.dumps(commands).decode(), **extra)
         if request is not None:
             answer.request_id, answer.reply_partition = request
         return answer

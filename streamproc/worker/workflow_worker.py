@@ -15,7 +15,10 @@ worker that dies loses nothing: the tasks it had not answered are delivered agai
 whoever gets the partition, and if that answer comes too late the engine's task timeout
 schedules the task again. Apart from its sticky cache (an optimisation), a worker keeps
 no state. Tasks run one at a time on the polling thread: workflow code only computes
-(activities do the waiting), so a task is short.
+(activities do the waiting), so a task is short. A task whose code waits on local
+activities waits for them on that thread (they run on the runner's own loop and
+threads), at most 80% of its task timeout, after which it is answered as a workflow task
+heartbeat and the run's next task carries on with them.
 """
 
 from __future__ import annotations
@@ -46,9 +49,10 @@ from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.task_leases import OverdueAttempts
 from streamproc.worker.task_queue_membership import GROUP_TIMING, TaskQueueMembership
 from streamproc.worker.sticky_cache import StickyCache
-from streamproc.worker.workflow_activation import InstanceFactory, WorkflowTaskHandler
+from streamproc.worker.workflow_activation import InstanceFactory, PendingAnswer, WorkflowTaskHandler
 from streamproc.worker.workflow_queries import QueryAnswerer
 from streamproc.worker.workflow_task_pages import TaskPageAssembler, WorkflowTask
+from streamproc.workflow.local_activity_runner import LocalActivityRunner
 
 log = structlog.get_logger("streamproc.worker")
 
@@ -89,7 +93,11 @@ class WorkflowWorker:
                  bootstrap: str | None = None, namespace: str | None = None,
                  identity: str | None = None, max_cached_workflows: int = 1000,
                  partitions: int | None = None, new_instance: InstanceFactory | None = None,
-                 data_converter: DataConverter | None = None, metrics: WorkerMetrics | None = None) -> None:
+                 data_converter: DataConverter | None = None, metrics: WorkerMetrics | None = None,
+                 checkpoint_local_activities: bool = False) -> None:
+        """`checkpoint_local_activities`: answer a task after each local activity's outcome,
+        so that its marker is on the log before the code's next local activity starts
+        (a task per step; off: Temporal's way, the markers go with the task's completion)."""
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
@@ -110,8 +118,11 @@ class WorkflowWorker:
         self.stats = WorkflowWorkerStats()
         #: Prometheus metrics (None: off).
         self.metrics = metrics
-        new_instance = new_instance or functools.partial(_new_instance, data_converter=self.client.data_converter,
-                                                         namespace=self.client.topics.namespace)
+        #: Runs the local activities of this worker's runs (inside their workflow tasks).
+        self.local_activities = LocalActivityRunner(data_converter=self.client.data_converter)
+        new_instance = new_instance or functools.partial(
+            _new_instance, data_converter=self.client.data_converter, namespace=self.client.topics.namespace,
+            local_activities=self.local_activities, checkpoint_local_activities=checkpoint_local_activities)
         self.handler = WorkflowTaskHandler(definitions, self.identity, new_instance,
                                            StickyCache(max_cached_workflows), self._fetch_history)
         self.queries = QueryAnswerer(definitions, self.handler.cache, new_instance, self._whole_history)
@@ -168,6 +179,7 @@ class WorkflowWorker:
             if self.handler.eager is not None:
                 self.handler.eager.release_all()
             self.client.close_workflow_requests()
+            self.local_activities.close()
             log.info("workflow_worker_stopped", task_queue=self.task_queue,
                      stats=dataclasses.asdict(self.stats))
 
@@ -209,13 +221,17 @@ class WorkflowWorker:
             return
         ends: dict[tuple[str, int], int] = {}
         firsts: dict[tuple[str, int], int] = {}
+        waiting: list[PendingAnswer] = []
         for msg in messages:
             if msg.error() is not None:
                 log.warning("workflow_task_consume_error", error=str(msg.error()))
                 continue
             ends[(msg.topic(), msg.partition())] = msg.offset() + 1
             firsts.setdefault((msg.topic(), msg.partition()), msg.offset())
-            self._answer(msg)
+            pending = self._answer(msg)
+            if pending is not None:
+                waiting.append(pending)
+        self.handler.answer_when_local_activities_end(waiting, self._send_answer)
         # 1. every answer of the batch is on the log ...
         try:
             self.client.flush()
@@ -244,7 +260,7 @@ class WorkflowWorker:
         if err is not None:
             log.warning("workflow_task_commit_failed", error=str(err))
 
-    def _answer(self, msg: Message) -> None:
+    def _answer(self, msg: Message) -> PendingAnswer | None:
         try:
             record = codec.decode(msg.value(), msg.headers())
             if record.value_type == ValueType.WORKFLOW and record.intent == WorkflowIntent.QUERY_TASK:
@@ -266,9 +282,15 @@ class WorkflowWorker:
         if metrics is not None:  # scheduled: the engine's time on the task's record
             metrics.task_started(self.task_queue, "workflow", record.timestamp_ms, time.time_ns() // 1_000_000)
             began = time.monotonic()
-        answer = self.handler.answer(task)
+        answer = self.handler.answer(task, wait=False)
         if metrics is not None:
             metrics.workflow_task_executed(self.task_queue, time.monotonic() - began)
+        if isinstance(answer, PendingAnswer):
+            return answer
+        self._send_answer(task, answer)
+        return None
+
+    def _send_answer(self, task: WorkflowTask, answer) -> None:
         if answer is None:
             self.stats.unanswered += 1
         else:
@@ -296,7 +318,9 @@ class WorkflowWorker:
 
 
 def _new_instance(definition: Any, history: list[dict[str, Any]], run_id: str, *,
-                  data_converter: DataConverter, namespace: str = ""):
+                  data_converter: DataConverter, local_activities: LocalActivityRunner,
+                  checkpoint_local_activities: bool, namespace: str = ""):
     from streamproc.workflow.instance import WorkflowInstance
 
-    return WorkflowInstance(definition, history, run_id=run_id, data_converter=data_converter, namespace=namespace)
+    return WorkflowInstance(definition, history, run_id=run_id, data_converter=data_converter, namespace=namespace,
+                            local_activities=local_activities, checkpoint_local_activities=checkpoint_local_activities)

@@ -13,6 +13,9 @@
             return await workflow.execute_activity("charge", order_id,
                                                    start_to_close_timeout=timedelta(seconds=10))
 
+`execute_local_activity(fn, ...)` runs a function in the workflow worker itself, inside
+the workflow task, with its outcome recorded as a marker (Temporal's local activities).
+
 Workflow code runs on a deterministic event loop and is replayed from the run's history
 on every workflow task (or resumed from a worker's cache), so it must get time,
 randomness and ids from this module, and do I/O only in activities. Raising
@@ -73,6 +76,15 @@ from streamproc.workflow.errors import (
     NotInWorkflowError,
     ReadOnlyContextError,
 )
+from streamproc.workflow.local_activities import (
+    LocalActivityHandle,
+    execute_local_activity,
+    start_local_activity,
+)
+
+#: Temporal's names for a local activity that is a method: the same calls.
+execute_local_activity_method = execute_local_activity
+start_local_activity_method = start_local_activity
 from streamproc.workflow.last_run import get_last_completion_result, get_last_failure, has_last_completion_result
 from streamproc.workflow.logger import LoggerAdapter, logger
 
@@ -101,6 +113,11 @@ __all__ = [
     "start_activity_method",
     "ActivityHandle",
     "ActivityCancellationType",
+    "execute_local_activity",
+    "start_local_activity",
+    "execute_local_activity_method",
+    "start_local_activity_method",
+    "LocalActivityHandle",
     "start_child_workflow",
     "execute_child_workflow",
     "get_external_workflow_handle",
@@ -146,17 +163,13 @@ __all__ = [
     "ReadOnlyContextError",
 ]
 
-_LOCAL_ACTIVITIES = "local activities (use execute_activity: every activity goes through the engine)"
+_LOCAL_ACTIVITY_OPTIONS = "LocalActivityConfig (pass the options to execute_local_activity)"
 _SEARCH_ATTRIBUTES = "search attributes"
 _NEXUS = "Nexus operations"
 __getattr__ = unsupported_names(__name__, {
-    "execute_local_activity": _LOCAL_ACTIVITIES,
-    "start_local_activity": _LOCAL_ACTIVITIES,
-    "execute_local_activity_method": _LOCAL_ACTIVITIES,
-    "start_local_activity_method": _LOCAL_ACTIVITIES,
-    "execute_local_activity_class": _LOCAL_ACTIVITIES,
-    "start_local_activity_class": _LOCAL_ACTIVITIES,
-    "LocalActivityConfig": _LOCAL_ACTIVITIES,
+    "execute_local_activity_class": "local activities that are callable class instances",
+    "start_local_activity_class": "local activities that are callable class instances",
+    "LocalActivityConfig": _LOCAL_ACTIVITY_OPTIONS,
     "execute_activity_class": "activities that are callable class instances",
     "start_activity_class": "activities that are callable class instances",
     "upsert_search_attributes": _SEARCH_ATTRIBUTES,

@@ -110,7 +110,7 @@ def start_activity(
         if args:
             raise TypeError("pass one argument as `arg` or several as `args`, not both")
         args = (arg,)
-    requested = ActivityTimeouts(*(_timeout(value, name) for value, name in (
+    requested = ActivityTimeouts(*(timeout_option(value, name) for value, name in (
         (schedule_to_close_timeout, "schedule_to_close_timeout"),
         (schedule_to_start_timeout, "schedule_to_start_timeout"),
         (start_to_close_timeout, "start_to_close_timeout"),
@@ -142,7 +142,8 @@ start_activity_method = start_activity
 execute_activity_method = execute_activity
 
 
-def _timeout(value: timedelta | None, name: str) -> timedelta:
+def timeout_option(value: timedelta | None, name: str) -> timedelta:
+    """An optional timeout argument: None is zero (no limit), anything but a timedelta an error."""
     if value is None:
         return timedelta(0)
     if not isinstance(value, timedelta):

@@ -16,6 +16,7 @@ replays everything, because the code's state no longer matches the run's.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 from collections.abc import Iterable
 from typing import Any
@@ -31,6 +32,9 @@ from streamproc.workflow.errors import (
     WORKFLOW_WORKER_UNHANDLED_FAILURE,
     NonDeterminismError,
 )
+from streamproc.workflow.local_activity_markers import is_local_activity_marker, is_local_activity_marker_command
+from streamproc.workflow.local_activity_runner import LocalActivityRunner, default_runner
+from streamproc.workflow.local_activity_task import LiveLocalActivities
 from streamproc.workflow.runtime import WorkflowRuntime
 from streamproc.protocol.workflow_commands import WorkflowCommandType, has_event
 
@@ -53,6 +57,9 @@ class TaskOutcome:
     failure: dict[str, Any] | None = None
     cause: str | None = None
     error: BaseException | None = None
+    #: Local activities are still running: the engine must schedule a new task at once
+    #: even if nothing else happened (the answer is a workflow task heartbeat).
+    force_new_task: bool = False
 
     @property
     def failed(self) -> bool:
@@ -70,9 +77,14 @@ class WorkflowInstance:
 
     def __init__(self, definition: WorkflowDefinition, history_events: Iterable[dict[str, Any]],
                  *, run_id: str | None = None, data_converter: DataConverter | None = None,
-                 namespace: str = "") -> None:
+                 namespace: str = "", local_activities: LocalActivityRunner | None = None,
+                 checkpoint_local_activities: bool = False) -> None:
         self.definition = definition
         self.namespace = namespace  # the worker's, for workflow.info()
+        #: Runs the run's local activities on first execution (the worker's).
+        self._local_runner = local_activities
+        #: Answer the task after each local activity outcome (`local_activity_task`).
+        self._checkpoint_local = checkpoint_local_activities
         #: Payloads in this run's history and commands go through it (the worker's).
         self.data_converter = data_converter or DataConverter.default()
         self._history: list[dict[str, Any]] = list(history_events)
@@ -98,17 +110,24 @@ class WorkflowInstance:
         self._history.extend(new_events)
         self._outcome = None
 
-    def activate(self) -> TaskOutcome:
+    def activate(self, wait: bool = True) -> TaskOutcome | None:
         """Replay what is not replayed yet, and answer the history's last workflow task.
 
-        Calling it again without `extend` returns the same outcome.
+        Calling it again without `extend` returns the same outcome. While the task's
+        local activities run, `wait=False` returns None at once: call again when one of
+        `local_activity_jobs()` is done or at `local_activity_heartbeat_at()`.
         """
         if self._outcome is not None:
             return self._outcome
-        if self._diverged:
-            self._start_over()
         try:
-            outcome = TaskOutcome(commands=self._advance())
+            commands = self._continue_live() if self._live is not None else self._advance()
+            while commands is None and wait:
+                assert self._live is not None
+                self._live.wait()
+                commands = self._continue_live()
+            if commands is None:
+                return None
+            outcome = TaskOutcome(commands=commands, force_new_task=self._heartbeat)
         except NonDeterminismError as exc:
             outcome = TaskOutcome(failure=failure_from_exception(exc), cause=NON_DETERMINISTIC_ERROR,
                                   error=exc)
@@ -116,10 +135,19 @@ class WorkflowInstance:
             failure = failure_from_exception(failed.error, converter=self.data_converter)
             outcome = TaskOutcome(failure=failure,
                                   cause=WORKFLOW_WORKER_UNHANDLED_FAILURE, error=failed.error)
+        self._live = None
         # A failed task changes nothing in history, but the code ran: replay from scratch.
         self._diverged = outcome.failed
         self._outcome = outcome
         return outcome
+
+    def local_activity_jobs(self) -> list[concurrent.futures.Future[Any]]:
+        """The local activities the live task waits on (none when it is not waiting)."""
+        return self._live.jobs() if self._live is not None else []
+
+    def local_activity_heartbeat_at(self) -> float | None:
+        """When (monotonic seconds) the waiting task must be answered all the same."""
+        return self._live.heartbeat_at if self._live is not None else None
 
     def query(self, query_type: str, query_input: str | None) -> str:
         """The encoded answer of the query handler `query_type` to `query_input` (a JSON
@@ -147,6 +175,8 @@ class WorkflowInstance:
         if self._runtime is not None:
             self._runtime.discard()
         self._runtime = None
+        self._live: LiveLocalActivities | None = None
+        self._heartbeat = False
         self._cursor = 0
         self._resolutions: list[dict[str, Any]] = []
         self._unmatched: collections.deque[Command] = collections.deque()
@@ -156,7 +186,12 @@ class WorkflowInstance:
         self._outcome: TaskOutcome | None = None
         self._diverged = False
 
-    def _advance(self) -> list[Command]:
+    def _advance(self) -> list[Command] | None:
+        """The commands of the history's open task (None while its local activities
+        run), or [] if it has none."""
+        if self._diverged:
+            self._start_over()
+        self._heartbeat = False
         events = self._history
         while self._cursor < len(events):
             index = self._cursor
@@ -171,7 +206,7 @@ class WorkflowInstance:
                                                 updates=self._live_updates)
                 if end != _ABANDONED and events[end]["event_type"] == _E.WORKFLOW_TASK_COMPLETED.name:
                     self._run_activation(event, replaying=True, patches=self._patches_after(end),
-                                         updates=self._updates_after(end))
+                                         updates=self._updates_after(end), markers=self._local_markers_after(end))
             elif kind == _E.WORKFLOW_TASK_COMPLETED.name:
                 self._matching = self._scheduled_id(event) == self._activated_task
             elif kind in _TASK_ENDS:
@@ -188,20 +223,39 @@ class WorkflowInstance:
         self._check_all_matched(None)
         return []  # the history's last workflow task is answered already
 
-    def _run_activation(self, scheduled: dict[str, Any], *, replaying: bool,
-                        patches: frozenset[str], updates: list[dict[str, Any]]) -> list[Command]:
+    def _run_activation(self, scheduled: dict[str, Any], *, replaying: bool, patches: frozenset[str],
+                        updates: list[dict[str, Any]], markers: list[dict[str, Any]] = ()) -> list[Command]:
         if self._runtime is None:
             raise ValueError("a history must begin with WORKFLOW_EXECUTION_STARTED")
         resolutions, self._resolutions = self._resolutions, []
         commands = self._runtime.activate(resolutions, scheduled.get("event_time_ms", 0),
-                                          replaying, patches, updates)
-        if self._runtime.task_failure is not None:
-            raise _WorkflowCodeFailed(self._runtime.task_failure)
-        # A rejected update leaves no event to match.
-        self._unmatched = collections.deque(c for c in commands if has_event(c["type"]))
+                                          replaying, patches, updates, markers)
         self._matching = False
         self._activated_task = scheduled["event_id"]
         self._activated_live = not replaying
+        if not replaying:
+            self._live = LiveLocalActivities(self._runtime, self._local_runner or default_runner(), scheduled,
+                                             self._checkpoint_local)
+            return self._continue_live(commands)
+        return self._activated(commands)
+
+    def _continue_live(self, commands: list[Command] | None = None) -> list[Command] | None:
+        """Step the live task's local activities; its commands once it can be answered."""
+        assert self._live is not None
+        commands = self._live.step(self._live.commands if commands is None else commands)
+        if commands is None:
+            return None
+        self._heartbeat = self._live.heartbeat
+        return self._activated(commands)
+
+    def _activated(self, commands: list[Command]) -> list[Command]:
+        assert self._runtime is not None
+        if self._runtime.task_failure is not None:
+            raise _WorkflowCodeFailed(self._runtime.task_failure)
+        # A rejected update leaves no event to match; local activity markers are matched
+        # by their call, not by position (`local_activity_state`).
+        self._unmatched = collections.deque(c for c in commands if has_event(c["type"])
+                                            and not is_local_activity_marker_command(c))
         return commands
 
     def _task_end(self, scheduled_index: int) -> int:
@@ -227,6 +281,18 @@ class WorkflowInstance:
                 found.add(patch_id_of(event))
         return frozenset(found)
 
+    def _local_markers_after(self, completed_index: int) -> list[dict[str, Any]]:
+        """The local activity markers the task completed at `completed_index` recorded:
+        on replay they are the outcomes of the code's local activity calls."""
+        found = []
+        for index in range(completed_index + 1, len(self._history)):
+            event = self._history[index]
+            if event["event_type"] == _E.WORKFLOW_TASK_SCHEDULED.name:
+                break
+            if is_local_activity_marker(event):
+                found.append(event)
+        return found
+
     def _updates_after(self, completed_index: int) -> list[dict[str, Any]]:
         """The updates the task completed at `completed_index` accepted, as their requests:
         on replay they reach the code again in that task's activation, unvalidated."""
@@ -247,6 +313,12 @@ class WorkflowInstance:
         if not self._matching:
             raise NonDeterminismError(f"history has {describe_event(event)} outside the "
                                       "commands of a completed workflow task")
+        if is_local_activity_marker(event):
+            assert self._runtime is not None
+            problem = self._runtime.local_activities.marker_mismatch(event)
+            if problem is not None:
+                raise NonDeterminismError(problem)
+            return
         while True:
             if not self._unmatched:
                 if is_patch_marker(event):

@@ -32,6 +32,7 @@ from streamproc.workflow.event_loop import WorkflowEventLoop
 from streamproc.workflow.children import ChildWorkflows
 from streamproc.workflow.current import current_runtime
 from streamproc.workflow.handlers import WorkflowHandlers
+from streamproc.workflow.local_activity_state import LocalActivities
 from streamproc.workflow.run_info import Info
 
 __all__ = ["WorkflowRuntime", "OpenActivity", "OpenTimer", "current_runtime"]  # current_runtime: workflow/current.py
@@ -91,17 +92,20 @@ class WorkflowRuntime:
         self._patches_recorded: frozenset[str] = frozenset()
         self.handlers = WorkflowHandlers(self)
         self.children = ChildWorkflows(self)
+        self.local_activities = LocalActivities(self)
         #: Set while a query runs: the run's state may be read, not changed.
         self._read_only = False
 
     # -- driven by the instance -----------------------------------------------------------
     def activate(self, resolutions: list[dict[str, Any]], now_ms: int, replaying: bool,
-                 patches_recorded: frozenset[str], updates: list[dict[str, Any]] = ()) -> list[Command]:
+                 patches_recorded: frozenset[str], updates: list[dict[str, Any]] = (),
+                 local_markers: list[dict[str, Any]] = ()) -> list[Command]:
         """Deliver `resolutions` and `updates`, run the code until it blocks, return the
-        commands issued."""
+        commands issued. `local_markers`: the local activity markers the replayed task recorded."""
         self.now_ms = now_ms
         self.replaying = replaying
         self._patches_recorded = patches_recorded
+        self.local_activities.offer_markers(list(local_markers))
         self._commands = []
         if self._main is None:
             self._main = self.loop.create_task(self._run_workflow(), name="workflow run")
@@ -115,10 +119,24 @@ class WorkflowRuntime:
             self.handlers.update(request, replaying)
         for event in resolutions:
             self._resolve(event)
-        self.loop.run_until_idle(self._check_conditions)
+        return self._run_until_idle()
+
+    def resolve_local_activity(self, seq: str, details: dict[str, Any]) -> list[Command]:
+        """First execution: a local activity's outcome, from the worker; the code runs on
+        until it blocks again. Returns all the commands of the task so far."""
+        self.local_activities.resolve(seq, details)
+        return self._run_until_idle()
+
+    def _run_until_idle(self) -> list[Command]:
+        self.loop.run_until_idle(self._on_idle)
         if self._close is not None:
             self.handlers.drop_waiting()
         return self._commands + ([self._close] if self._close is not None else [])
+
+    def _on_idle(self) -> bool:
+        # Replay resolves local activities from their markers where first execution had
+        # to wait for the worker: once nothing else can run.
+        return self._check_conditions() or (self.replaying and self.local_activities.resolve_recorded())
 
     def query(self, name: str, args: list[Any]) -> Any:
         """Run the query handler `name` on the run's state as it is now, read-only."""
@@ -198,7 +216,7 @@ class WorkflowRuntime:
     def schedule_activity(self, command: Command, activity_id: str | None,
                           result_type: Any = None) -> OpenActivity:
         self.assert_writable("start activity")
-        activity_id = activity_id or self._next_id()
+        activity_id = activity_id or self.next_id()
         command = {"type": CommandType.SCHEDULE_ACTIVITY_TASK, "activity_id": activity_id, **command}
         activity = OpenActivity(activity_id, command["activity_type"], self.loop.create_future(), command,
                                 result_type=result_type)
@@ -226,7 +244,7 @@ class WorkflowRuntime:
 
     def start_timer(self, duration_ms: int) -> OpenTimer:
         self.assert_writable("start timer")
-        timer_id = self._next_id()
+        timer_id = self.next_id()
         command = {"type": CommandType.START_TIMER, "timer_id": timer_id, "start_to_fire_timeout_ms": duration_ms}
         timer = OpenTimer(timer_id, self.loop.create_future(), command)
         self._timers[timer_id] = timer
@@ -275,7 +293,8 @@ class WorkflowRuntime:
         """The id the next activity or timer will get (for error messages)."""
         return str(self._sequence + 1)
 
-    def _next_id(self) -> str:
+    def next_id(self) -> str:
+        """The run's next sequence number: the id of an activity, timer or local activity call."""
         self._sequence += 1
         return str(self._sequence)
 

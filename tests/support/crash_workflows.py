@@ -1,6 +1,7 @@
 """The workflow and activities of the workflow crash test, loaded by worker processes by name.
 
-`ThreeStepsAndATimer` runs three activities and a short real-time timer. Each activity
+`ThreeStepsAndATimer` runs three activities and a short real-time timer
+(`ThreeLocalStepsAndATimer`: the same as local activities). Each activity
 execution appends one line to a file of its own process in the directory named by
 `EFFECTS_DIR_VARIABLE`, so the test can count side effects: at-least-once per attempt
 is allowed, but no step may run again once its ActivityTaskCompleted is on the log.
@@ -49,15 +50,28 @@ def crash_step(workflow_id: str, step: int, so_far: str) -> str:
     return f"{so_far}>{step}"
 
 
+async def _three_steps_and_a_timer(execute, workflow_id: str) -> str:
+    result = workflow_id
+    for step in (1, 2):
+        result = await execute(crash_step, args=[workflow_id, step, result], **STEP_OPTIONS)
+    await workflow.sleep(TIMER)
+    return await execute(crash_step, args=[workflow_id, 3, result], **STEP_OPTIONS)
+
+
 @workflow.defn
 class ThreeStepsAndATimer:
     @workflow.run
     async def run(self, workflow_id: str) -> str:
-        result = workflow_id
-        for step in (1, 2):
-            result = await workflow.execute_activity(crash_step, args=[workflow_id, step, result], **STEP_OPTIONS)
-        await workflow.sleep(TIMER)
-        return await workflow.execute_activity(crash_step, args=[workflow_id, 3, result], **STEP_OPTIONS)
+        return await _three_steps_and_a_timer(workflow.execute_activity, workflow_id)
+
+
+@workflow.defn
+class ThreeLocalStepsAndATimer:
+    """The same steps as local activities, run by the workflow worker inside its tasks."""
+
+    @workflow.run
+    async def run(self, workflow_id: str) -> str:
+        return await _three_steps_and_a_timer(workflow.execute_local_activity, workflow_id)
 
 
 def expected_result(workflow_id: str) -> str:

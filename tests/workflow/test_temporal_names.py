@@ -56,7 +56,7 @@ def test_is_cancelled_exception_sees_through_activity_and_child_errors():
 
 
 @pytest.mark.parametrize("module, name, feature", [
-    (workflow, "execute_local_activity", "local activities"),
+    (workflow, "LocalActivityConfig", "LocalActivityConfig"),
     (workflow, "upsert_search_attributes", "search attributes"),
     (activity, "raise_complete_async", "async activity completion"),
     (common, "SearchAttributeKey", "search attributes"),

@@ -11,6 +11,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from streamproc.engine.workflows import activities as workflow_activities
 from streamproc.engine.workflows import children, cron, externals, updates
 from streamproc.engine.processing import ProcessingContext
@@ -140,6 +142,10 @@ def _check_cancel_timer(ctx: ProcessingContext, run: WorkflowRun, c: dict, still
 def _check_record_marker(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_open: _Open) -> dict[str, Any]:
     if not c.get("marker_name") or not isinstance(c["marker_name"], str):
         raise InvalidArgument("MarkerName is not set on command.")
+    # A local activity's marker carries its result: held to the payload limit like one.
+    size = len(orjson.dumps(c.get("details")))
+    if size > ctx.limits.max_payload_bytes:
+        raise InvalidArgument(f"marker details are {size} bytes, more than the limit of {ctx.limits.max_payload_bytes}")
     return {"marker_name": c["marker_name"], "details": c.get("details")}
 
 

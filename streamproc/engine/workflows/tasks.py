@@ -71,7 +71,8 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
                                                  "type": bad.cause, "non_retryable": False}, identity)
     else:
         carried = list(run.task.updates)
-        if run.task.speculative and all(kind is WorkflowCommandType.REJECT_UPDATE for kind, _ in validated):
+        if run.task.speculative and all(kind is WorkflowCommandType.REJECT_UPDATE for kind, _ in validated) \
+                and not _forces_new_task(cmd):
             _drop_speculative_task(ctx, cmd.key, run, validated)
         else:
             scheduled_id, started_id = end_task(ctx, cmd.key, run, identity)
@@ -83,7 +84,8 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
             needs_task = apply(ctx, cmd.key, run, validated, completed_id, eager_for)
             if run.is_open:
                 updates.reject_unhandled(ctx, cmd.key, run, carried)
-                if flush_buffer(ctx, cmd.key, run) or needs_task or run.admitted_updates():
+                if flush_buffer(ctx, cmd.key, run) or needs_task or run.admitted_updates() \
+                        or _forces_new_task(cmd):
                     schedule_task(ctx, cmd.key, run)
     ctx.workflows.put(cmd.key, run)
     # The last answer to a worker that listens: the eager activity tasks it got (if any)
@@ -91,6 +93,17 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
     ctx.out.reply(ValueType.WORKFLOW, WorkflowIntent.TASK_PROCESSED, cmd.key, {
         "workflow_id": run.workflow_id, "run_id": run.run_id,
         "scheduled_event_id": cmd.value["scheduled_event_id"]})
+
+
+def _forces_new_task(cmd: Record) -> bool:
+    """The worker asked for a new task whatever happens (Temporal's
+    force_create_new_workflow_task): its local activities are still running, and this
+    answer is a workflow task heartbeat that keeps the run's task out."""
+    try:
+        attributes = orjson.loads(cmd.value.get("attributes") or "{}")
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(attributes, dict) and attributes.get("force_create_new_workflow_task") is True
 
 
 def _drop_speculative_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, rejections: list) -> None:

@@ -1,0 +1,189 @@
+"""Runs local activities for a workflow worker: every attempt, and the short backoffs between.
+
+A local activity's function runs in the workflow worker's process, outside the workflow's
+deterministic loop: a coroutine function on the runner's own event loop (one background
+thread), a plain function in its thread pool. One `start` covers the attempts that fit
+in the worker: a failed attempt whose backoff is at most the local retry threshold is
+retried here after that backoff; a longer one ends the run with the failure and the
+backoff, and the workflow waits it out under a durable timer. Every attempt is bounded
+by start-to-close and by what is left of schedule-to-close, measured from the first
+schedule. What comes back is the marker's details (`local_activity_markers`).
+
+Time is injected (`clock`, `sleep`) so that tests jump over backoffs with a manual clock.
+A timed-out plain function cannot be stopped: its thread runs on and its result is
+dropped, as in Temporal's Python SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import threading
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from streamproc.activity.context import ActivityContext, Info, reset_current, set_current
+from streamproc.activity.failures import attempt_failure
+from streamproc.clock import Clock, SystemClock
+from streamproc.converter import DataConverter
+from streamproc.protocol.failures import failure_from_record, failure_to_record
+from streamproc.semantics import RetryPolicy, TimeoutType
+from streamproc.semantics.activity_timeouts import NOT_ENOUGH_TIME_MESSAGE
+from streamproc.semantics.enums import RetryState
+from streamproc.semantics.failures import TimeoutFailure
+from streamproc.semantics.local_activity_retry import plan_local_retry
+
+__all__ = ["LocalActivityRequest", "LocalActivityRunner", "default_runner"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalActivityRequest:
+    """One call of a local activity from workflow code, from its `attempt` on."""
+
+    seq: str
+    activity_id: str
+    activity_type: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    attempt: int
+    #: When the first attempt was started (the runner's clock; None: this call's first
+    #: attempt, now): schedule-to-close counts from it. A retry after a durable timer
+    #: carries it over from the marker of the attempt before.
+    original_schedule_time_ms: int | None
+    schedule_to_close_ms: int  # 0: none
+    start_to_close_ms: int  # 0: none (schedule-to-close bounds each attempt)
+    retry_policy: RetryPolicy  # filled with the defaults
+    local_retry_threshold_ms: int
+    task_queue: str = ""
+
+
+def _time(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+class LocalActivityRunner:
+    def __init__(self, *, clock: Clock | None = None,
+                 sleep: Callable[[float], Awaitable[None]] | None = None, max_threads: int = 16,
+                 data_converter: DataConverter | None = None) -> None:
+        self.clock = clock or SystemClock()
+        self._sleep = sleep or asyncio.sleep
+        self.converter = data_converter or DataConverter.default()
+        self._max_threads = max_threads
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def start(self, request: LocalActivityRequest) -> concurrent.futures.Future[dict[str, Any]]:
+        """Run `request`'s attempts in the background; the future holds the marker's details."""
+        return asyncio.run_coroutine_threadsafe(self._attempts(request), self._running_loop())
+
+    def close(self) -> None:
+        with self._lock:
+            loop, self._loop = self._loop, None
+            pool, self._pool = self._pool, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._pool = concurrent.futures.ThreadPoolExecutor(self._max_threads,
+                                                                   thread_name_prefix="local-activity")
+                threading.Thread(target=self._loop.run_forever, name="local-activities", daemon=True).start()
+            return self._loop
+
+    async def _attempts(self, r: LocalActivityRequest) -> dict[str, Any]:
+        first_ms = self.clock.now_ms() if r.original_schedule_time_ms is None else r.original_schedule_time_ms
+        expiration_ms = first_ms + r.schedule_to_close_ms if r.schedule_to_close_ms else None
+        details: dict[str, Any] = {"seq": r.seq, "activity_id": r.activity_id, "activity_type": r.activity_type,
+                                   "original_schedule_time_ms": first_ms}
+        attempt = r.attempt
+        while True:
+            result, failure = await self._attempt(r, attempt, first_ms, expiration_ms)
+            if failure is None:
+                return {**details, "attempt": attempt, "result": result}
+            plan = plan_local_retry(r.retry_policy, attempt=attempt, failure=failure_from_record(failure),
+                                    now=_time(self.clock.now_ms()),
+                                    expiration=_time(expiration_ms) if expiration_ms else None,
+                                    local_retry_threshold=timedelta(milliseconds=r.local_retry_threshold_ms))
+            if not plan.retries:
+                if plan.retry_state is RetryState.TIMEOUT and failure.get("kind") != "TIMEOUT":
+                    # No time left for another attempt: the caller sees schedule-to-close, caused by the last failure.
+                    failure = {**failure_to_record(TimeoutFailure(
+                        message=NOT_ENOUGH_TIME_MESSAGE, timeout_type=TimeoutType.SCHEDULE_TO_CLOSE)), "cause": failure}
+                return {**details, "attempt": attempt, "failure": failure, "retry_state": plan.retry_state.name}
+            delay_ms = -(-plan.delay // timedelta(milliseconds=1))
+            if not plan.in_worker:
+                return {**details, "attempt": attempt, "failure": failure, "backoff_ms": delay_ms,
+                        "retry_state": plan.retry_state.name}
+            await self._sleep(delay_ms / 1000)
+            attempt += 1
+
+    async def _attempt(self, r: LocalActivityRequest, attempt: int, first_ms: int,
+                       expiration_ms: int | None) -> tuple[str | None, dict[str, Any] | None]:
+        """One attempt: (the encoded result, None) or (None, its FailureRecord). It is
+        bounded by start-to-close, or by what is left of schedule-to-close if that is less."""
+        started_ms = self.clock.now_ms()
+        timeout_ms, timeout_type = r.start_to_close_ms, TimeoutType.START_TO_CLOSE
+        if expiration_ms is not None and (not timeout_ms or expiration_ms - started_ms < timeout_ms):
+            timeout_ms, timeout_type = expiration_ms - started_ms, TimeoutType.SCHEDULE_TO_CLOSE
+        timed_out = failure_to_record(TimeoutFailure(message=f"activity {timeout_type.short_name} timeout",
+                                                     timeout_type=timeout_type))
+        if timeout_type is TimeoutType.SCHEDULE_TO_CLOSE and timeout_ms <= 0:
+            return None, timed_out  # a timer's backoff ran past schedule-to-close: no time for this one
+        call = asyncio.ensure_future(self._call(r, attempt, first_ms, started_ms))
+        # asyncio.wait, not wait_for: a TimeoutError the function raises itself is its own failure.
+        done, _ = await asyncio.wait({call}, timeout=timeout_ms / 1000 if timeout_ms else None)
+        if not done:
+            call.cancel()
+            return None, timed_out
+        try:
+            return self.converter.encode(call.result()), None
+        except Exception as exc:  # the attempt's failure, as a remote activity reports it
+            return None, attempt_failure(exc, self.converter)
+
+    async def _call(self, r: LocalActivityRequest, attempt: int, first_ms: int, started_ms: int) -> Any:
+        info = Info(activity_id=r.activity_id, activity_type=r.activity_type, task_queue=r.task_queue,
+                    attempt=attempt, heartbeat_details=(), scheduled_time=_time(first_ms),
+                    current_attempt_scheduled_time=_time(started_ms), started_time=_time(started_ms),
+                    schedule_to_close_timeout=_timeout(r.schedule_to_close_ms),
+                    start_to_close_timeout=_timeout(r.start_to_close_ms), heartbeat_timeout=None, is_local=True)
+        # A local activity has no heartbeats to send: the workflow task is what is kept alive.
+        ctx = ActivityContext(info, lambda details: None, is_async=asyncio.iscoroutinefunction(r.fn))
+        if ctx.is_async:
+            token = set_current(ctx)
+            try:
+                return await r.fn(*r.args)
+            finally:
+                reset_current(token)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, _call_sync, ctx, r.fn, r.args)
+
+
+def _call_sync(ctx: ActivityContext, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    token = set_current(ctx)
+    try:
+        return fn(*args)
+    finally:
+        reset_current(token)
+
+
+def _timeout(ms: int) -> timedelta | None:
+    return timedelta(milliseconds=ms) if ms else None
+
+
+_default: LocalActivityRunner | None = None
+_default_lock = threading.Lock()
+
+
+def default_runner() -> LocalActivityRunner:
+    """The process's runner for instances a worker did not give one (tests, replays)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = LocalActivityRunner()
+        return _default

@@ -1,0 +1,115 @@
+"""Local activities end to end on a real broker: the workflow worker runs them inside the
+workflow task, so a one-step workflow costs two commands (START and one task completion),
+and a worker killed while one runs leaves it to the next worker, which runs it again."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from streamproc import activity, workflow
+from streamproc.client import Client
+from streamproc.clock import ManualClock
+from streamproc.semantics.workflow_events import EventType
+from streamproc.semantics.workflow_history import check_well_formed
+from streamproc.settings import Settings
+from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE, read_effects
+from tests.support.engines import EngineThread, combined_worker_process, workflow_setup
+
+pytestmark = pytest.mark.kafka
+
+QUEUE = "local-steps"
+
+
+@activity.defn
+def double(n: int) -> int:
+    return 2 * n
+
+
+@workflow.defn
+class OneLocalStep:
+    @workflow.run
+    async def run(self, n: int) -> int:
+        return await workflow.execute_local_activity(double, n, start_to_close_timeout=timedelta(seconds=10))
+
+
+@workflow.defn
+class TenLocalSteps:
+    @workflow.run
+    async def run(self, n: int) -> int:
+        for _ in range(10):
+            n = await workflow.execute_local_activity(double, n, start_to_close_timeout=timedelta(seconds=10))
+        return n
+
+
+@pytest.fixture
+def client(bootstrap, namespace, tmp_path):
+    with workflow_setup(bootstrap, namespace, tmp_path, QUEUE, [OneLocalStep, TenLocalSteps], name="local") as c:
+        yield c
+
+
+def _well_formed(events) -> bool:
+    return check_well_formed([(e["event_id"], EventType[e["event_type"]], e["attributes"]) for e in events]) == []
+
+
+def test_a_one_step_local_activity_workflow_completes_with_one_task_and_a_marker(client):
+    handle = client.start_workflow(OneLocalStep.run, 21, id="one-local", task_queue=QUEUE)
+    assert handle.result(60) == 42
+    events = handle.fetch_history().events
+    assert [e["event_type"] for e in events] == [
+        "WORKFLOW_EXECUTION_STARTED", "WORKFLOW_TASK_SCHEDULED", "WORKFLOW_TASK_STARTED",
+        "WORKFLOW_TASK_COMPLETED", "MARKER_RECORDED", "WORKFLOW_EXECUTION_COMPLETED"]
+    marker = events[4]["attributes"]
+    assert marker["marker_name"] == "LocalActivity"
+    assert (marker["details"]["activity_type"], marker["details"]["attempt"]) == ("double", 1)
+    assert _well_formed(events)
+
+
+def test_ten_local_steps_complete_in_one_task(client):
+    handle = client.start_workflow(TenLocalSteps.run, 1, id="ten-local", task_queue=QUEUE)
+    assert handle.result(60) == 1024
+    types = [e["event_type"] for e in handle.fetch_history().events]
+    assert types.count("MARKER_RECORDED") == 10 and types.count("WORKFLOW_TASK_COMPLETED") == 1
+
+
+def _wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout} s")
+        time.sleep(0.05)
+
+
+def test_a_worker_sigkilled_mid_activity_leaves_it_to_the_next_worker_and_the_run_completes_once(
+        bootstrap, namespace, tmp_path):
+    from tests.support.local_activity_crash import SlowLocalStep
+
+    effects = tmp_path / "effects"
+    effects.mkdir()
+    spec = ["tests.support.local_activity_crash:SlowLocalStep"]
+    env = {EFFECTS_DIR_VARIABLE: str(effects)}
+    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path / "state",
+                        engine_id="local-crash")
+    first = combined_worker_process(bootstrap, namespace, "local-crash", "first", tmp_path, workflows=spec, **env)
+    second = combined_worker_process(bootstrap, namespace, "local-crash", "second", tmp_path, workflows=spec, **env)
+    with EngineThread(settings, clock=ManualClock(), idle_poll_ms=10), Client(bootstrap, namespace) as client:
+        try:
+            first.start()
+            first.wait_for_log("workflow_tasks_assigned")
+            handle = client.start_workflow(SlowLocalStep.run, "crashy", id="crashy", task_queue="local-crash")
+            _wait_for(lambda: len(read_effects(effects)) == 1, 60, "the first worker did not start the activity")
+            first.kill()
+            (effects / "release").touch()
+            second.start()
+            assert handle.result(90) == "crashy done"
+        finally:
+            first.kill()
+            second.stop()
+        runs = read_effects(effects)
+        assert len(runs) == 2 and runs[0]["pid"] != runs[1]["pid"], "run again by the second worker: at least once"
+        events = handle.fetch_history().events
+        types = [e["event_type"] for e in events]
+        assert types.count("MARKER_RECORDED") == 1 and types.count("WORKFLOW_EXECUTION_COMPLETED") == 1
+        assert _well_formed(events)

@@ -1,0 +1,82 @@
+"""Workflows of local activities across SIGKILLs of the engine and of the workers: each
+completes exactly once.
+
+The workflow crash test's shape with its three steps as local activities: 300 workflows
+run on two worker processes and one engine process while each is SIGKILLed at random
+moments, five times. Afterwards, from the events topic as a read_committed reader sees
+it: every workflow has exactly one WORKFLOW_EXECUTION_COMPLETED with the right result and
+three markers, no history event was written twice, every history is well-formed, and
+every step ran. A step may have run more than once (a worker killed after the function
+ran and before its task completed leaves no marker): local activities are at least once.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import time
+
+import pytest
+
+from tests.support.crash_chaos import KILLS_EACH, kill_at_random_moments, stop_workers_that_lived
+from tests.support.crash_workflow_checks import (
+    COMPLETED,
+    Starter,
+    assert_client_sees_the_events_topic,
+    assert_nothing_written_twice,
+    check_completed_once,
+    histories_from_the_client,
+    runs_from_events,
+    start_processes,
+)
+from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE, ThreeLocalStepsAndATimer, read_effects
+from tests.support.engines import combined_worker_process, engine_process
+from tests.support.history import EventLog
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+COUNT = 300
+QUEUE = "crashy-local-flows"
+WORKFLOW = "tests.support.crash_workflows:ThreeLocalStepsAndATimer"
+
+
+def test_local_activity_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
+        bootstrap, namespace, tmp_path):
+    rng = random.Random(20261127)
+    effects_dir = tmp_path / "effects"
+    effects_dir.mkdir()
+    engine = engine_process(bootstrap, namespace, "local-crashy", tmp_path / "state", tmp_path)
+    workers = [combined_worker_process(bootstrap, namespace, QUEUE, f"w{n}", tmp_path, workflows=[WORKFLOW],
+                                       **{EFFECTS_DIR_VARIABLE: str(effects_dir)})
+               for n in (1, 2)]
+    events = EventLog(bootstrap, namespace)
+    ids = [f"local-crash-{n:04d}" for n in range(COUNT)]
+    starter = None
+    began = time.monotonic()
+    try:
+        start_processes(engine, workers)
+        starter = Starter(bootstrap, namespace, QUEUE, workflow=ThreeLocalStepsAndATimer.run)
+        progress = kill_at_random_moments(rng, engine, workers, ids, starter, events)
+        starter.close()
+        assert starter.started() == COUNT
+        events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= COUNT, timeout=180)
+        stop_workers_that_lived(workers)
+        sample = histories_from_the_client(bootstrap, namespace, rng.sample(ids, 20))
+        engine.stop()
+        events.read_to_end(timeout=60)
+
+        runs = runs_from_events(events)
+        assert_nothing_written_twice(events, runs)
+        check_completed_once(runs, ids, local=True)
+        assert_client_sees_the_events_topic(sample, runs)
+        ran = collections.Counter((e["workflow_id"], e["step"]) for e in read_effects(effects_dir))
+        assert set(ran) == {(w, step) for w in ids for step in (1, 2, 3)}, "every step ran"
+        print(f"\n{COUNT} local activity workflows, {KILLS_EACH} kills of the engine and of each worker "
+              f"((submitted, completed) at each kill: {progress}), all done in {time.monotonic() - began:.1f} s; "
+              f"steps by times run: {dict(collections.Counter(ran.values()))}")
+    finally:
+        events.close()
+        if starter is not None:
+            starter.abandon()
+        for p in (*workers, engine):
+            p.stop()
