@@ -103,6 +103,8 @@ class WorkflowRequests:
 
         def on_reply(reply: Reply, answer: Future) -> bool:
             record = reply.record
+            if answer.done():  # the caller gave up (timed out, cancelled) meanwhile
+                return True
             if record.record_type is RecordType.COMMAND_REJECTION:
                 answer.set_result(record)
                 return True
