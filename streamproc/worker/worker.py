@@ -32,6 +32,7 @@ from typing import Any
 
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.client.client import Client, SyncClient
+from streamproc.client.temporal_gaps import WORKER_OPTIONS, refuse_options
 from streamproc.converter import DataConverter
 from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.worker.activity_worker import ActivityWorker
@@ -48,7 +49,8 @@ class Worker:
                  max_concurrent_activities: int = 100, max_concurrent_workflow_tasks: int | None = None,
                  graceful_shutdown_timeout: timedelta = timedelta(0),
                  data_converter: DataConverter | None = None,
-                 disable_eager_activity_execution: bool = False, metrics: WorkerMetrics | None = None) -> None:
+                 disable_eager_activity_execution: bool = False, metrics: WorkerMetrics | None = None,
+                 **temporal_options: Any) -> None:
         """`data_converter` defaults to the client's, as in Temporal. Activities that the
         workflows schedule on this queue run eagerly here when a slot is free (see
         `streamproc.worker.eager_activities`), unless `disable_eager_activity_execution`.
@@ -57,6 +59,7 @@ class Worker:
         answers workflow tasks one at a time, which never exceeds it. `graceful_shutdown_timeout`:
         how long a shutdown lets running activities finish before cancelling them.
         `metrics`: where both parts report (Prometheus; None: nowhere)."""
+        refuse_options("Worker", temporal_options, WORKER_OPTIONS)
         workflows, activities = list(workflows), list(activities)
         if not workflows and not activities:
             raise ValueError("a Worker needs at least one workflow or activity")

@@ -330,16 +330,27 @@ def test_a_plain_activity_needs_an_executor_with_the_asyncio_client():
         client._producer.purge()
 
 
-def test_temporal_options_we_lack_raise_not_implemented_and_connect_names_the_problem():
+def test_temporal_options_we_lack_raise_not_implemented_naming_them_and_connect_names_the_problem():
     async def scenario():
         client = Client("127.0.0.1:1", "unit", log_level=0)
-        with pytest.raises(NotImplementedError, match="start_delay is not implemented"):
+        with pytest.raises(NotImplementedError, match=r"start_delay is not implemented .*delayed workflow start"):
             await client.start_workflow(Counter.run, 1, id="x", task_queue="q", start_delay=timedelta(seconds=5))
         with pytest.raises(NotImplementedError, match="request_eager_start is not implemented"):
-            await client.start_workflow(Counter.run, 1, id="x", task_queue="q", request_eager_start=True)
+            await client.execute_workflow(Counter.run, 1, id="x", task_queue="q", request_eager_start=True)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'taskqueue'"):  # a typo stays a TypeError
+            await client.start_workflow(Counter.run, 1, id="x", task_queue="q", taskqueue="q")
+        with pytest.raises(NotImplementedError, match="query is not implemented .*visibility queries"):
+            [run async for run in client.list_workflows("WorkflowType='Counter'")]
+        with pytest.raises(NotImplementedError, match="Client.count_workflows is not implemented"):
+            await client.count_workflows()
+        with pytest.raises(NotImplementedError, match="WorkflowHandle.fetch_history_events is not implemented"):
+            client.get_workflow_handle("x").fetch_history_events()
+        with pytest.raises(NotImplementedError, match="interceptors is not implemented by streamproc's Worker"):
+            Worker(client, task_queue="q", workflows=[Counter], interceptors=[object()])
+        with pytest.raises(NotImplementedError, match=r"tls is not implemented .*STREAMPROC_KAFKA_"):
+            await Client.connect("127.0.0.1:1", tls=True)
         client._producer.purge()
         with pytest.raises(RuntimeError, match="not found within 1"):
             await Client.connect("127.0.0.1:1", namespace="unit", rpc_timeout=1, log_level=0)
 
     asyncio.run(scenario())
-
