@@ -32,6 +32,7 @@ from streamproc.client.delivery import Delivery, DeliveryState
 from streamproc.client.errors import CommandsNotDeliveredError, RequestNotSentError
 from streamproc.client.schedules import ScheduleOperations
 from streamproc.client.sync_bridge import LoopThread, SyncProxy
+from streamproc.client.temporal_gaps import CLIENT_METHODS, CONNECT_OPTIONS, missing_methods, refuse_options
 from streamproc.client.workflows import WorkflowOperations
 from streamproc.converter import DataConverter
 from streamproc.kafka.client_log import ClientLog
@@ -48,6 +49,10 @@ def _ms(value: timedelta) -> int:
 
 
 class Client(WorkflowOperations, ScheduleOperations):
+    """Temporal's asyncio client over Kafka (see the module's docstring)."""
+
+    __getattr__ = missing_methods("Client", CLIENT_METHODS)
+
     def __init__(self, bootstrap: str | None = None, namespace: str | None = None, *,
                  data_converter: DataConverter | None = None, identity: str | None = None,
                  **producer_overrides: Any) -> None:
@@ -81,7 +86,11 @@ class Client(WorkflowOperations, ScheduleOperations):
         """A client of the engine whose Kafka is at `target_host` (``"host:9092"``; default
         `STREAMPROC_BOOTSTRAP`), in `namespace` (default `STREAMPROC_NAMESPACE`). Returns
         once the broker answered and the engine's commands topic exists; raises
-        RuntimeError naming the problem after `rpc_timeout` seconds."""
+        RuntimeError naming the problem after `rpc_timeout` seconds. Other keywords are
+        librdkafka properties (``log_level=0``); Temporal's gRPC options (`tls`, ...) raise
+        NotImplementedError naming them."""
+        refuse_options("Client.connect", {k: v for k, v in producer_overrides.items() if k in CONNECT_OPTIONS},
+                       CONNECT_OPTIONS)
         client = cls(target_host, namespace, data_converter=data_converter, identity=identity,
                      **producer_overrides)
         try:

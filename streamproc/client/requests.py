@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -72,13 +73,15 @@ class RequestChannel:
 
     # the call ---------------------------------------------------------------------------
     async def call(self, record_for: RecordFor, partition_for: PartitionFor, on_reply: OnReply,
-                   rpc_timeout: float, *, request_id: str, intent: str, idempotent: bool,
+                   rpc_timeout: float | timedelta, *, request_id: str, intent: str, idempotent: bool,
              not_sent: Callable[[str], Exception] | None = None,
              unknown: Callable[[str, bool | None, float], Exception] | None = None) -> Any:
         """Send the command and return what `on_reply` resolved its answer with.
 
         `not_sent(message)` and `unknown(message, delivered, may_land_until)` build the
         errors a caller wants instead of the generic ones."""
+        if isinstance(rpc_timeout, timedelta):  # Temporal's type for it
+            rpc_timeout = rpc_timeout.total_seconds()
         not_sent = not_sent or (lambda m: RequestNotSentError(m, intent=intent, request_id=request_id))
         unknown = unknown or (lambda m, d, u: RequestOutcomeUnknownError(
             m, intent=intent, request_id=request_id, delivered=d, may_land_until=u))

@@ -41,6 +41,7 @@ from streamproc.client.errors import (
 )
 from streamproc.client.requests import RequestChannel
 from streamproc.client.sync_bridge import sync_proxied
+from streamproc.client.temporal_gaps import HANDLE_METHODS, missing_methods
 from streamproc.client.workflow_events import WorkflowEvent, WorkflowEventScanner
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType, WorkflowIntent
@@ -103,6 +104,8 @@ class WorkflowRequests:
 
         def on_reply(reply: Reply, answer: Future) -> bool:
             record = reply.record
+            if answer.done():  # the caller gave up (timed out, cancelled) meanwhile
+                return True
             if record.record_type is RecordType.COMMAND_REJECTION:
                 answer.set_result(record)
                 return True
@@ -173,6 +176,8 @@ class WorkflowExecutionDescription:
 class WorkflowHandle:
     """A workflow execution, as Temporal's ``WorkflowHandle``: every call is a coroutine
     (``await handle.result()``); `SyncClient` gives the blocking form."""
+
+    __getattr__ = missing_methods("WorkflowHandle", HANDLE_METHODS)
 
     def __init__(self, requests: WorkflowRequests, workflow_id: str, *, run_id: str | None,
                  result_run_id: str | None, first_execution_run_id: str | None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from streamproc.client.workflow_events import WorkflowEvent, WorkflowEventScanner
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
@@ -38,6 +39,19 @@ class ExecutionSummary:
     start_time_ms: int = 0
     close_time_ms: int = 0
     history_length: int = 0
+
+    # Temporal's names (``WorkflowExecution`` of ``list_workflows``) ----------------------
+    @property
+    def id(self) -> str:
+        return self.workflow_id
+
+    @property
+    def start_time(self) -> datetime | None:
+        return datetime.fromtimestamp(self.start_time_ms / 1000, UTC) if self.start_time_ms else None
+
+    @property
+    def close_time(self) -> datetime | None:
+        return datetime.fromtimestamp(self.close_time_ms / 1000, UTC) if self.close_time_ms else None
 
     def as_dict(self) -> dict:
         return {**dataclasses.asdict(self), "status": self.status.name}

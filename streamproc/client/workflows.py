@@ -30,6 +30,7 @@ from streamproc.client.errors import (
     rejection_error,
 )
 from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
+from streamproc.client.temporal_gaps import LIST_OPTIONS, START_OPTIONS, refuse_options
 from streamproc.client.workflow_handle import WorkflowHandle, WorkflowRequests
 from streamproc.client.workflow_listing import ExecutionSummary, list_executions
 from streamproc.protocol.limits import MAX_PAYLOAD_BYTES
@@ -66,10 +67,10 @@ class WorkflowOperations:
             id_reuse_policy: WorkflowIdReusePolicy = WorkflowIdReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy: WorkflowIdConflictPolicy = WorkflowIdConflictPolicy.UNSPECIFIED,
             memo: Mapping[str, Any] | None = None, search_attributes: Mapping[str, Any] | None = None,
-            start_delay: timedelta | None = None, cron_schedule: str = "", result_type: type | None = None,
+            cron_schedule: str = "", result_type: type | None = None,
             identity: str = "", request_id: str | None = None,
             start_signal: str | Callable[..., Any] | None = None, start_signal_args: Sequence[Any] = (),
-            rpc_timeout: float | timedelta = 30, **unsupported: Any) -> WorkflowHandle:
+            rpc_timeout: float | timedelta = 30, **temporal_options: Any) -> WorkflowHandle:
         """Start a run of `workflow` (``MyWorkflow.run``, the class, or the type name).
 
         With `cron_schedule` (robfig/cron syntax: ``"0 9 * * MON-FRI"``, ``"@every 1h"``,
@@ -90,7 +91,7 @@ class WorkflowOperations:
         shows them); `result_type` is the type `result()` decodes to. Temporal options we
         do not implement (`start_delay`, ...) raise NotImplementedError naming them.
         """
-        not_implemented(unsupported, start_delay=start_delay)
+        refuse_options("start_workflow", temporal_options, START_OPTIONS)
         rpc_timeout = seconds_of(rpc_timeout)
         workflow_type = workflow_type_of(workflow)
         if arg is not _UNSET:
@@ -175,16 +176,17 @@ class WorkflowOperations:
         return self.get_workflow_handle(workflow_id, run_id=run_id, first_execution_run_id=first_execution_run_id,
                                         result_type=result_type if result_type is not None else result_type_of(workflow))
 
-    async def list_workflows(self, query: str | None = None, *, page_size: int = 1000,
-                             rpc_timeout: float | timedelta = 30, **unsupported: Any) -> AsyncIterator[ExecutionSummary]:
+    async def list_workflows(self, query: str | None = None, *, limit: int | None = None, page_size: int = 1000,
+                             rpc_timeout: float | timedelta = 30,
+                             **temporal_options: Any) -> AsyncIterator[ExecutionSummary]:
         """Every run the events topic holds (its retention), newest start first, as
-        `ExecutionSummary` rows. A visibility `query` is not implemented."""
-        not_implemented(unsupported, query=query)
+        `ExecutionSummary` rows (at most `limit`). A visibility `query` is not implemented."""
+        refuse_options("list_workflows", {"query": query, **temporal_options}, LIST_OPTIONS)
         timeout = seconds_of(rpc_timeout)
         partitions = self.known_partitions or await asyncio.to_thread(self.partition_count, timeout)
         runs = await asyncio.to_thread(list_executions, self.bootstrap, self.topics.events, partitions,
                                        self.topics.namespace, timeout)
-        for run in runs:
+        for run in runs[:limit]:
             yield run
 
     @property
@@ -197,14 +199,6 @@ class WorkflowOperations:
         if self._workflow_requests is not None:
             self._workflow_requests.close()
             self._workflow_requests = None
-
-
-def not_implemented(unsupported: Mapping[str, Any], **given: Any) -> None:
-    """NotImplementedError naming the first Temporal option given that we do not implement."""
-    names = [*unsupported, *(name for name, value in given.items() if value is not None)]
-    if names:
-        raise NotImplementedError(f"{names[0]} is not implemented by streamproc's client (Temporal's "
-                                  f"option; see docs/temporal-compatibility.md)")
 
 
 def seconds_of(value: float | timedelta) -> float:

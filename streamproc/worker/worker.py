@@ -32,6 +32,7 @@ from typing import Any
 
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.client.client import Client, SyncClient
+from streamproc.client.temporal_gaps import WORKER_OPTIONS, refuse_options
 from streamproc.converter import DataConverter
 from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.worker.activity_worker import ActivityWorker
@@ -50,7 +51,7 @@ class Worker:
                  graceful_shutdown_timeout: timedelta = timedelta(0),
                  data_converter: DataConverter | None = None,
                  disable_eager_activity_execution: bool = False, metrics: WorkerMetrics | None = None,
-                 checkpoint_local_activities: bool = False) -> None:
+                 checkpoint_local_activities: bool = False, **temporal_options: Any) -> None:
         """`data_converter` defaults to the client's, as in Temporal. Activities that the
         workflows schedule on this queue run eagerly here when a slot is free (see
         `streamproc.worker.eager_activities`), unless `disable_eager_activity_execution`.
@@ -60,6 +61,7 @@ class Worker:
         how long a shutdown lets running activities finish before cancelling them.
         `metrics`: where both parts report (Prometheus; None: nowhere).
         `checkpoint_local_activities`: see `WorkflowWorker`."""
+        refuse_options("Worker", temporal_options, WORKER_OPTIONS)
         ensure_logging_configured()  # its lines to standard error, not into the program's output
         workflows, activities = list(workflows), list(activities)
         if not workflows and not activities:
