@@ -10,19 +10,26 @@ import sys
 import click
 import orjson
 
+from streamproc.cli.connect import ENV_CONNECT_TIMEOUT, require_broker
+from streamproc.cli.errors import StreamprocGroup
 from streamproc.cli.metrics_option import METRICS_PORT, metrics_served
+from streamproc.cli.params import POSITIVE_DURATION
 from streamproc.kafka.user_config import KafkaConfigError, user_properties
 from streamproc.logs import configure_logging
 from streamproc.settings import Settings
 
 
-@click.group()
+@click.group(cls=StreamprocGroup)
+@click.version_option(package_name="streamproc", prog_name="streamproc")
 @click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
               help="Log format (default: console on a terminal, json otherwise).")
 @click.option("--bootstrap", default=None, metavar="HOST:PORT[,...]",
               help="Kafka bootstrap servers (sets STREAMPROC_BOOTSTRAP).")
 @click.option("--namespace", default=None, help="Prefix of every topic and group (sets STREAMPROC_NAMESPACE).")
-def main(log_format: str | None, bootstrap: str | None, namespace: str | None) -> None:
+@click.option("--connect-timeout", type=POSITIVE_DURATION, default=None,
+              help=f"How long a command waits for the broker to answer before it gives up (default 10s; "
+                   f"sets {ENV_CONNECT_TIMEOUT}).")
+def main(log_format: str | None, bootstrap: str | None, namespace: str | None, connect_timeout) -> None:
     """streamproc: a durable workflow and job engine on Kafka.
 
     Secured clusters: any librdkafka property as STREAMPROC_KAFKA_<PROPERTY> (e.g.
@@ -30,6 +37,8 @@ def main(log_format: str | None, bootstrap: str | None, namespace: str | None) -
     STREAMPROC_KAFKA_CONFIG.
     """
     # Through the environment: every command, and the processes it starts, read Settings.from_env.
+    if connect_timeout is not None:
+        os.environ[ENV_CONNECT_TIMEOUT] = f"{connect_timeout.total_seconds():g}"
     for variable, value in (("STREAMPROC_BOOTSTRAP", bootstrap), ("STREAMPROC_NAMESPACE", namespace)):
         if value is not None:
             os.environ[variable] = value
@@ -182,6 +191,7 @@ def topics_create(partitions: int | None) -> None:
 
     from streamproc.kafka.errors import StartRefused
 
+    require_broker()
     s = Settings.from_env(partitions=partitions)
     try:
         n = TopicAdmin(s.bootstrap, Topics(s.namespace)).ensure_engine_topics(s.partitions)
