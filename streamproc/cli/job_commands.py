@@ -15,7 +15,7 @@ import click
 import orjson
 
 from streamproc.cli.connect import connected_client
-from streamproc.cli.output import OUTPUT, echo_json
+from streamproc.cli.output import OUTPUT, echo_json, echo_table
 from streamproc.cli.params import DURATION, POSITIVE_DURATION, json_value
 from streamproc.client.client import Client
 from streamproc.client.errors import CommandRejectedError, CommandsNotDeliveredError, RequestNotSentError
@@ -144,3 +144,88 @@ def job_update_retries(key: int, retries: int, no_wait: bool, output: str) -> No
 def job_cancel(key: int, no_wait: bool, output: str) -> None:
     """Cancel job KEY."""
     _send(JobIntent.CANCEL, key, no_wait, output, lambda c: c.cancel_job(key))
+
+
+_JOB_STATES = ["ACTIVATABLE", "STARTED", "FAILED", "COMPLETED", "CANCELED"]
+
+
+def _read(partitions=None) -> list[Record]:
+    """The events topic's records now (of `partitions`, else of every partition)."""
+    from streamproc.client.job_listing import read_events
+
+    with _client() as client:
+        return read_events(client.bootstrap, client.topics.events,
+                           range(client.partitions) if partitions is None else partitions,
+                           group_prefix=client.topics.namespace)
+
+
+def _time(ms: int) -> str:
+    from streamproc.cli.human_time import timestamp
+    return timestamp(ms)
+
+
+@job.command("list")
+@click.option("--state", type=click.Choice(_JOB_STATES), default=None, help="Only jobs in this state.")
+@click.option("--type", "task_queue", default=None, help="Only jobs of this task queue.")
+@OUTPUT
+def job_list(state: str | None, task_queue: str | None, output: str) -> None:
+    """Jobs the events topic still holds, newest first, with their current state."""
+    from streamproc.client.job_listing import summarize_jobs
+
+    jobs = [j for j in summarize_jobs(_read()) if (state is None or j.state == state)
+            and (task_queue is None or j.type == task_queue)]
+    if output != "table":
+        echo_json([j.as_dict() for j in jobs], output)
+        return
+    echo_table([(j.key, j.type, j.state, j.attempt, j.retries, j.worker, _time(j.created_ms), _time(j.updated_ms))
+                for j in jobs], ("KEY", "TYPE", "STATE", "ATTEMPT", "RETRIES", "WORKER", "CREATED", "UPDATED"))
+
+
+@job.command("describe")
+@click.argument("key", type=int)
+@OUTPUT
+def job_describe(key: int, output: str) -> None:
+    """Job KEY: its state, last attempt, payload and result, and every event it has."""
+    from streamproc.client.job_listing import summarize_jobs
+    from streamproc.protocol.partitioning import partition_of_key
+
+    events = [r for r in _read([partition_of_key(key)]) if r.key == key and r.value_type == "JOB"]
+    summaries = summarize_jobs(events)
+    if not summaries:
+        raise click.ClickException(f"no job {key} on the events topic (a wrong key, or past its retention)")
+    job_summary = summaries[0]
+    history = [{"intent": r.intent, "time_ms": r.timestamp_ms, "attempt": (r.value or {}).get("attempt"),
+                "worker": (r.value or {}).get("worker")} for r in events]
+    if output != "table":
+        echo_json({**job_summary.as_dict(), "events": history}, output)
+        return
+    echo_table([("Key", key), ("Type", job_summary.type), ("State", job_summary.state),
+                ("Attempt", job_summary.attempt), ("RetriesLeft", job_summary.retries),
+                ("Worker", job_summary.worker), ("Payload", job_summary.payload),
+                ("Result", job_summary.result or ""), ("LastError", job_summary.error_message),
+                ("Created", _time(job_summary.created_ms)), ("Updated", _time(job_summary.updated_ms))],
+               ("Field", "Value"))
+    click.echo("")
+    echo_table([(_time(h["time_ms"]), h["intent"], h["attempt"], h["worker"]) for h in history],
+               ("TIME", "EVENT", "ATTEMPT", "WORKER"))
+
+
+@click.group()
+def incident() -> None:
+    """Incidents: jobs out of retries (`job update-retries KEY N` resolves one)."""
+
+
+@incident.command("list")
+@click.option("--all", "show_all", is_flag=True, help="Resolved incidents too.")
+@OUTPUT
+def incident_list(show_all: bool, output: str) -> None:
+    """Open incidents (with --all: resolved ones too), newest first."""
+    from streamproc.client.job_listing import summarize_incidents
+
+    incidents = [i for i in summarize_incidents(_read()) if show_all or i.open]
+    if output != "table":
+        echo_json([i.as_dict() for i in incidents], output)
+        return
+    echo_table([(i.key, i.job_key, i.job_type, i.error_type, i.error_message, _time(i.created_ms),
+                 _time(i.resolved_ms) if i.resolved_ms else "open") for i in incidents],
+               ("KEY", "JOB KEY", "JOB TYPE", "ERROR TYPE", "MESSAGE", "CREATED", "RESOLVED"))

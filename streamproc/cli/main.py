@@ -154,7 +154,7 @@ def topics_create(partitions: int | None) -> None:
 
 
 from streamproc.cli.broker_commands import broker  # noqa: E402
-from streamproc.cli.job_commands import job  # noqa: E402
+from streamproc.cli.job_commands import incident, job  # noqa: E402
 from streamproc.cli.worker_commands import events, worker  # noqa: E402
 from streamproc.cli.workflow_commands import workflow  # noqa: E402
 from streamproc.cli.schedule_commands import schedule  # noqa: E402
@@ -162,6 +162,7 @@ from streamproc.cli import workflow_messages  # noqa: E402,F401  (adds signal, q
 
 main.add_command(broker)
 main.add_command(job)
+main.add_command(incident)
 main.add_command(workflow)
 main.add_command(schedule)
 main.add_command(events)

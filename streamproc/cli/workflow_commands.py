@@ -122,13 +122,21 @@ def workflow_result(workflow_id: str, run_id: str | None, timeout: timedelta | N
 @_which_run
 @OUTPUT
 def workflow_describe(workflow_id: str, run_id: str | None, output: str) -> None:
-    """Show the run's status, type, times and pending work."""
+    """Show the run grouped as Temporal's CLI does: execution info, pending activities,
+    pending timers, last failure."""
+    from streamproc.cli.workflow_description import echo_description
+
     with connected_client() as client:
-        description = _guarded(lambda: client.get_workflow_handle(workflow_id, run_id=run_id).describe())
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        description = _guarded(handle.describe)
+        close_failure = None
+        if description.raw.get("status") in ("FAILED", "TIMED_OUT") and output == "table":
+            history = _guarded(handle.fetch_history)
+            close_failure = (history.events[-1].get("attributes") or {}).get("failure") if history.events else None
     if output != "table":
         echo_json(description.raw, output)
     else:
-        echo_table([[k, _show(k, v)] for k, v in description.raw.items()], ["FIELD", "VALUE"])
+        echo_description(description.raw, close_failure)
 
 
 @workflow.command("show")
@@ -210,8 +218,3 @@ def _failure_json(error: BaseException) -> dict[str, Any]:
         out["cause"] = _failure_json(error.__cause__)
     return out
 
-
-def _show(key: str, value: Any) -> str:
-    if key.endswith("_time_ms") and isinstance(value, int):
-        return _time(value)
-    return value if isinstance(value, str) else orjson.dumps(value).decode()

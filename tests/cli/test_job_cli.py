@@ -39,3 +39,38 @@ def test_no_wait_only_sends(job):
     request_id = job("create", "payments", "--no-wait").strip()
     assert len(request_id) == 32  # the request id its CREATED event will carry, not a key
     assert job("cancel", "12345", "--no-wait") == ""  # refused later, by the engine, unheard
+
+
+def test_list_describe_and_incidents(job):
+    from streamproc.client.client import Client
+    from streamproc.settings import Settings
+
+    kept = int(job("create", "refunds", "--retries", "0"))
+    failing = int(job("create", "refunds", "--retries", "0", "--payload", '{"n": 2}'))
+    settings = Settings.from_env()
+    with Client(settings.bootstrap, settings.namespace) as client:  # a worker's START, as a worker sends it
+        client.start_job(failing, 1, "w-1")
+    import time
+    deadline = time.monotonic() + 30
+    while '"STARTED"' not in job("describe", str(failing), "-o", "json") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "FAILED" in job("fail", str(failing), "1", "--retries", "0", "--message", "card declined")
+
+    listed = orjson.loads(job("list", "-o", "json"))
+    assert [(j["key"], j["state"]) for j in listed] == [(failing, "FAILED"), (kept, "ACTIVATABLE")]
+    assert [j["key"] for j in orjson.loads(job("list", "--state", "ACTIVATABLE", "-o", "json"))] == [kept]
+    table = job("list", "--type", "refunds").splitlines()
+    assert table[0].split()[:3] == ["KEY", "TYPE", "STATE"] and len(table) == 3
+
+    described = orjson.loads(job("describe", str(failing), "-o", "json"))
+    assert described["state"] == "FAILED" and described["error_message"] == "card declined"
+    assert [e["intent"] for e in described["events"]] == ["CREATED", "STARTED", "FAILED"]
+    assert "LastError    card declined" in job("describe", str(failing))
+    assert "no job 7 on the events topic" in job("describe", "7", code=1)
+
+    incidents = cli_of("incident")
+    (open_incident,) = orjson.loads(incidents("list", "-o", "json"))
+    assert open_incident["job_key"] == failing and open_incident["open"]
+    job("update-retries", str(failing), "1")
+    assert orjson.loads(incidents("list", "-o", "json")) == []
+    assert "RESOLVED" in incidents("list", "--all").splitlines()[0]

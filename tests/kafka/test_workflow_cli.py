@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import timedelta
 
@@ -97,7 +98,10 @@ def test_start_result_describe_show_and_list(cli):
 
     described = orjson.loads(cli("describe", "-w", "greet-1", "-o", "json"))
     assert described["run_id"] == started["run_id"] and described["workflow_type"] == "Greeter"
-    assert "workflow_type" in cli("describe", "-w", "greet-1")
+    table = cli("describe", "-w", "greet-1")
+    assert table.startswith("Execution Info:\n  WorkflowId ") and re.search(r"\n  Type +Greeter\n", table)
+    assert re.search(r"\n  Status +COMPLETED\n", table) and " ago)" in table  # human times
+    assert "Pending Activities: 0" in table and "Pending Timers: 0" in table
 
     history = orjson.loads(cli("show", "-w", "greet-1", "-o", "json"))["events"]
     assert history[0]["event_type"] == "WORKFLOW_EXECUTION_STARTED"
@@ -113,7 +117,12 @@ def test_start_result_describe_show_and_list(cli):
 
 
 def test_a_duplicate_start_and_a_terminated_run_are_reported(cli):
-    cli("start", "--type", "Waiter", "-t", QUEUE, "-w", "wait-1")
+    cli("start", "--type", "Waiter", "-t", QUEUE, "-w", "wait-1", "--execution-timeout", "7d")
+    deadline = time.monotonic() + 30
+    while "Pending Timers: 1" not in (table := cli("describe", "-w", "wait-1")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "Pending Timers: 1\n  TimerId " in table and "(in 23h 59m)" in table  # the one-day sleep
+    assert re.search(r"\n  ExecutionTimeout +7d\n", table)
     duplicate = cli("start", "--type", "Waiter", "-t", QUEUE, "-w", "wait-1", code=1)
     assert "Workflow execution is already running. WorkflowId: wait-1, RunId: " in duplicate
 
