@@ -9,11 +9,13 @@ on stderr. ``status`` exits 0 if the broker runs, 3 if not (LSB's "program is no
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import click
 
 from streamproc.cli.output import OUTPUT, echo_json
+from streamproc.cli.params import POSITIVE_DURATION
 from streamproc.devenv.broker_settings import (DEFAULT_HEAP, DEFAULT_KAFKA_VERSION, DEFAULT_PORT, ENV_CONTROLLER_PORT,
                                                ENV_DIR, ENV_HEAP, ENV_PORT, ENV_VERSION)
 
@@ -67,9 +69,9 @@ def broker() -> None:
               help="SASL_SSL: its key, unencrypted PKCS#8 (PEM).")
 @click.option("--scram-user", metavar="NAME:PASSWORD", default=None,
               help="SASL_SSL: the SCRAM-SHA-512 user, created when the storage is first formatted.")
-@click.option("--timeout", type=click.FloatRange(1), default=90.0, show_default=True, help="Seconds to wait.")
+@click.option("--timeout", type=POSITIVE_DURATION, default="90s", show_default=True, help="How long to wait for it.")
 def broker_start(settings: tuple[str, ...], sasl_ssl_port: int | None, tls_cert: str | None, tls_key: str | None,
-                 scram_user: str | None, timeout: float, **where) -> None:
+                 scram_user: str | None, timeout: timedelta, **where) -> None:
     """Start the local broker (or cluster); prints its bootstrap servers."""
     extra = {}
     for item in settings:
@@ -80,7 +82,7 @@ def broker_start(settings: tuple[str, ...], sasl_ssl_port: int | None, tls_cert:
     kwargs = {"extra_properties": extra, "sasl_ssl": _sasl_ssl(sasl_ssl_port, tls_cert, tls_key, scram_user)} \
         if where["nodes"] <= 1 else {}
     local = _local(**where, **kwargs)
-    click.echo(local.start(timeout=timeout))
+    click.echo(local.start(timeout=timeout.total_seconds()))
     if where["nodes"] <= 1 and not local.launched:
         click.echo(f"already running (pid {local.status()['pid']})", err=True)
 
@@ -98,10 +100,10 @@ def _sasl_ssl(port: int | None, cert: str | None, key: str | None, user: str | N
 
 @broker.command("stop")
 @_broker_options
-@click.option("--timeout", type=click.FloatRange(1), default=30.0, show_default=True, help="Seconds to wait.")
-def broker_stop(timeout: float, **where) -> None:
+@click.option("--timeout", type=POSITIVE_DURATION, default="30s", show_default=True, help="How long to wait for it.")
+def broker_stop(timeout: timedelta, **where) -> None:
     """Stop the broker (controlled shutdown, data kept)."""
-    if _local(**where).stop(timeout=timeout) is False:
+    if _local(**where).stop(timeout=timeout.total_seconds()) is False:
         click.echo("not running", err=True)
 
 

@@ -155,12 +155,35 @@ def workflow_show(workflow_id: str, run_id: str | None, output: str) -> None:
            ["ID", "TIME", "TYPE", "ATTRIBUTES"])
 
 
+NO_WAIT = click.option("--no-wait", is_flag=True,
+                       help="Only put the command on the log; do not wait for the engine's answer.")
+
+
+def send_only(client, intent: str, workflow_id: str, run_id: str | None, **value: Any) -> None:
+    """Put a workflow command on the log and return: no reply partition, so no answer (a
+    refusal shows on the events topic only)."""
+    import uuid
+
+    from streamproc.protocol.partitioning import partition_for
+    from streamproc.protocol.records import Record, ValueType
+
+    record = Record.command(ValueType.WORKFLOW, intent, {"workflow_id": workflow_id, "run_id": run_id or "",
+                                                         "identity": client.identity, **value},
+                            request_id=uuid.uuid4().hex)
+    client.send(record, partition_for(workflow_id, _guarded(lambda: client.partitions)))
+
+
 @workflow.command("cancel")
 @_which_run
 @click.option("--reason", default="", help="Why, recorded with the request.")
-def workflow_cancel(workflow_id: str, run_id: str | None, reason: str) -> None:
+@NO_WAIT
+def workflow_cancel(workflow_id: str, run_id: str | None, reason: str, no_wait: bool) -> None:
     """Request cancellation: the workflow code decides how to end."""
-    with connected_client() as client:
+    with connected_client(identity="streamproc-cli") as client:
+        if no_wait:
+            send_only(client, "REQUEST_CANCEL", workflow_id, run_id, reason=reason)
+            click.echo(f"cancellation request sent for {workflow_id}")
+            return
         _guarded(lambda: client.get_workflow_handle(workflow_id, run_id=run_id).cancel(reason))
     click.echo(f"cancellation requested for {workflow_id}")
 
@@ -168,9 +191,14 @@ def workflow_cancel(workflow_id: str, run_id: str | None, reason: str) -> None:
 @workflow.command("terminate")
 @_which_run
 @click.option("--reason", default="", help="Why, recorded on WorkflowExecutionTerminated.")
-def workflow_terminate(workflow_id: str, run_id: str | None, reason: str) -> None:
+@NO_WAIT
+def workflow_terminate(workflow_id: str, run_id: str | None, reason: str, no_wait: bool) -> None:
     """End the run at once, running no more of its code."""
-    with connected_client() as client:
+    with connected_client(identity="streamproc-cli") as client:
+        if no_wait:
+            send_only(client, "TERMINATE", workflow_id, run_id, reason=reason)
+            click.echo(f"termination sent for {workflow_id}")
+            return
         _guarded(lambda: client.get_workflow_handle(workflow_id, run_id=run_id).terminate(reason))
     click.echo(f"terminated {workflow_id}")
 

@@ -16,7 +16,7 @@ from datetime import timedelta
 from streamproc.cli.connect import connected_client
 from streamproc.cli.output import OUTPUT, echo_json
 from streamproc.cli.params import DURATION, json_value
-from streamproc.cli.workflow_commands import _guarded, _which_run, workflow
+from streamproc.cli.workflow_commands import NO_WAIT, _guarded, _which_run, send_only, workflow
 from streamproc.semantics.workflow_ids import QueryRejectCondition
 
 _INPUTS = click.option("--input", "-i", "inputs", multiple=True,
@@ -36,9 +36,15 @@ def _echo_answer(output: str, answer: dict) -> None:
 @_which_run
 @click.option("--name", required=True, help="Signal name.")
 @_INPUTS
-def workflow_signal(workflow_id: str, run_id: str | None, name: str, inputs: tuple[str, ...]) -> None:
-    """Send a signal; returns once the run recorded it."""
+@NO_WAIT
+def workflow_signal(workflow_id: str, run_id: str | None, name: str, inputs: tuple[str, ...], no_wait: bool) -> None:
+    """Send a signal; returns once the run recorded it (with --no-wait: once it is sent)."""
     with connected_client(identity="streamproc-cli") as client:
+        if no_wait:
+            send_only(client, "SIGNAL", workflow_id, run_id, signal_name=name,
+                      input=client.data_converter.encode_args([json_value(text) for text in inputs]))
+            click.echo(f"signal {name} sent to {workflow_id} (not waiting for it to be recorded)")
+            return
         _guarded(lambda: client.get_workflow_handle(workflow_id, run_id=run_id).signal(
             name, args=[json_value(text) for text in inputs]))
     click.echo(f"signal {name} sent to {workflow_id}")

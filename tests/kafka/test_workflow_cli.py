@@ -126,7 +126,7 @@ def test_a_duplicate_start_and_a_terminated_run_are_reported(cli):
     duplicate = cli("start", "--type", "Waiter", "-t", QUEUE, "-w", "wait-1", code=1)
     assert "Workflow execution is already running. WorkflowId: wait-1, RunId: " in duplicate
 
-    assert "terminated wait-1" in cli("terminate", "-w", "wait-1", "--reason", "from the shell")
+    assert "termination sent for wait-1" in cli("terminate", "-w", "wait-1", "--reason", "from the shell", "--no-wait")
     failed = orjson.loads(cli("result", "-w", "wait-1", "--timeout", "60", "-o", "json", code=1))
     assert failed["status"] == "TerminatedError" and failed["failure"]["message"] == "from the shell"
     running = orjson.loads(cli("list", "--status", "RUNNING", "-o", "json"))
@@ -149,8 +149,8 @@ def test_signal_query_and_stack(cli):
     assert cli("update", "-w", "mail-1", "--name", "burn", "-i", "2", "--update-id", "b-1").strip() == "2"
     refused = cli("update", "-w", "mail-1", "--name", "burn", "-i", "7", code=1)
     assert "Workflow update failed: no letter 7" in refused and "Traceback" not in refused
-    cli("signal", "-w", "mail-1", "--name", "post", "-i", '"stop"')
-    assert orjson.loads(cli("result", "-w", "mail-1", "--timeout", "60")) == [{"from": "ann"}, {"from": "bob"}, "stop"]
+    assert "not waiting" in cli("signal", "-w", "mail-1", "--name", "post", "-i", '"stop"', "--no-wait")
+    assert orjson.loads(cli("result", "-w", "mail-1", "--timeout", "1m")) == [{"from": "ann"}, {"from": "bob"}, "stop"]
     closed = cli("signal", "-w", "mail-1", "--name", "post", "-i", "1", code=1)
     assert "workflow execution already completed" in closed and "Traceback" not in closed
     rejected = cli("query", "-w", "mail-1", "--type", "letters_from", "-i", '"ann"',
