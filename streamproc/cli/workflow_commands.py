@@ -173,19 +173,24 @@ def send_only(client, intent: str, workflow_id: str, run_id: str | None, **value
     client.send(record, partition_for(workflow_id, _guarded(lambda: client.partitions)))
 
 
+def _cancel_or_terminate(intent: str, workflow_id: str, run_id: str | None, reason: str, no_wait: bool) -> None:
+    with connected_client(identity="streamproc-cli") as client:
+        if no_wait:
+            send_only(client, intent, workflow_id, run_id, reason=reason)
+            click.echo(f"{intent} sent for {workflow_id}")
+            return
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        _guarded(lambda: (handle.cancel if intent == "REQUEST_CANCEL" else handle.terminate)(reason))
+    click.echo(f"cancellation requested for {workflow_id}" if intent == "REQUEST_CANCEL" else f"terminated {workflow_id}")
+
+
 @workflow.command("cancel")
 @_which_run
 @click.option("--reason", default="", help="Why, recorded with the request.")
 @NO_WAIT
 def workflow_cancel(workflow_id: str, run_id: str | None, reason: str, no_wait: bool) -> None:
     """Request cancellation: the workflow code decides how to end."""
-    with connected_client(identity="streamproc-cli") as client:
-        if no_wait:
-            send_only(client, "REQUEST_CANCEL", workflow_id, run_id, reason=reason)
-            click.echo(f"cancellation request sent for {workflow_id}")
-            return
-        _guarded(lambda: client.get_workflow_handle(workflow_id, run_id=run_id).cancel(reason))
-    click.echo(f"cancellation requested for {workflow_id}")
+    _cancel_or_terminate("REQUEST_CANCEL", workflow_id, run_id, reason, no_wait)
 
 
 @workflow.command("terminate")
@@ -194,13 +199,7 @@ def workflow_cancel(workflow_id: str, run_id: str | None, reason: str, no_wait: 
 @NO_WAIT
 def workflow_terminate(workflow_id: str, run_id: str | None, reason: str, no_wait: bool) -> None:
     """End the run at once, running no more of its code."""
-    with connected_client(identity="streamproc-cli") as client:
-        if no_wait:
-            send_only(client, "TERMINATE", workflow_id, run_id, reason=reason)
-            click.echo(f"termination sent for {workflow_id}")
-            return
-        _guarded(lambda: client.get_workflow_handle(workflow_id, run_id=run_id).terminate(reason))
-    click.echo(f"terminated {workflow_id}")
+    _cancel_or_terminate("TERMINATE", workflow_id, run_id, reason, no_wait)
 
 
 @workflow.command("list")

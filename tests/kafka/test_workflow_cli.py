@@ -126,7 +126,7 @@ def test_a_duplicate_start_and_a_terminated_run_are_reported(cli):
     duplicate = cli("start", "--type", "Waiter", "-t", QUEUE, "-w", "wait-1", code=1)
     assert "Workflow execution is already running. WorkflowId: wait-1, RunId: " in duplicate
 
-    assert "termination sent for wait-1" in cli("terminate", "-w", "wait-1", "--reason", "from the shell", "--no-wait")
+    assert "TERMINATE sent for wait-1" in cli("terminate", "-w", "wait-1", "--reason", "from the shell", "--no-wait")
     failed = orjson.loads(cli("result", "-w", "wait-1", "--timeout", "60", "-o", "json", code=1))
     assert failed["status"] == "TerminatedError" and failed["failure"]["message"] == "from the shell"
     running = orjson.loads(cli("list", "--status", "RUNNING", "-o", "json"))
