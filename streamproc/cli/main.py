@@ -121,6 +121,7 @@ def engine_run(engine_id: str | None, max_batch: int, metrics_port: int) -> None
     from streamproc.metrics import EngineMetrics
 
     settings = Settings.from_env(engine_id=engine_id)
+    _say_if_no_broker_yet()
     metrics = EngineMetrics() if metrics_port else None
     try:
         engine = Engine(settings, limits=Limits.from_settings(settings), max_batch=max_batch, metrics=metrics)
@@ -128,6 +129,20 @@ def engine_run(engine_id: str | None, max_batch: int, metrics_port: int) -> None
             _run_until_signal(engine)
     except (IdentityConflict, StartRefused) as exc:  # another live engine has this id, ...: one line, exit 1
         raise click.ClickException(str(exc)) from None
+
+
+def _say_if_no_broker_yet() -> None:
+    """An engine waits for its broker as long as it takes (a broker restart is ordinary), but
+    one started against an address where nothing answers says so once, in words, before
+    its fault log takes over."""
+    from streamproc.kafka.connection import BrokerUnreachable
+
+    try:
+        require_broker()
+    except BrokerUnreachable as exc:
+        import structlog
+        structlog.get_logger("streamproc.engine").warning("broker_unreachable_waiting", reason=str(exc),
+                                                          action="the engine keeps trying; Ctrl-C stops it")
 
 
 @main.group()
