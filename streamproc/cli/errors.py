@@ -21,9 +21,11 @@ from streamproc.exceptions import CommandRejectedError, CommandsNotDeliveredErro
 from streamproc.kafka.errors import IdentityConflict, StartRefused
 from streamproc.kafka.user_config import KafkaConfigError
 
-#: Errors whose message is already written for the person at the shell.
+#: Errors whose message is already written for the person at the shell (a ValueError is a
+#: value refused with its reason: a setting, an argument the SDK checks, Temporal's
+#: `InvalidArgument`).
 _ACTIONABLE = (CommandRejectedError, CommandsNotDeliveredError, FailureError, RequestNotSentError, IdentityConflict,
-               StartRefused, KafkaConfigError, TimeoutError)
+               StartRefused, KafkaConfigError, TimeoutError, ValueError)
 
 class StreamprocGroup(click.Group):
     """The root group: runs the command under `one_line_errors`."""

@@ -92,6 +92,11 @@ def test_a_port_in_use_is_one_line(tmp_path):
     assert_one_line_error(result, 1, f"client port 127.0.0.1:{port} is already in use")
 
 
+def test_a_bad_setting_is_one_line():
+    result = streamproc("--bootstrap", DOWN, "topics", "create", env={"STREAMPROC_PARTITIONS": "many"})
+    assert_one_line_error(result, 1, "STREAMPROC_PARTITIONS must be an integer in [1, 8192], got 'many'")
+
+
 def test_version():
     result = streamproc("--version")
     assert result.returncode == 0 and result.stdout.startswith("streamproc, version ")
