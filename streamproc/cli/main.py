@@ -6,23 +6,31 @@ import faulthandler
 import os
 import signal
 import sys
+import threading
+import time
 
 import click
-import orjson
 
+from streamproc.cli.connect import ENV_CONNECT_TIMEOUT, require_broker
+from streamproc.cli.errors import StreamprocGroup
 from streamproc.cli.metrics_option import METRICS_PORT, metrics_served
+from streamproc.cli.params import POSITIVE_DURATION
 from streamproc.kafka.user_config import KafkaConfigError, user_properties
 from streamproc.logs import configure_logging
 from streamproc.settings import Settings
 
 
-@click.group()
+@click.group(cls=StreamprocGroup)
+@click.version_option(package_name="streamproc", prog_name="streamproc")
 @click.option("--log-format", type=click.Choice(["console", "json"]), default=None,
               help="Log format (default: console on a terminal, json otherwise).")
 @click.option("--bootstrap", default=None, metavar="HOST:PORT[,...]",
               help="Kafka bootstrap servers (sets STREAMPROC_BOOTSTRAP).")
 @click.option("--namespace", default=None, help="Prefix of every topic and group (sets STREAMPROC_NAMESPACE).")
-def main(log_format: str | None, bootstrap: str | None, namespace: str | None) -> None:
+@click.option("--connect-timeout", type=POSITIVE_DURATION, default=None,
+              help=f"How long a command waits for the broker to answer before it gives up (default 10s; "
+                   f"sets {ENV_CONNECT_TIMEOUT}).")
+def main(log_format: str | None, bootstrap: str | None, namespace: str | None, connect_timeout) -> None:
     """streamproc: a durable workflow and job engine on Kafka.
 
     Secured clusters: any librdkafka property as STREAMPROC_KAFKA_<PROPERTY> (e.g.
@@ -30,6 +38,8 @@ def main(log_format: str | None, bootstrap: str | None, namespace: str | None) -
     STREAMPROC_KAFKA_CONFIG.
     """
     # Through the environment: every command, and the processes it starts, read Settings.from_env.
+    if connect_timeout is not None:
+        os.environ[ENV_CONNECT_TIMEOUT] = f"{connect_timeout.total_seconds():g}"
     for variable, value in (("STREAMPROC_BOOTSTRAP", bootstrap), ("STREAMPROC_NAMESPACE", namespace)):
         if value is not None:
             os.environ[variable] = value
@@ -62,19 +72,26 @@ def _run_until_signal(engine) -> None:
 @METRICS_PORT
 def dev(partitions: int | None, example: bool, metrics_port: int) -> None:
     """Run everything locally: a broker (unless STREAMPROC_BOOTSTRAP names one), topics, an engine."""
+    from streamproc.cli.dev_summary import dev_summary
     from streamproc.devenv.broker import ensure_broker
     from streamproc.devenv.example import start_example
     from streamproc.engine.processing import Limits
     from streamproc.kafka.engine import Engine
     from streamproc.metrics import EngineMetrics, WorkerMetrics
 
+    started = time.monotonic()
     bootstrap, broker = ensure_broker()
     settings = Settings.from_env(bootstrap=bootstrap, partitions=partitions)
-    click.echo(f"streamproc dev: broker {bootstrap}" + (" (started locally)" if broker else ""), err=True)
     engine_metrics = EngineMetrics() if metrics_port else None  # the workers' share its registry
     engine = Engine(settings, limits=Limits.from_settings(settings), metrics=engine_metrics)
     worker_metrics = WorkerMetrics(engine_metrics.registry) if engine_metrics else None
     stop_example = start_example(settings, engine, worker_metrics) if example else None
+
+    def say_ready() -> None:
+        engine.ready.wait()
+        click.echo(dev_summary(settings, broker_dir=broker and str(broker.state_dir), example=example,
+                               metrics_port=metrics_port, ready_after_s=time.monotonic() - started), err=True)
+    threading.Thread(target=say_ready, name="dev-ready", daemon=True).start()
     try:
         with metrics_served(metrics_port, engine_metrics and engine_metrics.registry,
                             live=engine.alive, ready=engine.restored):
@@ -85,61 +102,6 @@ def dev(partitions: int | None, example: bool, metrics_port: int) -> None:
         if broker is not None:
             click.echo("stopping the local broker", err=True)
             broker.stop()
-
-
-@main.group()
-def broker() -> None:
-    """The local Kafka broker, or a local cluster (KRaft, from Maven Central jars, no Docker)."""
-
-
-def _local_broker(nodes: int = 1):
-    """The single broker, or with `nodes` > 1 a cluster on ports from STREAMPROC_BROKER_PORT up
-    (two per node), its state beside the single broker's."""
-    from streamproc.devenv.broker import LocalBroker
-    if nodes <= 1:
-        return LocalBroker()
-    from streamproc.devenv.broker_settings import DEFAULT_PORT, ENV_PORT, default_state_dir, port_from_env
-    from streamproc.devenv.kraft_cluster import LocalCluster
-    return LocalCluster(nodes, port_from_env(ENV_PORT) or DEFAULT_PORT, default_state_dir().with_name("kafka-cluster"))
-
-
-_NODES = click.option("--nodes", type=click.IntRange(1, 9), default=1, show_default=True,
-                      help="1: a single broker; 3: a three-node KRaft cluster (replication 3, min.insync.replicas 2).")
-
-
-@broker.command("start")
-@_NODES
-def broker_start(nodes: int) -> None:
-    """Start the local broker (or cluster); prints its bootstrap servers."""
-    click.echo(_local_broker(nodes).start())
-
-
-@broker.command("stop")
-@_NODES
-def broker_stop(nodes: int) -> None:
-    _local_broker(nodes).stop()
-
-
-@broker.command("kill")
-def broker_kill() -> None:
-    """SIGKILL the broker, keeping its data (crash tests)."""
-    _local_broker().kill()
-
-
-@broker.command("reset")
-def broker_reset() -> None:
-    """Stop the broker and delete its data."""
-    _local_broker().reset()
-
-
-@broker.command("status")
-@_NODES
-def broker_status(nodes: int) -> None:
-    status = _local_broker(nodes).status()
-    click.echo(orjson.dumps(status, default=str).decode())
-    running = status.get("running") if nodes <= 1 else all(s.get("running") for s in status.values())
-    if not running:
-        raise SystemExit(1)
 
 
 @main.group()
@@ -159,6 +121,7 @@ def engine_run(engine_id: str | None, max_batch: int, metrics_port: int) -> None
     from streamproc.metrics import EngineMetrics
 
     settings = Settings.from_env(engine_id=engine_id)
+    _say_if_no_broker_yet()
     metrics = EngineMetrics() if metrics_port else None
     try:
         engine = Engine(settings, limits=Limits.from_settings(settings), max_batch=max_batch, metrics=metrics)
@@ -166,6 +129,20 @@ def engine_run(engine_id: str | None, max_batch: int, metrics_port: int) -> None
             _run_until_signal(engine)
     except (IdentityConflict, StartRefused) as exc:  # another live engine has this id, ...: one line, exit 1
         raise click.ClickException(str(exc)) from None
+
+
+def _say_if_no_broker_yet() -> None:
+    """An engine waits for its broker as long as it takes (a broker restart is ordinary), but
+    one started against an address where nothing answers says so once, in words, before
+    its fault log takes over."""
+    from streamproc.kafka.connection import BrokerUnreachable
+
+    try:
+        require_broker()
+    except BrokerUnreachable as exc:
+        import structlog
+        structlog.get_logger("streamproc.engine").warning("broker_unreachable_waiting", reason=str(exc),
+                                                          action="the engine keeps trying; Ctrl-C stops it")
 
 
 @main.group()
@@ -182,6 +159,7 @@ def topics_create(partitions: int | None) -> None:
 
     from streamproc.kafka.errors import StartRefused
 
+    require_broker()
     s = Settings.from_env(partitions=partitions)
     try:
         n = TopicAdmin(s.bootstrap, Topics(s.namespace)).ensure_engine_topics(s.partitions)
@@ -190,13 +168,16 @@ def topics_create(partitions: int | None) -> None:
     click.echo(f"{s.namespace}: commands, events, changelog with {n} partitions")
 
 
-from streamproc.cli.job_commands import job  # noqa: E402
+from streamproc.cli.broker_commands import broker  # noqa: E402
+from streamproc.cli.job_commands import incident, job  # noqa: E402
 from streamproc.cli.worker_commands import events, worker  # noqa: E402
 from streamproc.cli.workflow_commands import workflow  # noqa: E402
 from streamproc.cli.schedule_commands import schedule  # noqa: E402
 from streamproc.cli import workflow_messages  # noqa: E402,F401  (adds signal, query, stack to `workflow`)
 
+main.add_command(broker)
 main.add_command(job)
+main.add_command(incident)
 main.add_command(workflow)
 main.add_command(schedule)
 main.add_command(events)

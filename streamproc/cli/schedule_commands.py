@@ -18,8 +18,10 @@ from typing import Any
 import click
 import orjson
 
-from streamproc.cli.params import json_value
-from streamproc.cli.workflow_commands import _OUTPUT, _echo_json, _guarded, _table
+from streamproc.cli.connect import connected_client
+from streamproc.cli.output import OUTPUT, echo_json, echo_table
+from streamproc.cli.params import DURATION, json_value
+from streamproc.cli.workflow_commands import _guarded
 from streamproc.client.client import Client
 from streamproc.client.schedule_types import (
     Schedule,
@@ -32,7 +34,6 @@ from streamproc.client.schedule_types import (
     spec_wire,
 )
 from streamproc.client.schedules import ScheduleUpdate
-from streamproc.semantics.go_duration import GoDurationError, parse_go_duration_ns
 
 _SCHEDULE_ID = click.option("--schedule-id", "-s", required=True, help="Schedule id.")
 _OVERLAP = click.option("--overlap-policy", type=click.Choice([p.name for p in ScheduleOverlapPolicy if p.value]),
@@ -41,14 +42,6 @@ _OVERLAP = click.option("--overlap-policy", type=click.Choice([p.name for p in S
 _CALENDAR_KEYS = {"second": "second", "minute": "minute", "hour": "hour", "dayOfMonth": "day_of_month",
                   "day_of_month": "day_of_month", "month": "month", "year": "year", "dayOfWeek": "day_of_week",
                   "day_of_week": "day_of_week", "comment": "comment"}
-
-
-def duration(text: str) -> timedelta:
-    """``90s``, ``5m``, ``1h30m``, ``2d`` (Go duration syntax plus days, as Temporal's CLI)."""
-    try:
-        return timedelta(microseconds=parse_go_duration_ns(text, days=True) / 1000)
-    except GoDurationError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def _time(text: str | None) -> datetime | None:
@@ -78,16 +71,16 @@ def _definition_options(func):
         click.option("--interval", "intervals", multiple=True, help="Interval like 45m or 6h/5h; repeatable."),
         click.option("--start-time", default=None, help="No actions before this time (RFC 3339)."),
         click.option("--end-time", default=None, help="No actions after this time (RFC 3339)."),
-        click.option("--jitter", default=None, help="Delay each action by up to this long (e.g. 5m)."),
+        click.option("--jitter", type=DURATION, default=None, help="Delay each action by up to this long (e.g. 5m)."),
         click.option("--time-zone", default=None, help="IANA time zone of calendars and crons (default UTC)."),
         click.option("--workflow-id", "-w", required=True, help="Base workflow id (each run adds its time)."),
         click.option("--type", "workflow_type", required=True, help="Workflow type name."),
         click.option("--task-queue", "-t", required=True),
         click.option("--input", "-i", "inputs", multiple=True, help="JSON value of an argument; repeatable."),
-        click.option("--execution-timeout", default=None, help="Workflow execution timeout (e.g. 1h)."),
-        click.option("--run-timeout", default=None, help="Workflow run timeout."),
+        click.option("--execution-timeout", type=DURATION, default=None, help="Workflow execution timeout (e.g. 1h)."),
+        click.option("--run-timeout", type=DURATION, default=None, help="Workflow run timeout."),
         _OVERLAP,
-        click.option("--catchup-window", default=None, help="Take actions missed by at most this long (default 365d)."),
+        click.option("--catchup-window", type=DURATION, default=None, help="Take actions missed by at most this long (default 365d)."),
         click.option("--pause-on-failure", is_flag=True, help="Pause when a started workflow fails or times out."),
         click.option("--paused", is_flag=True, help="Create (or leave) the schedule paused."),
         click.option("--notes", default=None, help="Notes on the schedule's state."),
@@ -103,18 +96,17 @@ def _build(o: dict[str, Any]) -> Schedule:
     compiles, so calendar strings and intervals reach it as typed (`--interval 6h/5h`
     is the cron string `@every 6h/5h`)."""
     spec = spec_wire(ScheduleSpec(start_at=_time(o["start_time"]), end_at=_time(o["end_time"]),
-                                  jitter=duration(o["jitter"]) if o["jitter"] else None,
+                                  jitter=o["jitter"] or None,
                                   time_zone_name=o["time_zone"]))
     spec["calendar"] = [_calendar(c) for c in o["calendars"]]
     spec["cron_string"] = list(o["crons"]) + [f"@every {i}" for i in o["intervals"]]
     action = ScheduleActionStartWorkflow(
         o["workflow_type"], args=[json_value(t) for t in o["inputs"]], id=o["workflow_id"],
         task_queue=o["task_queue"],
-        execution_timeout=duration(o["execution_timeout"]) if o["execution_timeout"] else None,
-        run_timeout=duration(o["run_timeout"]) if o["run_timeout"] else None)
+        execution_timeout=o["execution_timeout"] or None, run_timeout=o["run_timeout"] or None)
     policy = SchedulePolicy(
         overlap=ScheduleOverlapPolicy[o["overlap_policy"]] if o["overlap_policy"] else ScheduleOverlapPolicy.SKIP,
-        catchup_window=duration(o["catchup_window"]) if o["catchup_window"] else timedelta(days=365),
+        catchup_window=o["catchup_window"] or timedelta(days=365),
         pause_on_failure=o["pause_on_failure"])
     state = ScheduleState(note=o["notes"], paused=o["paused"], limited_actions=o["remaining_actions"] is not None,
                           remaining_actions=o["remaining_actions"] or 0)
@@ -123,7 +115,7 @@ def _build(o: dict[str, Any]) -> Schedule:
 
 def _change(schedule_id: str, call, done: str) -> None:
     """Run `call(client)`; one line says what was done (or, on error, what went wrong)."""
-    with Client(identity="streamproc-cli") as client:
+    with connected_client(identity="streamproc-cli") as client:
         _guarded(lambda: call(client))
     click.echo(f"schedule {schedule_id} {done}")
 
@@ -154,13 +146,13 @@ def schedule_update(schedule_id: str, **o: Any) -> None:
 
 @schedule.command("describe")
 @_SCHEDULE_ID
-@_OUTPUT
+@OUTPUT
 def schedule_describe(schedule_id: str, output: str) -> None:
     """The schedule's spec (compiled), policies, state, counts, recent and next actions."""
-    with Client() as client:
+    with connected_client() as client:
         raw = _guarded(lambda: client.get_schedule_handle(schedule_id).describe_json())
-    if output == "json":
-        _echo_json(raw)
+    if output != "table":
+        echo_json(raw, output)
         return
     info, definition = raw["info"], raw["schedule"]
     state = definition["state"]
@@ -175,7 +167,7 @@ def schedule_describe(schedule_id: str, output: str) -> None:
             ("Running", ", ".join(r["workflow_id"] for r in info["running_workflows"])),
             ("RecentActions", ", ".join(a["workflow_id"] for a in info["recent_actions"])),
             ("NextActionTimes", ", ".join(_iso(t) for t in info["future_action_times_ms"]))]
-    _table(rows, ("Field", "Value"))
+    echo_table(rows, ("Field", "Value"))
 
 
 def _iso(ms: int) -> str:
@@ -183,17 +175,17 @@ def _iso(ms: int) -> str:
 
 
 @schedule.command("list")
-@_OUTPUT
+@OUTPUT
 def schedule_list(output: str) -> None:
     """Every schedule: its workflow type, whether paused, its next action time."""
-    with Client() as client:
+    with connected_client() as client:
         entries = _guarded(lambda: list(client.list_schedules()))
-    if output == "json":
-        _echo_json([{"schedule_id": e.id, "workflow_type": e.workflow_type, "paused": e.paused, "note": e.note,
+    if output != "table":
+        echo_json([{"schedule_id": e.id, "workflow_type": e.workflow_type, "paused": e.paused, "note": e.note,
                      "next_action_times": [t.isoformat() for t in e.next_action_times],
-                     "recent_actions": [dataclasses.asdict(a) for a in e.recent_actions]} for e in entries])
+                     "recent_actions": [dataclasses.asdict(a) for a in e.recent_actions]} for e in entries], output)
         return
-    _table([(e.id, e.workflow_type, e.paused, e.next_action_times[0].isoformat() if e.next_action_times else "")
+    echo_table([(e.id, e.workflow_type, e.paused, e.next_action_times[0].isoformat() if e.next_action_times else "")
             for e in entries], ("ScheduleId", "WorkflowType", "Paused", "NextActionTime"))
 
 

@@ -12,17 +12,22 @@ import time
 from datetime import timedelta
 
 import click
-import orjson
 import structlog
 
+from streamproc.cli.connect import require_broker
 from streamproc.cli.metrics_option import METRICS_PORT, metrics_served
-from streamproc.settings import Settings
+from streamproc.cli.output import OUTPUT, echo_json
+from streamproc.cli.params import DURATION
 
 
 def _load_handler(spec: str, what: str = "function"):
+    """The object `module:attr` names, the module found as `python -m` would find it: in
+    the current directory first (a console script's import path lacks it)."""
     module_name, _, attr = spec.partition(":")
     if not attr:
         raise click.BadParameter(f"expected module:{what}, got {spec!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
@@ -49,24 +54,25 @@ def worker() -> None:
 @click.option("--handler", default="streamproc.devenv.example:echo_handler", show_default=True,
               help="module:function called with each job; its return value is the result.")
 @click.option("--worker-id", default=None)
-@click.option("--retry-backoff", "backoff_s", type=click.FloatRange(0), default=0.0, show_default=True,
-              help="Seconds before a failed job is retried.")
+@click.option("--retry-backoff", type=DURATION, default="0s", show_default=True,
+              help="How long before a failed job is retried (e.g. 30s, 5m).")
 @click.option("--max-concurrent", type=click.IntRange(1), default=16, show_default=True,
               help="Handlers running at once.")
 @click.option("--start-unconfirmed", is_flag=True,
               help="Run a handler as soon as its START is sent, without waiting for the engine to accept it: "
                    "faster, but a handler may run twice after a rebalance.")
 @METRICS_PORT
-def worker_run(task_queue: str, handler: str, worker_id: str | None, backoff_s: float, max_concurrent: int,
+def worker_run(task_queue: str, handler: str, worker_id: str | None, retry_backoff: timedelta, max_concurrent: int,
                start_unconfirmed: bool, metrics_port: int) -> None:
     """Join TASK_QUEUE's consumer group and run HANDLER for its jobs until SIGINT/SIGTERM."""
     from streamproc.metrics import WorkerMetrics
     from streamproc.worker.job_worker import JobWorker
 
-    _check_connection()
+    handle = _load_handler(handler)
+    require_broker()
     metrics = WorkerMetrics() if metrics_port else None
-    w = JobWorker(task_queue, _load_handler(handler), worker_id=worker_id,
-                  retry_backoff=timedelta(seconds=backoff_s), max_concurrent=max_concurrent,
+    w = JobWorker(task_queue, handle, worker_id=worker_id,
+                  retry_backoff=retry_backoff, max_concurrent=max_concurrent,
                   start_unconfirmed=start_unconfirmed, metrics=metrics)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: w.stop())
@@ -104,8 +110,7 @@ def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[
         raise click.UsageError("give at least one --workflow or --activity")
     workflow_classes = [_load_definition(spec, "Class", WorkflowDefinition.of) for spec in workflows]
     activity_functions = [_load_definition(spec, "function", ActivityDefinition.of) for spec in activities]
-    s = Settings.from_env()
-    _check_connection()
+    s = require_broker()
     metrics = WorkerMetrics() if metrics_port else None
     with Client(s.bootstrap, s.namespace) as client:
         try:
@@ -118,17 +123,6 @@ def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[
         with metrics_served(metrics_port, metrics and metrics.registry, ready=w.is_ready):
             w.run()  # in the main thread: SIGINT / SIGTERM stop it
     _exit_past_stuck_handlers()
-
-
-def _check_connection() -> None:
-    """Credentials or TLS settings the cluster refuses: one line and exit 1, not a silent wait."""
-    from streamproc.kafka.connection import check_connection
-    from streamproc.kafka.errors import StartRefused
-
-    try:
-        check_connection(Settings.from_env().bootstrap)
-    except StartRefused as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 def _exit_past_stuck_handlers(grace_s: float = 1.0) -> None:
@@ -158,21 +152,23 @@ def events() -> None:
 
 
 @events.command("tail")
-@click.option("--from-beginning", is_flag=True)
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--from-beginning", is_flag=True, help="Also print the events the topic already holds.")
+@OUTPUT
 def events_tail(from_beginning: bool, output: str) -> None:
-    """Print events and rejections as they are committed (read_committed)."""
+    """Print events and rejections as they are committed (read_committed), until Ctrl-C."""
     from streamproc.client.events import EventReader
     from streamproc.devenv.example import describe
 
-    s = Settings.from_env()
+    s = require_broker()
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     with EventReader(s.bootstrap, s.namespace, from_beginning=from_beginning) as reader:
+        # On stderr: what this waits for, so a quiet topic is not taken for a hung command.
+        click.echo(f"waiting for events on {s.namespace}.events at {s.bootstrap} "
+                   f"({'from the beginning' if from_beginning else 'new ones only'}; Ctrl-C stops)", err=True)
         while not stop:
             for record, partition, offset in reader.poll():
-                if output == "json":
-                    d = {f: getattr(record, f) for f in record.__slots__}
-                    click.echo(orjson.dumps(d, default=str).decode())
-                else:
+                if output == "table":
                     click.echo(describe(record))
+                else:
+                    echo_json({f: getattr(record, f) for f in record.__slots__}, "jsonl")

@@ -14,9 +14,9 @@ work offline.
     broker.stop()                       # controlled shutdown
     broker.reset()                      # stop and delete all data
 
-or from a shell (``python -m streamproc.devenv.broker --help``):
+or from a shell (``streamproc broker --help``):
 
-    export STREAMPROC_BOOTSTRAP=$(python -m streamproc.devenv.broker start --port 29092)
+    export STREAMPROC_BOOTSTRAP=$(streamproc broker start --port 29092)
 
 State directory layout: ``data/`` (log.dirs and KRaft metadata log), ``server.properties``,
 ``log4j2.properties`` (``log4j.properties`` for Kafka 3.x), ``kafka.pid``, ``kafka.log`` (the
@@ -35,7 +35,8 @@ Jars go to ``~/.cache/streamproc/kafka-<version>/lib`` (``$XDG_CACHE_HOME`` is h
 This module is the lifecycle; the parts live next to it: ``broker_settings`` (defaults and
 environment), ``broker_install`` (the jars), ``broker_jvm`` (java and its command line),
 ``broker_config`` (server.properties, log4j), ``broker_process`` (pids, signals, locks),
-``broker_probe`` (ports and metadata requests), ``broker_errors`` and ``broker_cli``.
+``broker_probe`` (ports and metadata requests) and ``broker_errors``; its commands are
+``streamproc broker ...`` (``streamproc/cli/broker_commands.py``).
 """
 
 from __future__ import annotations
@@ -432,7 +433,7 @@ def _first_host_port(bootstrap: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
-if __name__ == "__main__":
-    from streamproc.devenv.broker_cli import main
+if __name__ == "__main__":  # the same commands as `streamproc broker`
+    from streamproc.cli.main import main
 
-    sys.exit(main())
+    main(["broker", *sys.argv[1:]], prog_name="python -m streamproc.devenv.broker")

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import zipfile
 from importlib import resources
@@ -30,6 +31,10 @@ SCALA_BINARY = "2.13"
 POM_NAME = "broker-pom.xml"
 INSTALL_MARKER = ".complete"
 MVN_TIMEOUT_S = 30 * 60
+#: What Kafka 4.1's runtime jars weigh, to say what the first start fetches.
+EXPECTED_MB = 45
+#: Seconds between two progress lines while Maven downloads.
+PROGRESS_INTERVAL_S = 3.0
 
 # The classes the broker needs, by role; StorageTool moved between Kafka versions.
 _MAIN_CLASSES = {
@@ -60,7 +65,8 @@ def install_jars(lib_dir: Path, kafka_version: str) -> Path:
     with file_lock(lib_dir.parent / ".install.lock"):
         if jars_installed(lib_dir):
             return lib_dir
-        log.info("resolving org.apache.kafka:kafka_%s:%s with Maven into %s", SCALA_BINARY, kafka_version, lib_dir)
+        log.info("fetching Kafka %s's jars from Maven Central, first run only (about %d MB, with Maven's own "
+                 "plugins the first time Maven runs) into %s", kafka_version, EXPECTED_MB, lib_dir)
         t0 = time.monotonic()
         work = Path(tempfile.mkdtemp(prefix=".install-", dir=lib_dir.parent))
         try:
@@ -84,16 +90,34 @@ def _resolve_with_maven(mvn: str, work: Path, kafka_version: str) -> Path:
                    encoding="utf-8")
     jars = work / "lib"
     cmd = [
-        mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(pom),
+        # Not -q: in batch mode Maven prints a "Downloaded from" line per file, our progress.
+        mvn, "-B", "-Dstyle.color=never", "-f", str(pom),
         f"-Dkafka.version={kafka_version}",
         f"-Dkafka.logging={'log4j2' if uses_log4j2(kafka_version) else 'reload4j'}",
         "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={jars}",
     ]
+    tally = DownloadTally()
+    lines: list[str] = []
     try:
-        res = subprocess.run(cmd, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, timeout=MVN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise BrokerError(f"mvn did not finish within {MVN_TIMEOUT_S} s") from None
+        with subprocess.Popen(cmd, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) as mvn_process:
+            # A Maven that hangs without a word is killed too: the loop below waits for lines.
+            watchdog = threading.Timer(MVN_TIMEOUT_S, mvn_process.kill)
+            watchdog.daemon = True
+            watchdog.start()
+            for line in mvn_process.stdout:
+                if not tally.feed(line):
+                    lines.append(line.rstrip("\n"))
+                    del lines[:-40]
+                if tally.due(time.monotonic(), PROGRESS_INTERVAL_S):
+                    log.info("fetched %d files, %.1f MB so far", tally.files, tally.bytes / 1e6)
+            returncode = mvn_process.wait()
+            if not watchdog.is_alive():
+                raise BrokerError(f"mvn did not finish within {MVN_TIMEOUT_S} s")
+            watchdog.cancel()
+    except OSError as exc:
+        raise BrokerError(f"cannot run mvn: {exc}") from None
+    res = subprocess.CompletedProcess(cmd, returncode, "\n".join(lines))
     output = "\n".join(re.sub(r"\x1b\[[0-9;]*m", "", res.stdout).splitlines()[-40:])
     if res.returncode != 0:
         raise BrokerError(
@@ -105,6 +129,40 @@ def _resolve_with_maven(mvn: str, work: Path, kafka_version: str) -> Path:
     if not core.is_file():
         raise BrokerError(f"mvn finished but {core.name} is not among the resolved jars", output, "mvn output")
     return jars
+
+
+class DownloadTally:
+    """Counts Maven's "Downloaded from central: URL (12 kB at 3.4 MB/s)" lines."""
+
+    _LINE = re.compile(r"Downloaded from [^:]+: \S+ \(([\d.,]+) (B|kB|KB|MB|GB)")
+    _UNIT = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+
+    def __init__(self) -> None:
+        self.files = 0
+        self.bytes = 0.0
+        self._reported_at: float | None = None
+        self._reported_files = 0
+
+    def feed(self, line: str) -> bool:
+        """Whether `line` was a download (counted)."""
+        found = self._LINE.search(line)
+        if found is None:
+            return "Downloading from" in line
+        self.files += 1
+        self.bytes += float(found.group(1).replace(",", "")) * self._UNIT[found.group(2)]
+        return True
+
+    def due(self, now: float, interval_s: float) -> bool:
+        """Whether to report now: something new, and the interval passed since the last report."""
+        if self.files == self._reported_files:
+            return False
+        if self._reported_at is None:
+            self._reported_at = now  # the first interval starts with the first file
+            return False
+        if now - self._reported_at < interval_s:
+            return False
+        self._reported_at, self._reported_files = now, self.files
+        return True
 
 
 def find_main_classes(lib_dir: Path, kafka_version: str) -> tuple[str, str]:

@@ -97,7 +97,7 @@ class PartitionProcessor:
             processor = PROCESSORS.get((cmd.value_type, cmd.intent))
             if processor is None:
                 self._writer.reject(cmd, RejectionType.UNKNOWN_COMMAND,
-                                    f"no processor for {cmd.value_type} {cmd.intent}")
+                                    f"no processor for {codec.clipped(cmd.value_type)} {codec.clipped(cmd.intent)}")
                 self._writer.encode_pending_or_strip()
             else:
                 self._run(processor, cmd, position, now_ms)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.user_config import with_user_properties
 
 #: A fetch is a long poll: the broker answers it as soon as one byte can be returned (a
@@ -45,7 +46,7 @@ def consumer_config(bootstrap: str, group: str | None, **extra: Any) -> dict[str
         # cooperative rebalancing: partitions that do not move keep processing
         conf["partition.assignment.strategy"] = "cooperative-sticky"
     conf.update(extra)
-    return with_user_properties(conf, bootstrap)
+    return with_user_properties(_logged(conf, "consumer"), bootstrap)
 
 
 def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
@@ -59,9 +60,21 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "compression.type": "none",
     }
     conf.update(extra)
-    return with_user_properties(conf, bootstrap)
+    return with_user_properties(_logged(conf, "producer"), bootstrap)
 
 
 def admin_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     """An AdminClient's settings: the servers and the user's properties."""
-    return with_user_properties({"bootstrap.servers": bootstrap, "client.id": CLIENT_ID, **extra}, bootstrap)
+    return with_user_properties(_logged({"bootstrap.servers": bootstrap, "client.id": CLIENT_ID, **extra}, "admin"),
+                                bootstrap)
+
+
+def _logged(conf: dict[str, Any], role: str) -> dict[str, Any]:
+    """`conf` with librdkafka's log lines and error events going to structlog (one line per
+    kind per interval), unless its caller routes them itself: without a `logger`, the
+    library writes `%3|...` lines straight to stderr, across whatever else is written."""
+    if "logger" not in conf or "error_cb" not in conf:
+        routed = ClientLog(conf.get("group.id") or role).config()
+        for name, value in routed.items():
+            conf.setdefault(name, value)
+    return conf

@@ -24,8 +24,15 @@ REFUSALS = {
 }
 
 
-def check_connection(bootstrap: str, timeout_s: float = 15.0) -> None:
-    """Return once a broker answers; raise `StartRefused` if the cluster refuses us."""
+class BrokerUnreachable(StartRefused):
+    """No broker answered within the wait a command was given (`require_broker=True`)."""
+
+
+def check_connection(bootstrap: str, timeout_s: float = 15.0, *, require_broker: bool = False) -> None:
+    """Return once a broker answers; raise `StartRefused` if the cluster refuses us. An
+    absent broker: return at once (the caller's clients wait for it), or with
+    `require_broker` wait for one up to `timeout_s` and then raise `BrokerUnreachable`
+    (a command from a shell, which should not hang on a typo in the address)."""
     refused: list[KafkaError] = []
     unreachable: list[KafkaError] = []
 
@@ -40,7 +47,7 @@ def check_connection(bootstrap: str, timeout_s: float = 15.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            if admin.list_topics(timeout=1).brokers:
+            if admin.list_topics(timeout=min(1.0, max(deadline - time.monotonic(), 0.1))).brokers:
                 return
         except KafkaException:
             pass
@@ -49,5 +56,9 @@ def check_connection(bootstrap: str, timeout_s: float = 15.0) -> None:
             error = refused[0]
             raise StartRefused(f"Kafka at {bootstrap} refused the connection: {error.str()} "
                                f"; check {REFUSALS[error.code()]}")
-        if unreachable:  # no broker there (yet): not a refusal, the caller waits for it
+        if unreachable and not require_broker:  # no broker there (yet): the caller waits for it
             return
+    if require_broker:
+        raise BrokerUnreachable(f"no Kafka broker answers at {bootstrap} (waited {timeout_s:g} s): start one "
+                                f"(`streamproc broker start`, `streamproc dev`) or name another with "
+                                f"--bootstrap or STREAMPROC_BOOTSTRAP")

@@ -50,10 +50,16 @@ EXCERPT_CHARS = 40
 CONTENT_TYPES = (AVRO_CONTENT_TYPE, JSON_CONTENT_TYPE)
 
 
-def excerpt(value: bytes) -> str:
+def excerpt(value: bytes | str) -> str:
     """The start of `value` for a message: at most EXCERPT_CHARS characters, quoted."""
-    text = value.decode("utf-8", errors="replace")
+    text = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
     return repr(text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "...")
+
+
+def clipped(text: str) -> str:
+    """`text` itself when short, else its first EXCERPT_CHARS characters and "...": for names
+    a rejection repeats (a value type, an intent), which may be anything a sender wrote."""
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
 
 
 def _schema_files() -> list[dict]:
@@ -133,7 +139,7 @@ def encode(record: Record) -> bytes:
         try:
             fastavro.validation.validate(datum, RECORD_SCHEMA, raise_errors=True)
         except fastavro.validation.ValidationError as explained:
-            raise ValueError(f"record does not fit streamproc.Record: {explained}") from None
+            raise ValueError(f"record does not fit streamproc.Record: {schema_mismatch(explained)}") from None
         raise ValueError(f"record does not fit streamproc.Record: {type(exc).__name__}: {exc}") from None
 
 
@@ -243,8 +249,22 @@ def _json_record(d: dict[str, Any]) -> Record:
     try:
         fastavro.validation.validate(_to_avro_dict(record), RECORD_SCHEMA, raise_errors=True)
     except fastavro.validation.ValidationError as exc:
-        raise DecodeError(f"JSON command does not match schema streamproc.Record: {exc}") from None
+        raise DecodeError(f"JSON command does not match schema streamproc.Record: {schema_mismatch(exc)}") from None
     return record
+
+
+def schema_mismatch(error: fastavro.validation.ValidationError, most: int = 3) -> str:
+    """Which fields do not fit, each value quoted as an excerpt: fastavro's own message
+    repeats every value whole (a megabyte payload, in a rejection reason)."""
+    found = list(getattr(error, "errors", ()))
+    # A union's other branches are reported too ("job is <{...}> expected null"): the
+    # fields inside say what is wrong, where there are any.
+    leaves = [e for e in found if not isinstance(e.datum, (dict, list))] or found
+    parts = [f"{e.field} is {excerpt(e.datum if isinstance(e.datum, str) else repr(e.datum))} ({type(e.datum).__name__}), expected "
+             f"{excerpt(e.schema if isinstance(e.schema, str) else orjson.dumps(e.schema))}" for e in leaves[:most]]
+    if len(leaves) > most:
+        parts.append(f"and {len(leaves) - most} more")
+    return "; ".join(parts) or excerpt(str(error))
 
 
 def header(headers: list[tuple[str, bytes]] | None, name: str) -> bytes | None:

@@ -65,3 +65,17 @@ def test_an_unknown_content_type_is_named_not_decoded_as_avro(h):
     assert created.intent == "CREATED"
     (created,) = h.send(valid)
     assert created.intent == "CREATED"
+
+
+def test_a_rejection_quotes_only_an_excerpt_of_a_long_value(h):
+    # schema validation: fastavro's own message would repeat the 100 kB payload whole
+    command = {"value_type": "JOB", "intent": "CREATE", "request_id": "req-9", "reply_partition": 1,
+               "job": {"type": "q", "payload": "x" * 100_000, "retries": "three" * 1000}}
+    ev = _rejected(h.send(orjson.dumps(command), headers=JSON))
+    assert "streamproc.JobRecord.retries is 'threethree" in ev.rejection_reason
+    assert "expected 'int'" in ev.rejection_reason
+    assert len(ev.rejection_reason) < 300 and ev.request_id == "req-9"
+    # a name no processor has: clipped, not quoted in full
+    (ev,) = h.send(Record.command("JOB", "X" * 10_000, {}))
+    assert ev.rejection_type == "UNKNOWN_COMMAND"
+    assert ev.rejection_reason == "no processor for JOB " + "X" * 40 + "..."

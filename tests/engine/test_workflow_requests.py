@@ -52,7 +52,9 @@ def test_describe_reports_status_and_what_is_pending(d):
         "RUNNING", run_id, "Order", "orders")
     assert info["history_length"] == 6 and info["close_time_ms"] == 0
     assert info["pending_activities"] == [{"activity_id": "1", "activity_type": "reserve", "scheduled_event_id": 5,
-                                           "cancel_requested": False, "attempt": 1, "state": "SCHEDULED"}]
+                                           "cancel_requested": False, "attempt": 1, "state": "SCHEDULED",
+                                           "last_started_ms": None, "last_heartbeat_ms": None,
+                                           "last_failure": None}]
     assert [t["timer_id"] for t in info["pending_timers"]] == ["2"]
     (missing,) = d.send("DESCRIBE", workflow_id="nope")[1]
     assert missing.rejection_type == "NOT_FOUND"
@@ -69,3 +71,20 @@ def test_get_history_answers_in_pages(tmp_path):
         assert [e for r in replies for e in orjson.loads(r.value["history"])] == d.check(key)
     finally:
         d.close()
+
+
+def test_describe_shows_a_pending_activity_s_last_attempt_and_failure(d):
+    from streamproc.protocol.records import Record
+
+    key, run_id = d.start()
+    d.complete(key, [ACTIVITY])
+    act_key = d.activity_tasks()[0].key
+    d.h.send(Record.command("ACTIVITY_TASK", "START", {"attempt": 1, "identity": "w"}, key=act_key))
+    failure = {"message": "card network busy", "kind": "APPLICATION", "type": "Transient", "non_retryable": False,
+               "next_retry_delay_ms": -1}
+    d.h.send(Record.command("ACTIVITY_TASK", "FAIL", {"attempt": 1, "failure": failure}, key=act_key))
+    _, (reply,) = d.send("DESCRIBE", workflow_id="w1", run_id=run_id)
+    (pending,) = orjson.loads(reply.value["attributes"])["pending_activities"]
+    assert pending["attempt"] == 2 and pending["state"] == "SCHEDULED"
+    assert pending["last_failure"] == {"message": "card network busy", "type": "Transient"}
+    assert pending["last_started_ms"] is None  # the retry has not started

@@ -173,6 +173,8 @@ def test_cancel_of_a_timer_that_fired_while_the_task_was_out_wins(d):
      "A valid StartToFireTimeout"),
     ([{"type": "CANCEL_WORKFLOW_EXECUTION"}], "BAD_CANCEL_WORKFLOW_EXECUTION_ATTRIBUTES", "the workflow may"),
     ([{"type": "LAUNCH_ROCKET"}], "UNHANDLED_COMMAND", "unknown command type"),
+    # a long value is quoted as an excerpt
+    ([{"type": "R" * 5000}], "UNHANDLED_COMMAND", "unknown command type '" + "R" * 40 + "...'"),
 ])
 def test_bad_commands_fail_the_task_and_apply_nothing(d, commands, cause, message):
     key, _ = d.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import timedelta
 
@@ -97,7 +98,10 @@ def test_start_result_describe_show_and_list(cli):
 
     described = orjson.loads(cli("describe", "-w", "greet-1", "-o", "json"))
     assert described["run_id"] == started["run_id"] and described["workflow_type"] == "Greeter"
-    assert "workflow_type" in cli("describe", "-w", "greet-1")
+    table = cli("describe", "-w", "greet-1")
+    assert table.startswith("Execution Info:\n  WorkflowId ") and re.search(r"\n  Type +Greeter\n", table)
+    assert re.search(r"\n  Status +COMPLETED\n", table) and " ago)" in table  # human times
+    assert "Pending Activities: 0" in table and "Pending Timers: 0" in table
 
     history = orjson.loads(cli("show", "-w", "greet-1", "-o", "json"))["events"]
     assert history[0]["event_type"] == "WORKFLOW_EXECUTION_STARTED"
@@ -113,11 +117,16 @@ def test_start_result_describe_show_and_list(cli):
 
 
 def test_a_duplicate_start_and_a_terminated_run_are_reported(cli):
-    cli("start", "--type", "Waiter", "-t", QUEUE, "-w", "wait-1")
+    cli("start", "--type", "Waiter", "-t", QUEUE, "-w", "wait-1", "--execution-timeout", "7d")
+    deadline = time.monotonic() + 30
+    while "Pending Timers: 1" not in (table := cli("describe", "-w", "wait-1")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "Pending Timers: 1\n  TimerId " in table and "(in 23h 59m)" in table  # the one-day sleep
+    assert re.search(r"\n  ExecutionTimeout +7d\n", table)
     duplicate = cli("start", "--type", "Waiter", "-t", QUEUE, "-w", "wait-1", code=1)
     assert "Workflow execution is already running. WorkflowId: wait-1, RunId: " in duplicate
 
-    assert "terminated wait-1" in cli("terminate", "-w", "wait-1", "--reason", "from the shell")
+    assert "TERMINATE sent for wait-1" in cli("terminate", "-w", "wait-1", "--reason", "from the shell", "--no-wait")
     failed = orjson.loads(cli("result", "-w", "wait-1", "--timeout", "60", "-o", "json", code=1))
     assert failed["status"] == "TerminatedError" and failed["failure"]["message"] == "from the shell"
     running = orjson.loads(cli("list", "--status", "RUNNING", "-o", "json"))
@@ -140,8 +149,8 @@ def test_signal_query_and_stack(cli):
     assert cli("update", "-w", "mail-1", "--name", "burn", "-i", "2", "--update-id", "b-1").strip() == "2"
     refused = cli("update", "-w", "mail-1", "--name", "burn", "-i", "7", code=1)
     assert "Workflow update failed: no letter 7" in refused and "Traceback" not in refused
-    cli("signal", "-w", "mail-1", "--name", "post", "-i", '"stop"')
-    assert orjson.loads(cli("result", "-w", "mail-1", "--timeout", "60")) == [{"from": "ann"}, {"from": "bob"}, "stop"]
+    assert "not waiting" in cli("signal", "-w", "mail-1", "--name", "post", "-i", '"stop"', "--no-wait")
+    assert orjson.loads(cli("result", "-w", "mail-1", "--timeout", "1m")) == [{"from": "ann"}, {"from": "bob"}, "stop"]
     closed = cli("signal", "-w", "mail-1", "--name", "post", "-i", "1", code=1)
     assert "workflow execution already completed" in closed and "Traceback" not in closed
     rejected = cli("query", "-w", "mail-1", "--type", "letters_from", "-i", '"ann"',

@@ -19,6 +19,7 @@ from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.runs import E, append, close
 from streamproc.engine.workflows.start import start_run
+from streamproc.protocol.codec import excerpt
 from streamproc.protocol.failures import check_failure_record, failure_from_record
 from streamproc.protocol.topics import check_task_queue
 from streamproc.protocol.workflow_commands import WorkflowCommandType
@@ -71,7 +72,7 @@ def validate(ctx: ProcessingContext, run: WorkflowRun, commands: Any) -> list[Va
     for command in commands:
         kind = T.parse(command.get("type"))
         if kind is None:
-            raise BadCommand("UNHANDLED_COMMAND", f"unknown command type {command.get('type')!r}")
+            raise BadCommand("UNHANDLED_COMMAND", f"unknown command type {excerpt(str(command.get('type')))}")
         if closed_by is not None:
             raise BadCommand(closed_by.spec.bad_attributes_cause, f"invalid command sequence: {kind} after "
                                                                   f"{closed_by}, which must be the last command")

@@ -9,6 +9,7 @@ from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.workflows.senders import answer_sender, command_attributes, external_sender, refused_child_only
 from streamproc.engine.workflows.runs import BACKOFF_START, WF, E, deliver, history_pages, terminate
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
+from streamproc.protocol.wire_values import to_ms
 from streamproc.state.workflow_run import PendingEvent, RunActivity, WorkflowRun
 
 
@@ -136,7 +137,14 @@ def _pending_activity(ctx: ProcessingContext, scheduled_id: int, entry: RunActiv
     found = ctx.activities.get(entry.key)
     if found is not None:
         state = found[1]
-        info.update(attempt=state.attempt, state="STARTED" if state.started_time else "SCHEDULED")
+        failure = state.last_failure
+        info.update(attempt=state.attempt, state="STARTED" if state.started_time else "SCHEDULED",
+                    last_started_ms=to_ms(state.started_time) if state.started_time else None,
+                    last_heartbeat_ms=to_ms(state.last_heartbeat_time) if state.last_heartbeat_time else None,
+                    # what the last attempt failed with: Temporal's describe shows it as LastFailure
+                    last_failure=None if failure is None else {"message": failure.message,
+                                                               "type": getattr(failure, "type", "") or
+                                                               type(failure).__name__})
     return info
 
 
