@@ -17,6 +17,7 @@ import orjson
 
 from streamproc.client.errors import rejection_error
 from streamproc.client.requests import RequestChannel
+from streamproc.client.sync_bridge import SyncProxy, sync_proxied
 from streamproc.protocol.partitioning import partition_for, partition_of_key
 from streamproc.protocol.records import JobIntent, Record, RecordType, ValueType
 
@@ -24,27 +25,34 @@ if TYPE_CHECKING:
     from streamproc.kafka.replies import Reply
 
 
+@sync_proxied
 class JobRequests:
-    """One replies partition for a client's job commands; close it when done."""
+    """One replies partition for a client's job commands; close it when done. Its calls
+    are coroutines; made from a `SyncClient` (the CLI's), they block."""
+
+    def __new__(cls, client: Any) -> Any:
+        if isinstance(client, SyncProxy):  # a SyncClient: the blocking face of one over its client
+            return SyncProxy(JobRequests(client._target), client._loop)
+        return super().__new__(cls)
 
     def __init__(self, client: Any) -> None:
         self.client = client
         self._channel = RequestChannel(client)
 
-    def create(self, type: str, payload: Any = None, *, retries: int = 3, timeout: timedelta = timedelta(minutes=5),
+    async def create(self, type: str, payload: Any = None, *, retries: int = 3, timeout: timedelta = timedelta(minutes=5),
                rpc_timeout: float = 30) -> Record:
         """Create a job on task queue `type`; its CREATED event (`.key` is the job key)."""
         value = {"type": type, "payload": orjson.dumps(payload).decode(), "retries": retries,
                  "timeout_ms": int(timeout.total_seconds() * 1000)}
         request_id = uuid.uuid4().hex
-        return self._call(JobIntent.CREATE, value, request_id, lambda n: partition_for(request_id, n), rpc_timeout)
+        return await self._call(JobIntent.CREATE, value, request_id, lambda n: partition_for(request_id, n), rpc_timeout)
 
-    def command(self, intent: str, key: int, rpc_timeout: float = 30, **value: Any) -> Record:
+    async def command(self, intent: str, key: int, rpc_timeout: float = 30, **value: Any) -> Record:
         """Send `intent` (COMPLETE, FAIL, UPDATE_RETRIES, CANCEL ...) for job `key`; the event
         it wrote (COMPLETED, FAILED ...). Raises the rejection (`CommandRejectedError`)."""
-        return self._call(intent, value, uuid.uuid4().hex, lambda n: partition_of_key(key), rpc_timeout, key=key)
+        return await self._call(intent, value, uuid.uuid4().hex, lambda n: partition_of_key(key), rpc_timeout, key=key)
 
-    def _call(self, intent: str, value: dict[str, Any], request_id: str, partition, rpc_timeout: float,
+    async def _call(self, intent: str, value: dict[str, Any], request_id: str, partition, rpc_timeout: float,
               key: int = -1) -> Record:
         def on_reply(reply: Reply, answer: Future) -> bool:
             # The first answer is the command's own event (FAILED before INCIDENT CREATED).
@@ -52,7 +60,7 @@ class JobRequests:
                 answer.set_result(reply.record)
             return True
 
-        record = self._channel.call(
+        record = await self._channel.call(
             lambda reply_partition: Record.command(ValueType.JOB, intent, value, key=key, request_id=request_id,
                                                    reply_partition=reply_partition),
             partition, on_reply, rpc_timeout, request_id=request_id, intent=intent, idempotent=False)
