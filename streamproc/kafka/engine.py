@@ -37,7 +37,7 @@ from streamproc.kafka.recovery import FaultPolicy, Recovery
 from streamproc.kafka.transactions import TransactionalProducers
 from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.admin import TopicAdmin
-from streamproc.kafka.batching import close_in_background, consume_available
+from streamproc.kafka.batching import close_in_background, consume_available, read_to_the_end
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.connection import check_connection
 from streamproc.kafka.errors import ClientFailure, IdentityConflict, Origin, StartRefused
@@ -444,18 +444,10 @@ class Engine:
         wrote for another partition) or not every partition is assigned and restored."""
         if not self.partitions or not self.restored():
             return None
-        tps = [TopicPartition(self.topics.commands, pid) for pid in sorted(self.partitions)]
-        try:
-            positions = self._consumer.position(tps)
-            for tp in positions:
-                # read_committed: the position moves past a transaction's commit marker too,
-                # so a drained partition's position is its high watermark.
-                low, high = self._consumer.get_watermark_offsets(tp, timeout=2, cached=False)
-                if tp.offset < high and low < high:  # (no position yet: nothing was ever read)
-                    return None
-        except KafkaException:
-            return None
-        return combined([Outlook(busy(part.db), part.checker.next_fire_ms) for part in self.partitions.values()])
+        outlook = combined([Outlook(busy(part.db), part.checker.next_fire_ms) for part in self.partitions.values()])
+        if outlook.busy:  # no need to ask the broker
+            return outlook
+        return outlook if read_to_the_end(self._consumer, self.topics.commands, self.partitions) else None
 
     def _begin_commit(self, messages: list[Message], touched_ids: set[int],
                       due: list[tuple[int, Record]]) -> None:

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -51,30 +51,39 @@ class WorkflowEnvironment:
     """A running engine and a client of it. Made by `start_time_skipping` or `start_local`;
     ended by `shutdown` (or ``async with``)."""
 
-    def __init__(self, client: Client, engine: Engine, thread: threading.Thread, state_dir: Path,
-                 skipper: TimeSkipper | None, broker: Any | None) -> None:
+    def __init__(self, client: Client, clock: SystemClock | SkippingClock = SystemClock(),
+                 skipper: TimeSkipper | None = None, end: Callable[[], None] | None = None) -> None:
         #: An asyncio client of this environment's engine: give it to ``Worker`` and call it.
         self.client = client
-        self._engine = engine
-        self._thread = thread
-        self._state_dir = state_dir
+        self._clock = clock
         self._skipper = skipper
-        self._broker = broker
+        self._end = end
+
+    @staticmethod
+    def from_client(client: Client) -> WorkflowEnvironment:
+        """An environment around a client of an engine running elsewhere: real time, and
+        `shutdown` leaves the client and the engine alone (as Temporal's)."""
+        return WorkflowEnvironment(client)
 
     # starting --------------------------------------------------------------------------------
     @classmethod
     async def start_time_skipping(cls, *, bootstrap: str | None = None, namespace: str | None = None,
-                                  data_converter: DataConverter | None = None,
-                                  partitions: int = 1) -> WorkflowEnvironment:
+                                  data_converter: DataConverter | None = None, partitions: int = 1,
+                                  **temporal_options: Any) -> WorkflowEnvironment:
         """An engine whose clock skips ahead to the next timer, backoff or timeout when every
-        workflow only waits (see `streamproc.testing.time_skipping`)."""
-        clock = SkippingClock()
-        return await cls._start(clock, bootstrap, namespace, data_converter, partitions)
+        workflow only waits (see `streamproc.testing.time_skipping`). `bootstrap`: the
+        broker (default `STREAMPROC_BOOTSTRAP`, else a local one started here); `namespace`:
+        a new one by default; `partitions` of its commands topic."""
+        _not_implemented(temporal_options)
+        return await cls._start(SkippingClock(), bootstrap, namespace, data_converter, partitions)
 
     @classmethod
     async def start_local(cls, *, bootstrap: str | None = None, namespace: str | None = None,
-                          data_converter: DataConverter | None = None, partitions: int = 1) -> WorkflowEnvironment:
-        """An engine on real time (no skipping), as Temporal's local dev server."""
+                          data_converter: DataConverter | None = None, partitions: int = 1,
+                          **temporal_options: Any) -> WorkflowEnvironment:
+        """An engine on real time (no skipping), as Temporal's local dev server; the same
+        options as `start_time_skipping`."""
+        _not_implemented(temporal_options)
         return await cls._start(SystemClock(), bootstrap, namespace, data_converter, partitions)
 
     @classmethod
@@ -106,16 +115,21 @@ class WorkflowEnvironment:
             raise
         if skipper is not None:
             client.result_wait_scope = skipper.result_wait
-        return cls(client, engine, thread, state_dir, skipper, broker)
+
+        def end() -> None:
+            engine.stop()
+            _end(thread, state_dir, bootstrap, namespace, broker)
+
+        return cls(client, clock, skipper, end)
 
     # time ------------------------------------------------------------------------------------
     @property
     def supports_time_skipping(self) -> bool:
         return self._skipper is not None
 
-    def get_current_time(self) -> datetime:
+    async def get_current_time(self) -> datetime:
         """The engine's time (what ``workflow.now()`` sees), skipped time included."""
-        return datetime.fromtimestamp(self._engine.clock.now_ms() / 1000, UTC)
+        return datetime.fromtimestamp(self._clock.now_ms() / 1000, UTC)
 
     async def sleep(self, duration: timedelta | float) -> None:
         """Let `duration` (a timedelta or seconds) pass: skipped at once in a time-skipping
@@ -127,7 +141,7 @@ class WorkflowEnvironment:
         if self._skipper is None:
             await asyncio.sleep(seconds)
             return
-        await self._skipper.sleep_until(self._engine.clock.now_ms() + round(seconds * 1000))
+        await self._skipper.sleep_until(self._clock.now_ms() + round(seconds * 1000))
 
     @contextlib.contextmanager
     def auto_time_skipping_disabled(self) -> Iterator[None]:
@@ -141,19 +155,27 @@ class WorkflowEnvironment:
     # ending ----------------------------------------------------------------------------------
     async def shutdown(self) -> None:
         """Close the client, stop the engine, delete this environment's topics and state, and
-        stop the broker if this environment started it."""
+        stop the broker if this environment started it (nothing for `from_client`'s)."""
+        end, self._end = self._end, None
+        if end is None:
+            return
         try:
             await self.client.aclose()
         finally:
-            self._engine.stop()
-            await asyncio.to_thread(_end, self._thread, self._state_dir, self.client.bootstrap,
-                                    self.client.topics.namespace, self._broker)
+            await asyncio.to_thread(end)
 
     async def __aenter__(self) -> WorkflowEnvironment:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
+
+
+def _not_implemented(options: dict[str, Any]) -> None:
+    """Temporal's options of its test servers (ports, downloads, interceptors ...)."""
+    if options:
+        raise NotImplementedError(f"{next(iter(options))} is not implemented by streamproc's WorkflowEnvironment "
+                                  "(Temporal's option; see docs/temporal-compatibility.md)")
 
 
 def _broker() -> tuple[str, Any | None]:

@@ -85,7 +85,7 @@ def test_a_30_day_sleep_then_a_week_of_activity_retries_take_seconds():
             async with Worker(env.client, task_queue=QUEUE, workflows=[Subscription], activities=[flaky_charge]):
                 began = time.monotonic()
                 result = await env.client.execute_workflow(Subscription.run, 25, id="sub-1", task_queue=QUEUE)
-                return result, time.monotonic() - began, env.get_current_time()
+                return result, time.monotonic() - began, await env.get_current_time()
 
     (subscribed, renewed, charged, receipt), wall_s, env_now = asyncio.run(main())
     subscribed, renewed, charged = map(datetime.fromisoformat, (subscribed, renewed, charged))
@@ -101,12 +101,12 @@ def test_env_sleep_skips_time_and_fires_the_timers_on_the_way():
     async def main():
         async with await WorkflowEnvironment.start_time_skipping() as env:
             async with Worker(env.client, task_queue=QUEUE, workflows=[Reminder]):
-                before = env.get_current_time()
+                before = await env.get_current_time()
                 handle = await env.client.start_workflow(Reminder.run, 3, id="remind-1", task_queue=QUEUE)
                 began = time.monotonic()
                 await env.sleep(timedelta(hours=5))
                 slept_wall_s = time.monotonic() - began
-                after = env.get_current_time()
+                after = await env.get_current_time()
                 with env.auto_time_skipping_disabled():  # the timer fired during the sleep already
                     fired_at = datetime.fromisoformat(await handle.result(timeout=10))
                 return before, after, fired_at, slept_wall_s
@@ -121,9 +121,9 @@ def test_a_timer_does_not_fire_while_the_activity_it_races_runs():
     async def main():
         async with await WorkflowEnvironment.start_time_skipping() as env:
             async with Worker(env.client, task_queue=QUEUE, workflows=[Race], activities=[slow_step]):
-                before = env.get_current_time()
+                before = await env.get_current_time()
                 winner = await env.client.execute_workflow(Race.run, 1.0, id="race-1", task_queue=QUEUE)
-                return winner, env.get_current_time() - before
+                return winner, await env.get_current_time() - before
 
     winner, elapsed = asyncio.run(main())
     assert winner == "activity"  # time stands still for skipping while an activity attempt runs
@@ -134,21 +134,24 @@ def test_auto_time_skipping_disabled_keeps_real_time_and_local_environments_neve
     async def main():
         async with await WorkflowEnvironment.start_time_skipping() as env:
             async with Worker(env.client, task_queue=QUEUE, workflows=[Reminder]):
-                before = env.get_current_time()
+                before = await env.get_current_time()
                 handle = await env.client.start_workflow(Reminder.run, 1, id="remind-2", task_queue=QUEUE)
                 with env.auto_time_skipping_disabled():
                     with pytest.raises(TimeoutError):
                         await handle.result(timeout=1)
-                real_only = env.get_current_time() - before
+                real_only = await env.get_current_time() - before
                 fired_at = datetime.fromisoformat(await handle.result(timeout=10))  # skipping again
         async with await WorkflowEnvironment.start_local() as local:
             assert not local.supports_time_skipping
             async with Worker(local.client, task_queue=QUEUE, workflows=[Reminder]):
-                local_before = local.get_current_time()
+                local_before = await local.get_current_time()
                 await local.sleep(0.2)
-                done = await local.client.execute_workflow(Reminder.run, 0.2 / 3600, id="remind-3",
+                wrapped = WorkflowEnvironment.from_client(local.client)  # shutdown leaves the client alone
+                assert not wrapped.supports_time_skipping
+                await wrapped.shutdown()
+                done = await wrapped.client.execute_workflow(Reminder.run, 0.2 / 3600, id="remind-3",
                                                            task_queue=QUEUE)
-                local_elapsed = local.get_current_time() - local_before
+                local_elapsed = await local.get_current_time() - local_before
         return before, real_only, fired_at, datetime.fromisoformat(done) - local_before, local_elapsed
 
     before, real_only, fired_at, local_fired_after, local_elapsed = asyncio.run(main())
