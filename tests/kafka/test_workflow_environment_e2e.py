@@ -78,6 +78,19 @@ class Race:
         return await step
 
 
+@workflow.defn
+class Parent:
+    """Children that sleep 3, 10 and 20 days (on other partitions), then a day of its own."""
+
+    @workflow.run
+    async def run(self) -> list[str]:
+        began = workflow.now()
+        woke = await asyncio.gather(*[workflow.execute_child_workflow(Reminder.run, days * 24, id=f"child-{days}")
+                                      for days in (3, 10, 20)])
+        await workflow.sleep(timedelta(days=1))
+        return [began.isoformat(), *woke, workflow.now().isoformat()]
+
+
 def test_a_30_day_sleep_then_a_week_of_activity_retries_take_seconds():
     async def main():
         async with await WorkflowEnvironment.start_time_skipping() as env:
@@ -95,6 +108,18 @@ def test_a_30_day_sleep_then_a_week_of_activity_retries_take_seconds():
     assert timedelta(days=FAILING_ATTEMPTS) <= charged - renewed < timedelta(days=FAILING_ATTEMPTS, minutes=1)
     assert env_now >= charged
     assert wall_s < 10, f"took {wall_s:.1f} s of wall time"
+
+
+def test_children_on_other_partitions_skip_in_order_too():
+    async def main():
+        async with await WorkflowEnvironment.start_time_skipping(partitions=4) as env:
+            async with Worker(env.client, task_queue=QUEUE, workflows=[Parent, Reminder]):
+                return await env.client.execute_workflow(Parent.run, id="parent-1", task_queue=QUEUE)
+
+    began, *woke, ended = map(datetime.fromisoformat, asyncio.run(main()))
+    for days, at in zip((3, 10, 20), woke):
+        assert timedelta(days=days) <= at - began < timedelta(days=days, minutes=1)
+    assert timedelta(days=21) <= ended - began < timedelta(days=21, minutes=1)
 
 
 def test_env_sleep_skips_time_and_fires_the_timers_on_the_way():
