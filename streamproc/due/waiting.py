@@ -1,17 +1,14 @@
 """Whether a partition is only waiting, and for when: what the time-skipping test
 environment asks before it moves its clock.
 
-Work in progress is visible in the due dates the engine keeps for it: a workflow task
-out has its task timeout armed, an activity attempt dispatched or running has a timeout
-timer (one waiting out a retry backoff has a DISPATCH timer instead), a started job has
-its deadline. Every other due date ends a wait: a workflow timer, an activity's or a
-job's retry backoff, a first-task backoff (cron, start delay), a run or execution
-timeout, a schedule's next action. A partition with no work in progress only waits, and
-moving its clock to its next due date brings that wait to its end sooner; moving it
-while work is in progress would time the work out.
-
-Not seen here: a job created and not started yet (Zeebe-style jobs have no due date
-until a worker starts them).
+Work in progress: a workflow task out (its task timeout is armed), an activity attempt
+dispatched to its task queue or running, a job on its task queue or started. Each waits
+for a worker, not for time. Every due date left then ends a wait: a workflow timer, an
+activity's or a job's retry backoff, a first-task backoff (cron, start delay), a run or
+execution timeout, a schedule's next action. A partition with no work in progress only
+waits, and moving its clock to its next due date brings that wait to its end sooner;
+moving it while work is in progress would time the work out or let a timer win a race
+the work would have won.
 """
 
 from __future__ import annotations
@@ -35,7 +32,7 @@ class Outlook:
 def busy(db: PartitionDb) -> bool:
     """Whether the partition's committed state has work in progress (see the module doc)."""
     return (WorkflowDueDates(db).any_task_out() or ActivityTimers(db).any_attempt_out()
-            or JobDueDates(db).any_started())
+            or JobDueDates(db).any_out())
 
 
 def combined(outlooks: list[Outlook]) -> Outlook:

@@ -14,7 +14,6 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from streamproc.protocol.records import ActivityIntent
 from streamproc.protocol.failures import failure_from_record, failure_to_record
 from streamproc.protocol.wire_values import (policy_from_record, policy_to_record, timeouts_from_record,
                                             timeouts_to_record, to_datetime, to_ms)
@@ -180,13 +179,10 @@ class ActivityTimers:
         return orjson.loads(raw)["meta"].get("timer") if raw is not None else None
 
     def any_attempt_out(self) -> bool:
-        """Whether some activity has an attempt dispatched or running: its armed timer is a
-        timeout (one waiting out a retry backoff has a DISPATCH timer)."""
-        for key, _ in self._db.scan(Family.ACTIVITY_TIMERS):
-            timer = self.timer_of(read_time_key(key)[1])
-            if timer is not None and timer[1] != ActivityIntent.DISPATCH:
-                return True
-        return False
+        """Whether some activity has an attempt dispatched (on its task queue, or running):
+        one waiting out a retry backoff has not. Reads every open activity: a dispatched
+        attempt with only a start-to-close timeout has no timer until it starts."""
+        return any(orjson.loads(raw)["meta"]["dispatched"] for _, raw in self._db.scan(Family.ACTIVITIES))
 
     def next_due_ms(self) -> int | None:
         first = self._db.first_key(Family.ACTIVITY_TIMERS)

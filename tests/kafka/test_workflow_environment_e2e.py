@@ -142,10 +142,12 @@ def test_env_sleep_skips_time_and_fires_the_timers_on_the_way():
     assert slept_wall_s < 5
 
 
-def test_a_timer_does_not_fire_while_the_activity_it_races_runs():
+@pytest.mark.parametrize("eager", [True, False], ids=["eager-activity", "activity-through-its-queue"])
+def test_a_timer_does_not_fire_while_the_activity_it_races_runs(eager):
     async def main():
         async with await WorkflowEnvironment.start_time_skipping() as env:
-            async with Worker(env.client, task_queue=QUEUE, workflows=[Race], activities=[slow_step]):
+            async with Worker(env.client, task_queue=QUEUE, workflows=[Race], activities=[slow_step],
+                              disable_eager_activity_execution=not eager):
                 before = await env.get_current_time()
                 winner = await env.client.execute_workflow(Race.run, 1.0, id="race-1", task_queue=QUEUE)
                 return winner, await env.get_current_time() - before
