@@ -11,7 +11,7 @@ and has nothing to commit. The clock jumps only when someone wants time to pass:
 
 and only when the engine is idle: it has read every command on the log (clients' and
 its own), and no work is in progress: no workflow task out, no activity attempt
-dispatched or running, no job started (`streamproc.due.waiting`). Then every open
+dispatched or running, no job out (`streamproc.due.waiting`). Then every open
 workflow waits on a timer, a backoff, a timeout or a schedule, and the clock jumps to the
 earliest of those due dates (not beyond a sleeper's time), where the engine fires it at
 once. The check runs where the state is written, between two batches, so it sees
