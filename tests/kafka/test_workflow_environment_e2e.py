@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from streamproc import activity, workflow
+from streamproc.client import (Schedule, ScheduleActionStartWorkflow, ScheduleIntervalSpec, ScheduleSpec,
+                               WorkflowFailureError)
 from streamproc.common import RetryPolicy
 from streamproc.exceptions import ApplicationError
 from streamproc.testing import WorkflowEnvironment
@@ -91,6 +93,13 @@ class Parent:
         return [began.isoformat(), *woke, workflow.now().isoformat()]
 
 
+@workflow.defn
+class Forever:
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+
 def test_a_30_day_sleep_then_a_week_of_activity_retries_take_seconds():
     async def main():
         async with await WorkflowEnvironment.start_time_skipping() as env:
@@ -120,6 +129,29 @@ def test_children_on_other_partitions_skip_in_order_too():
     for days, at in zip((3, 10, 20), woke):
         assert timedelta(days=days) <= at - began < timedelta(days=days, minutes=1)
     assert timedelta(days=21) <= ended - began < timedelta(days=21, minutes=1)
+
+
+def test_an_execution_timeout_and_a_schedules_actions_are_skipped_to():
+    async def main():
+        async with await WorkflowEnvironment.start_time_skipping() as env:
+            async with Worker(env.client, task_queue=QUEUE, workflows=[Forever, Reminder]):
+                before = await env.get_current_time()
+                with pytest.raises(WorkflowFailureError) as failure:
+                    await env.client.execute_workflow(Forever.run, id="forever-1", task_queue=QUEUE,
+                                                      execution_timeout=timedelta(days=2))
+                timed_out_after = await env.get_current_time() - before
+                schedule = await env.client.create_schedule("daily", Schedule(
+                    action=ScheduleActionStartWorkflow(Reminder.run, 0, id="daily-reminder", task_queue=QUEUE),
+                    spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(days=1))])))
+                await env.sleep(timedelta(days=3))
+                actions = (await schedule.describe()).info.num_actions
+                await schedule.delete()
+                return failure.value.cause, timed_out_after, actions
+
+    cause, timed_out_after, actions = asyncio.run(main())
+    assert "timed out" in str(cause)
+    assert timedelta(days=2) <= timed_out_after < timedelta(days=2, minutes=1)
+    assert actions == 3  # one a day, at midnight UTC (epoch aligned)
 
 
 def test_env_sleep_skips_time_and_fires_the_timers_on_the_way():
