@@ -92,18 +92,23 @@ class WorkflowEnvironment:
         broker = None
         if bootstrap is None:
             bootstrap, broker = await asyncio.to_thread(_broker)
+        elif not await asyncio.to_thread(_answers, bootstrap):
+            raise RuntimeError(f"no Kafka broker answers at {bootstrap}")
         namespace = namespace or f"testenv-{uuid.uuid4().hex[:12]}"
         state_dir = Path(tempfile.mkdtemp(prefix="streamproc-testenv-"))
         settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=partitions,
                             state_dir=state_dir, engine_id="testenv")
-        engine = Engine(settings, clock=clock, idle_poll_ms=_IDLE_POLL_MS)
+        try:  # the engine checks the connection first: off the event loop
+            engine = await asyncio.to_thread(Engine, settings, clock=clock, idle_poll_ms=_IDLE_POLL_MS)
+        except BaseException:
+            await _abandon(None, state_dir, bootstrap, namespace, broker)
+            raise
         skipper = None
         if isinstance(clock, SkippingClock):
             skipper = TimeSkipper(clock, engine.quiet_outlook)
             engine.on_idle = skipper.on_idle
         thread = threading.Thread(target=engine.run, name=f"streamproc-engine-{namespace}", daemon=True)
         thread.start()
-        client = None
         try:
             if not await asyncio.to_thread(engine.ready.wait, _START_TIMEOUT_S):
                 raise RuntimeError(f"the test environment's engine got no partitions within {_START_TIMEOUT_S} s "
@@ -111,7 +116,7 @@ class WorkflowEnvironment:
             client = await Client.connect(bootstrap, namespace=namespace, data_converter=data_converter)
         except BaseException:
             engine.stop()
-            await asyncio.to_thread(_end, thread, state_dir, bootstrap, namespace, broker)
+            await _abandon(thread, state_dir, bootstrap, namespace, broker)
             raise
         if skipper is not None:
             client.result_wait_scope = skipper.result_wait
@@ -186,8 +191,26 @@ def _broker() -> tuple[str, Any | None]:
     return bootstrap, broker if broker is not None and broker.launched else None
 
 
-def _end(thread: threading.Thread, state_dir: Path, bootstrap: str, namespace: str, broker: Any | None) -> None:
-    thread.join(30)
+async def _abandon(*end_args: Any) -> None:
+    """`_end` after a failed start: its own failure (no broker) must not hide the first."""
+    with contextlib.suppress(Exception):
+        await asyncio.to_thread(_end, *end_args)
+
+
+def _answers(bootstrap: str) -> bool:
+    from streamproc.devenv.broker import broker_reachable
+    from streamproc.kafka.user_config import user_properties  # a secured cluster's settings
+
+    config = {k: v for k, v in user_properties().items() if k != "bootstrap.servers"}
+    return broker_reachable(bootstrap, timeout=10.0, client_config=config)
+
+
+def _end(thread: threading.Thread | None, state_dir: Path, bootstrap: str, namespace: str,
+         broker: Any | None) -> None:
+    """After the engine was told to stop: wait for it, delete the namespace's topics and the
+    engine's state, stop the broker we started."""
+    if thread is not None:
+        thread.join(30)
     try:
         admin = TopicAdmin(bootstrap, Topics(namespace))
         names = admin.namespace_topics()
