@@ -47,3 +47,33 @@ class ManualClock:
             if now_ms < self._now_ms:
                 raise ValueError(f"a clock only moves forward: {now_ms} < {self._now_ms}")
             self._now_ms = now_ms
+
+
+class SkippingClock:
+    """Wall-clock time plus an offset that only grows: the time-skipping test environment's
+    clock. It runs in real time (an activity still times out after its real timeout) and
+    jumps ahead when told to (`skip_to`), never back. Thread-safe: the engine thread
+    reads it while the environment moves it."""
+
+    def __init__(self) -> None:
+        self._offset_ms = 0
+        self._lock = threading.Lock()
+
+    def now_ms(self) -> int:
+        with self._lock:
+            return time.time_ns() // 1_000_000 + self._offset_ms
+
+    def skip_to(self, at_ms: int) -> int:
+        """Jump to `at_ms` if it is ahead (else stay); returns the time now."""
+        with self._lock:
+            now = time.time_ns() // 1_000_000 + self._offset_ms
+            if at_ms > now:
+                self._offset_ms += at_ms - now
+                now = at_ms
+            return now
+
+    @property
+    def skipped_ms(self) -> int:
+        """How far ahead of the wall clock this clock is."""
+        with self._lock:
+            return self._offset_ms

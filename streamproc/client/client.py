@@ -22,6 +22,8 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
@@ -78,6 +80,9 @@ class Client(WorkflowOperations, ScheduleOperations):
         self._prune_at = 10_000
         self._lock = threading.Lock()
         self._sync: SyncClient | None = None
+        #: Entered while a caller waits for a workflow's result (None: nothing to do): the
+        #: time-skipping test environment skips time only then, as Temporal's does.
+        self.result_wait_scope: Callable[[], AbstractContextManager[Any]] | None = None
 
     @classmethod
     async def connect(cls, target_host: str | None = None, *, namespace: str | None = None,

@@ -15,6 +15,7 @@ coroutine that holds no thread while it waits (`client/requests.py`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
@@ -198,7 +199,9 @@ class WorkflowHandle:
         if it did not end within `timeout` seconds.
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        return await self._requests.wait_in_background(lambda: self._wait_for_result(seconds, follow_runs))
+        scope = self._requests.client.result_wait_scope
+        with scope() if scope is not None else contextlib.nullcontext():
+            return await self._requests.wait_in_background(lambda: self._wait_for_result(seconds, follow_runs))
 
     def _wait_for_result(self, seconds: float | None, follow_runs: bool) -> Any:
         with self._requests.scanner(self.id, self._since_ms) as scanner:

@@ -98,6 +98,11 @@ class TopicAdmin:
                                    f"{md.error if md else 'unknown'}")
             time.sleep(0.2)
 
+    def namespace_topics(self, timeout: float = 30) -> list[str]:
+        """Every topic of this namespace (engine topics and task queues)."""
+        prefix = f"{self.topics.namespace}."
+        return sorted(t for t in self._admin.list_topics(timeout=timeout).topics if t.startswith(prefix))
+
     def delete(self, names: list[str], timeout: float = 30) -> None:
         for future in self._admin.delete_topics(names, operation_timeout=timeout).values():
             try:

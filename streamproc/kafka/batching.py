@@ -1,4 +1,4 @@
-"""Consume without waiting for a full batch.
+"""Consume without waiting for a full batch, and tell whether a consumer has read to the end.
 
 `Consumer.consume(n, timeout)` waits until n messages arrived or the timeout passed, so
 a lone command would wait out the whole timeout. We wait for the first message only,
@@ -49,3 +49,18 @@ def close_in_background(client) -> threading.Thread:
     thread = threading.Thread(target=close, name="kafka-close", daemon=True)
     thread.start()
     return thread
+
+
+def read_to_the_end(consumer: Consumer, topic: str, partitions, timeout_s: float = 2.0) -> bool:
+    """Whether the consumer has read every record of `partitions` of `topic` committed so
+    far (asking the broker for their ends). Under read_committed the position moves past a
+    transaction's commit marker too, so a partition read to its end has its position at
+    the high watermark; a partition never read has no position and must be empty."""
+    try:
+        for tp in consumer.position([TopicPartition(topic, pid) for pid in sorted(partitions)]):
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+            if tp.offset < high and low < high:
+                return False
+    except KafkaException:
+        return False
+    return True

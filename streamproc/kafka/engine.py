@@ -26,6 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from streamproc.clock import Clock, SystemClock
 from streamproc.due.checker import DueDateChecker, partition_checker
+from streamproc.due.waiting import Outlook, busy, combined
 from streamproc.export.schema_registry import event_framing
 from streamproc.kafka.changelog import StaleLocalState, restore
 from streamproc.kafka.engine_clients import RECONNECT, engine_consumer_config, engine_producer_config
@@ -36,7 +37,7 @@ from streamproc.kafka.recovery import FaultPolicy, Recovery
 from streamproc.kafka.transactions import TransactionalProducers
 from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.admin import TopicAdmin
-from streamproc.kafka.batching import close_in_background, consume_available
+from streamproc.kafka.batching import close_in_background, consume_available, read_to_the_end
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.connection import check_connection
 from streamproc.kafka.errors import ClientFailure, IdentityConflict, Origin, StartRefused
@@ -129,6 +130,9 @@ class Engine:
         #: Why run() ended, if not by stop(): another live process has this engine's id.
         self.failure: IdentityConflict | None = None
         self.on_batch_committed: Callable[[int], None] | None = None
+        #: Called on the engine thread after a step that read nothing and has nothing to
+        #: commit (the time-skipping test environment looks at `quiet_outlook` then).
+        self.on_idle: Callable[[], None] | None = None
         #: Prometheus metrics (None: off). A batch's tally is added once it committed.
         self.metrics = metrics
         self._tally: BatchTally | None = None if metrics is None else BatchTally()
@@ -429,7 +433,21 @@ class Engine:
             self._echo_offsets.update((msg.partition(), msg.offset() + 1) for msg in commands)
         elif self._echo_offsets and time.monotonic() - self._echo_offsets_since >= self.echo_offsets_max_age_s:
             self._begin_commit([], set(), [])
+        elif self.on_idle is not None and self._txn.committing is None:
+            self.on_idle()
         p.step_at = time.monotonic()
+
+    def quiet_outlook(self) -> Outlook | None:
+        """From `on_idle` only (the engine thread): what the owned partitions' committed
+        state waits for (see `streamproc.due.waiting`), or None while the commands topic
+        holds records this engine has not read (a client's command, or one this engine
+        wrote for another partition) or not every partition is assigned and restored."""
+        if not self.partitions or not self.restored():
+            return None
+        outlook = combined([Outlook(busy(part.db), part.checker.next_fire_ms) for part in self.partitions.values()])
+        if outlook.busy:  # no need to ask the broker
+            return outlook
+        return outlook if read_to_the_end(self._consumer, self.topics.commands, self.partitions) else None
 
     def _begin_commit(self, messages: list[Message], touched_ids: set[int],
                       due: list[tuple[int, Record]]) -> None:

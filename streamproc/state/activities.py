@@ -178,6 +178,12 @@ class ActivityTimers:
         raw = self._db.get(Family.ACTIVITIES, u64(key))
         return orjson.loads(raw)["meta"].get("timer") if raw is not None else None
 
+    def any_attempt_out(self) -> bool:
+        """Whether some activity has an attempt dispatched (on its task queue, or running):
+        one waiting out a retry backoff has not. Reads every open activity: a dispatched
+        attempt with only a start-to-close timeout has no timer until it starts."""
+        return any(orjson.loads(raw)["meta"]["dispatched"] for _, raw in self._db.scan(Family.ACTIVITIES))
+
     def next_due_ms(self) -> int | None:
         first = self._db.first_key(Family.ACTIVITY_TIMERS)
         return read_time_key(first)[0] if first is not None else None

@@ -164,6 +164,11 @@ class JobDueDates:
         """(recur_at_ms, job key) of failed jobs whose backoff ended strictly before now."""
         return self._due(Family.JOB_BACKOFF, now_ms, limit)
 
+    def any_out(self) -> bool:
+        """Whether some job is on its task queue or started (a failed one waits out its
+        backoff, or its incident)."""
+        return any(orjson.loads(raw)["state"] != JobState.FAILED for _, raw in self._db.scan(Family.JOBS))
+
     def next_due_ms(self) -> int | None:
         """The earliest time at which something will be due, or None."""
         times = []

@@ -12,6 +12,7 @@ The run document remembers what it armed, so closing a run disarms everything.
 
 from __future__ import annotations
 
+from streamproc.protocol.records import WorkflowIntent
 from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.families import Family
 from streamproc.state.keys import read_time_key, time_key, time_upper_bound
@@ -75,6 +76,11 @@ class WorkflowDueDates:
     def deadlines(self, now_ms: int, limit: int) -> list[tuple[int, int, str]]:
         """(due_ms, run key, kind) of run deadlines due now or earlier, in time order."""
         return self._due(Family.WORKFLOW_DEADLINES, now_ms, limit)
+
+    def any_task_out(self) -> bool:
+        """Whether some run has a workflow task out (its task timeout is armed)."""
+        kind = WorkflowIntent.TASK_TIME_OUT.value.encode()
+        return any(key[_TIME_KEY_BYTES:] == kind for key, _ in self._db.scan(Family.WORKFLOW_DEADLINES))
 
     def next_due_ms(self) -> int | None:
         times = [read_time_key(first[:_TIME_KEY_BYTES])[0]

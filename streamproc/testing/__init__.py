@@ -1,11 +1,8 @@
-"""Testing helpers, as Temporal's ``temporalio.testing``: `ActivityEnvironment` runs an
-activity function with a fake attempt around it."""
+"""Testing helpers, as Temporal's ``temporalio.testing``: `WorkflowEnvironment` runs a real
+engine in this process (with time skipping, or on real time), `ActivityEnvironment` runs
+an activity function with a fake attempt around it."""
 
 from streamproc.testing.activity_environment import ActivityEnvironment
-from streamproc.unsupported import unsupported_names
+from streamproc.testing.workflow_environment import WorkflowEnvironment
 
-__all__ = ["ActivityEnvironment"]
-
-__getattr__ = unsupported_names(__name__, {
-    "WorkflowEnvironment": "the time-skipping workflow test environment",
-})
+__all__ = ["ActivityEnvironment", "WorkflowEnvironment"]
