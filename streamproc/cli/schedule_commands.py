@@ -19,6 +19,7 @@ import click
 import orjson
 
 from streamproc.cli.connect import connected_client
+from streamproc.cli.human_time import timestamp
 from streamproc.cli.output import OUTPUT, echo_json, echo_table
 from streamproc.cli.params import DURATION, json_value
 from streamproc.cli.workflow_commands import _guarded
@@ -166,12 +167,8 @@ def schedule_describe(schedule_id: str, output: str) -> None:
             ("SkippedOverlap", info["overlap_skipped"]), ("BufferDropped", info["buffer_dropped"]),
             ("Running", ", ".join(r["workflow_id"] for r in info["running_workflows"])),
             ("RecentActions", ", ".join(a["workflow_id"] for a in info["recent_actions"])),
-            ("NextActionTimes", ", ".join(_iso(t) for t in info["future_action_times_ms"]))]
+            ("NextActionTimes", ", ".join(timestamp(t) for t in info["future_action_times_ms"][:3]))]
     echo_table(rows, ("Field", "Value"))
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="seconds") if ms else ""
 
 
 @schedule.command("list")
