@@ -13,6 +13,12 @@ value with no tag is `json/plain`; `binary/null` is `null`; any other encoding i
 envelope ``{"metadata": {"encoding": "<name>"}, "data": "<base64>"}``. A user's dict that
 looks like that envelope is itself sent in a `json/plain` envelope so it comes back as
 the dict. Argument lists and details are one JSON list of such values. Nothing is pickled.
+
+Type hints, as Temporal's default converter: `json/plain` writes dataclasses, datetimes,
+UUIDs, enums, timedeltas, pydantic models (see `streamproc.typed_json`) as plain JSON, and
+decoding with a `type_hint` (a parameter's or a result's annotation) builds that type
+again; a value that does not fit raises `PayloadTypeError`. Without a hint a value comes
+back as plain JSON (dicts and lists), as before.
 """
 
 from __future__ import annotations
@@ -23,11 +29,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+import msgspec
 import orjson
+
+from streamproc.typed_json import decode_typed, json_default, wants_conversion
+from streamproc.unsupported import unsupported_names
 
 __all__ = ["Payload", "EncodingPayloadConverter", "BinaryNullPayloadConverter",
            "BinaryPlainPayloadConverter", "JSONPlainPayloadConverter", "DataConverter",
-           "PayloadEncodingError", "JSON_PLAIN"]
+           "PayloadEncodingError", "PayloadTypeError", "JSON_PLAIN"]
 
 JSON_PLAIN = "json/plain"
 BINARY_NULL = "binary/null"
@@ -47,6 +57,11 @@ class PayloadEncodingError(ValueError):
     A ValueError, so a workflow or activity that meets one fails like any other error
     (a failed task or attempt), never the worker.
     """
+
+
+class PayloadTypeError(PayloadEncodingError):
+    """A payload whose JSON does not fit the type hint it is decoded as, e.g.
+    ``cannot decode json/plain payload as Greeting: Expected `str`, got `int` - at `$.name```."""
 
 
 @runtime_checkable
@@ -82,18 +97,34 @@ class BinaryPlainPayloadConverter:
 
 
 class JSONPlainPayloadConverter:
-    """Anything orjson can write; raises TypeError (it is the last resort) for the rest."""
+    """Anything orjson can write, plus what `typed_json.json_default` adds; raises TypeError
+    (it is the last resort) for the rest. Decodes as `type_hint` when one is given."""
 
     encoding: ClassVar[str] = JSON_PLAIN
 
     def to_payload(self, value: Any) -> Payload | None:
-        return Payload(self.encoding, orjson.dumps(value, option=_JSON_OPTIONS))
+        return Payload(self.encoding, orjson.dumps(value, default=json_default, option=_JSON_OPTIONS))
 
     def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
+        if wants_conversion(type_hint):
+            return _decode_as(payload.data, type_hint)
         try:
             return orjson.loads(payload.data)
         except orjson.JSONDecodeError as exc:
             raise PayloadEncodingError(f"json/plain payload is not JSON: {exc}") from None
+
+
+def _decode_as(json_text: bytes, type_hint: Any) -> Any:
+    name = getattr(type_hint, "__qualname__", None) or repr(type_hint)
+    try:
+        return decode_typed(json_text, type_hint)
+    except msgspec.ValidationError as exc:  # one line, also for pydantic's multi-line reports
+        reason = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        raise PayloadTypeError(f"cannot decode json/plain payload as {name}: {reason}") from None
+    except msgspec.DecodeError as exc:
+        raise PayloadEncodingError(f"json/plain payload is not JSON: {exc}") from None
+    except TypeError as exc:  # a hint msgspec does not understand
+        raise PayloadTypeError(f"cannot decode json/plain payload as {name}: {exc}") from None
 
 
 def _is_envelope(value: Any) -> bool:
@@ -168,8 +199,11 @@ class DataConverter:
 
     def value_from_wire(self, wire: Any, type_hint: type | None = None) -> Any:
         """The value of one parsed wire JSON value."""
+        if wire is None:
+            return None  # binary/null: None whatever the hint, as Temporal's converter
         if not _is_envelope(wire):
-            if type(self._by_encoding.get(JSON_PLAIN)) is JSONPlainPayloadConverter:
+            builtin = type(self._by_encoding.get(JSON_PLAIN)) is JSONPlainPayloadConverter
+            if builtin and not wants_conversion(type_hint):
                 return wire  # the built-in would only parse what we just parsed
             return self.from_payload(Payload(JSON_PLAIN, orjson.dumps(wire, option=_JSON_OPTIONS)),
                                      type_hint)
@@ -193,17 +227,20 @@ class DataConverter:
         """Arguments (or details) as one JSON list of wire values."""
         return (b"[" + b",".join(self.value_to_wire(a) for a in args) + b"]").decode()
 
-    def decode_args(self, text: str | None) -> tuple[Any, ...]:
+    def decode_args(self, text: str | None, type_hints: Sequence[Any] = ()) -> tuple[Any, ...]:
         """A JSON list is the positional arguments; null is none; any other value is the
-        single argument (a command written by hand need not wrap it in a list)."""
+        single argument (a command written by hand need not wrap it in a list). Argument
+        i is decoded as ``type_hints[i]`` when there is one (extra arguments stay plain)."""
         if text is None or text == "":
             return ()
         wire = _parse(text)
         if wire is None:
             return ()
-        if isinstance(wire, list):
-            return tuple(self.value_from_wire(w) for w in wire)
-        return (self.value_from_wire(wire),)
+        if not isinstance(wire, list):
+            wire = [wire]
+        hints = list(type_hints)[:len(wire)]
+        hints += [None] * (len(wire) - len(hints))
+        return tuple(self.value_from_wire(w, hint) for w, hint in zip(wire, hints))
 
     # Details (heartbeat, error, cancellation) travel exactly like arguments.
     encode_details = encode_args
@@ -215,3 +252,13 @@ def _parse(text: str) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise PayloadEncodingError(f"payload text is not JSON: {exc}") from None
+
+
+_CHAIN = "Temporal's converter classes (build a DataConverter from a list of EncodingPayloadConverters)"
+__getattr__ = unsupported_names(__name__, {
+    "PayloadCodec": "payload codecs (encryption, compression)",
+    "PayloadConverter": _CHAIN, "CompositePayloadConverter": _CHAIN, "DefaultPayloadConverter": _CHAIN,
+    "JSONTypeConverter": _CHAIN, "AdvancedJSONEncoder": _CHAIN,
+    "BinaryProtobufPayloadConverter": "protobuf payloads", "JSONProtoPayloadConverter": "protobuf payloads",
+    "FailureConverter": "custom failure converters", "DefaultFailureConverter": "custom failure converters",
+})

@@ -2,6 +2,7 @@
 
     Exception
     ├── FailureError                      what ended an activity or a workflow, with its cause chain
+    │   │                                 (through TemporalError, Temporal's base class)
     │   ├── ApplicationError              raised by user code to fail; non_retryable, details, type
     │   ├── CancelledError                an acknowledged cancellation
     │   ├── TimeoutError                  a timeout (its type: START_TO_CLOSE, HEARTBEAT, ...)
@@ -39,6 +40,7 @@ defined by the pure semantics (`streamproc.semantics.errors`), which the engine 
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import Sequence
 from datetime import timedelta
@@ -46,8 +48,10 @@ from typing import Any
 
 from streamproc.semantics.enums import RetryState, TimeoutType
 from streamproc.semantics.errors import InvalidArgument
+from streamproc.unsupported import unsupported_names
 
 __all__ = [
+    "TemporalError",
     "FailureError",
     "ApplicationError",
     "CancelledError",
@@ -77,10 +81,17 @@ __all__ = [
     "WorkflowUpdateFailedError",
     "ScheduleAlreadyRunningError",
     "InvalidArgument",
+    "RetryState",
+    "TimeoutType",
+    "is_cancelled_exception",
 ]
 
 
-class FailureError(Exception):
+class TemporalError(Exception):
+    """The base of the failures below, as Temporal's (``except TemporalError`` catches them)."""
+
+
+class FailureError(TemporalError):
     """A failure that travels between workers and callers as a FailureRecord.
 
     ``failure`` is the record it was decoded from (``None`` when raised locally);
@@ -382,3 +393,18 @@ class WorkflowQueryRejectedError(Exception):
     def __init__(self, status: Any) -> None:
         super().__init__(f"Query rejected, status: {getattr(status, 'name', status)}")
         self.status = status
+
+
+def is_cancelled_exception(exception: BaseException) -> bool:
+    """Whether `exception` means "cancelled", as Temporal's: an asyncio cancellation, a
+    CancelledError, or an activity or child workflow error caused by one."""
+    if isinstance(exception, (asyncio.CancelledError, CancelledError)):
+        return True
+    return isinstance(exception, (ActivityError, ChildWorkflowError)) and isinstance(exception.cause, CancelledError)
+
+
+__getattr__ = unsupported_names(__name__, {
+    "ApplicationErrorCategory": "application error categories",
+    "NexusOperationError": "Nexus operations",
+    "NexusOperationAlreadyStartedError": "Nexus operations",
+})

@@ -26,3 +26,13 @@ def configure_logging(fmt: str | None = None, level: str | None = None) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+def ensure_logging_configured() -> None:
+    """Configure logging as the CLI does, unless the program configured structlog itself.
+
+    Unconfigured, structlog prints to standard output, where a program's own output goes
+    (a worker's lines would mix with what the program prints); our default writes to
+    standard error, as the standard library's logging does."""
+    if not structlog.is_configured():
+        configure_logging()

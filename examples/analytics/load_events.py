@@ -48,16 +48,32 @@ CREATE OR REPLACE TABLE workflow_events (
     event_id BIGINT, event_type VARCHAR, event_time_ms BIGINT, attributes JSON);
 """
 
-#: ActivityTaskStarted carries the final attempt's scheduled and started times (it is written
-#: when the attempt closes, as in Temporal). Activities that workflows schedule are in their
-#: workflows' histories (workflow_events) instead.
+#: Two sources of waits, unioned. An activity a client schedules: its ActivityTaskStarted
+#: (written when the attempt closes, as in Temporal) carries the final attempt's scheduled and
+#: started times. An activity a workflow schedules is in the workflow's history: its
+#: ACTIVITY_TASK_STARTED event is stamped with the attempt's start and points at its
+#: ACTIVITY_TASK_SCHEDULED event. Only first attempts count there, since the scheduled event's
+#: time is the first attempt's (a retry's wait would include its backoff).
 SCHEDULE_TO_START_P99 = """
+WITH waits AS (
+    SELECT task_queue, scheduled_time_ms, started_time_ms
+    FROM activity_events
+    WHERE intent = 'ActivityTaskStarted'
+    UNION ALL
+    SELECT json_extract_string(scheduled.attributes, '$.task_queue'),
+           scheduled.event_time_ms, started.event_time_ms
+    FROM workflow_events AS started
+    JOIN workflow_events AS scheduled
+      ON scheduled.workflow_id = started.workflow_id AND scheduled.run_id = started.run_id
+     AND scheduled.event_id = CAST(json_extract(started.attributes, '$.scheduled_event_id') AS BIGINT)
+    WHERE started.event_type = 'ACTIVITY_TASK_STARTED' AND scheduled.event_type = 'ACTIVITY_TASK_SCHEDULED'
+      AND CAST(json_extract(started.attributes, '$.attempt') AS INTEGER) = 1
+)
 SELECT task_queue,
        strftime(date_trunc('hour', epoch_ms(scheduled_time_ms)), '%Y-%m-%d %H:00') AS hour,
        count(*) AS activities,
        quantile_cont(started_time_ms - scheduled_time_ms, 0.99) AS p99_ms
-FROM activity_events
-WHERE intent = 'ActivityTaskStarted'
+FROM waits
 GROUP BY ALL
 ORDER BY task_queue, hour
 """

@@ -16,21 +16,27 @@ A worker (`streamproc.worker.ActivityWorker`) runs them; a client
 from streamproc.activity.context import (
     Info,
     heartbeat,
+    in_activity,
     info,
     is_cancelled,
     wait_for_cancelled,
     wait_for_cancelled_sync,
 )
 from streamproc.activity.definition import ActivityDefinition, defn
+from streamproc.activity.logger import LoggerAdapter, logger
 from streamproc.activity import errors
 from streamproc.activity.errors import *  # noqa: F401,F403 - the errors a user raises and catches
 from streamproc.semantics import RetryPolicy, RetryState, TimeoutType
+from streamproc.unsupported import unsupported_names
 
 __all__ = [
     "defn",
     "ActivityDefinition",
     "Info",
     "info",
+    "in_activity",
+    "logger",
+    "LoggerAdapter",
     "heartbeat",
     "is_cancelled",
     "wait_for_cancelled",
@@ -40,3 +46,15 @@ __all__ = [
     "TimeoutType",
     *errors.__all__,
 ]
+
+__getattr__ = unsupported_names(__name__, {
+    "raise_complete_async": "async activity completion",
+    "client": "activity.client() (create a Client in the activity)",
+    "payload_converter": "activity.payload_converter() (the worker's DataConverter decodes by type hints)",
+    "metric_meter": "SDK metric meters",
+    "cancellation_details": "cancellation details (see CancelReason)",
+    "ActivityCancellationDetails": "cancellation details (see CancelReason)",
+    "is_worker_shutdown": "worker shutdown notices", "wait_for_worker_shutdown": "worker shutdown notices",
+    "wait_for_worker_shutdown_sync": "worker shutdown notices",
+    "shield_thread_cancel_exception": "thread cancel exceptions (sync activities learn of cancellation from heartbeat())",
+})

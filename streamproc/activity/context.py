@@ -18,8 +18,10 @@ from typing import Any
 
 from streamproc.activity import errors
 from streamproc.converter import DataConverter
+from streamproc.protocol.wire_values import policy_from_record
+from streamproc.semantics.retry import RetryPolicy
 
-__all__ = ["Info", "ActivityContext", "CancelReason", "info_from_task",
+__all__ = ["Info", "ActivityContext", "CancelReason", "info_from_task", "in_activity",
            "info", "heartbeat", "is_cancelled", "wait_for_cancelled", "wait_for_cancelled_sync"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -42,10 +44,27 @@ class Info:
     schedule_to_close_timeout: timedelta | None
     start_to_close_timeout: timedelta | None
     heartbeat_timeout: timedelta | None
+    #: The worker's namespace (its topics' prefix).
+    namespace: str = ""
+    #: The policy the engine retries the activity by (None: the engine's default).
+    retry_policy: RetryPolicy | None = None
+    # Temporal's fields an activity task does not carry yet: who scheduled it.
+    workflow_id: str | None = None
+    workflow_run_id: str | None = None
+    workflow_type: str | None = None
+    workflow_namespace: str | None = None
+    #: Always False: there are no local activities.
+    is_local: bool = False
+
+    def logger_details(self) -> dict[str, Any]:
+        """What `activity.logger` adds to each line, as Temporal's."""
+        return {"activity_id": self.activity_id, "activity_type": self.activity_type, "attempt": self.attempt,
+                "namespace": self.namespace, "task_queue": self.task_queue, "workflow_id": self.workflow_id,
+                "workflow_run_id": self.workflow_run_id, "workflow_type": self.workflow_type}
 
 
 def info_from_task(value: dict[str, Any], started_time_ms: int,
-                   converter: DataConverter | None = None) -> Info:
+                   converter: DataConverter | None = None, namespace: str = "") -> Info:
     """Info from an ACTIVITY_TASK record and the start time the engine answered with."""
     decode_details = (converter or DataConverter.default()).decode_details
     return Info(
@@ -58,6 +77,8 @@ def info_from_task(value: dict[str, Any], started_time_ms: int,
         schedule_to_close_timeout=_timeout(value["schedule_to_close_timeout_ms"]),
         start_to_close_timeout=_timeout(value["start_to_close_timeout_ms"]),
         heartbeat_timeout=_timeout(value["heartbeat_timeout_ms"]),
+        namespace=namespace,
+        retry_policy=policy_from_record(value["retry_policy"]) if value.get("retry_policy") else None,
     )
 
 
@@ -138,6 +159,16 @@ def set_current(ctx: ActivityContext) -> contextvars.Token:
 
 def reset_current(token: contextvars.Token) -> None:
     _current.reset(token)
+
+
+def in_activity() -> bool:
+    """Whether this code runs in an activity (Temporal's ``activity.in_activity``)."""
+    return _current.get(None) is not None
+
+
+def maybe_current() -> ActivityContext | None:
+    """The running attempt's context, or None outside an activity."""
+    return _current.get(None)
 
 
 def info() -> Info:

@@ -50,7 +50,7 @@ from streamproc.semantics.workflow_ids import QueryRejectCondition, WorkflowExec
 from streamproc.client.workflow_updates import WorkflowUpdateHandle, WorkflowUpdateStage
 from streamproc.client.workflow_updates import outcome_of as update_outcome
 from streamproc.client.workflow_updates import send as send_update
-from streamproc.workflow.definition import query_name_of, signal_name_of, update_name_of
+from streamproc.workflow.definition import query_name_of, result_type_of, signal_name_of, update_name_of
 
 if TYPE_CHECKING:
     from streamproc.kafka.replies import Reply
@@ -268,7 +268,7 @@ class WorkflowHandle:
             raise WorkflowQueryRejectedError(WorkflowExecutionStatus[status])
         if record.value.get("failure") is not None:
             raise WorkflowQueryFailedError(record.value["failure"].get("message") or "query failed")
-        return converter.decode(record.value["result"], result_type)
+        return converter.decode(record.value["result"], result_type or result_type_of(query))
 
     async def start_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
                            args: Sequence[Any] = (), id: str | None = None,

@@ -45,7 +45,7 @@ from streamproc.semantics.workflow_ids import (
 )
 from streamproc.semantics.cron_workflow import validate_cron_schedule
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, normalize_workflow_timeouts
-from streamproc.workflow.definition import signal_name_of, workflow_type_of
+from streamproc.workflow.definition import result_type_of, signal_name_of, workflow_type_of
 
 __all__ = ["WorkflowOperations", "workflow_type_of"]
 
@@ -77,7 +77,8 @@ class WorkflowOperations:
         ``"CRON_TZ=Europe/Berlin 0 2 * * *"``; UTC unless a zone is given) it is a cron
         workflow: the first run waits for the first cron time after the start, each run
         is followed by the next at the next cron time, until cancelled, terminated or
-        its execution timeout; `result()` follows the runs.
+        its execution timeout; `result()` follows the runs, and decodes the result as
+        `result_type`, by default the run method's return annotation.
 
         Raises `InvalidArgument`, `WorkflowAlreadyStartedError` (the id is taken under
         the policies). Across a broker outage the START is sent again with the same
@@ -151,7 +152,7 @@ class WorkflowOperations:
         run_id = record.value["run_id"]
         return WorkflowHandle(self.workflow_requests, id, run_id=run_id, result_run_id=run_id,
                               first_execution_run_id=run_id, started_log_time_ms=reply.log_time_ms,
-                              result_type=result_type)
+                              result_type=result_type if result_type is not None else result_type_of(workflow))
 
     async def execute_workflow(self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *,
                                result_timeout: float | None = None, **options: Any) -> Any:
@@ -173,7 +174,7 @@ class WorkflowOperations:
         """`get_workflow_handle` typed by the workflow's run method (``MyWorkflow.run``), as Temporal's."""
         workflow_type_of(workflow)  # a method that is no workflow's run fails here, not later
         return self.get_workflow_handle(workflow_id, run_id=run_id, first_execution_run_id=first_execution_run_id,
-                                        result_type=result_type)
+                                        result_type=result_type if result_type is not None else result_type_of(workflow))
 
     async def list_workflows(self, query: str | None = None, *, limit: int | None = None, page_size: int = 1000,
                              rpc_timeout: float | timedelta = 30,

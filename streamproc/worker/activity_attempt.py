@@ -31,6 +31,7 @@ from streamproc.activity.definition import ActivityDefinition
 from streamproc.activity.failures import failure_from_exception
 from streamproc.activity.heartbeats import NOTHING, HeartbeatSender, throttle_interval
 from streamproc.converter import DataConverter
+from streamproc.type_hints import call_types
 from streamproc.protocol.records import (
     ActivityIntent,
     Record,
@@ -82,7 +83,7 @@ class ActivityAttempt:
             w.metrics.task_started(w.task_queue, "activity", self.task["scheduled_time_ms"], started_ms)
         definition = w.definitions.get(self.task["activity_type"])
         converter = w.data_converter
-        self.ctx = ActivityContext(info_from_task(self.task, started_ms, converter), self.heartbeat,
+        self.ctx = ActivityContext(info_from_task(self.task, started_ms, converter, w.namespace), self.heartbeat,
                                    is_async=definition is not None and definition.is_async)
         with w._lock:
             w._running.add(self)
@@ -99,7 +100,7 @@ class ActivityAttempt:
             self._finish(A.FAIL, {"failure": failure_from_exception(error)})
             return
         try:  # input this converter cannot decode fails the attempt like any error
-            result = converter.encode(self._call(definition, converter.decode_args(self.task["input"])))
+            result = converter.encode(self._call(definition, converter.decode_args(self.task["input"], call_types(definition.fn).parameters)))
         except errors.CancelledError as exc:
             if self.ctx.cancel_reason == CancelReason.CANCEL_REQUESTED:
                 details = converter.encode_details(list(exc.details)) if exc.details else None

@@ -99,6 +99,7 @@ class ActivityWorker:
             raise ValueError("an ActivityWorker needs at least one activity")
         self.client = Client(bootstrap, namespace, data_converter=data_converter)
         self.data_converter = self.client.data_converter
+        self.namespace = self.client.topics.namespace  # for activity.info()
         self.task_queue = task_queue
         self.identity = identity or f"{os.getpid()}@{socket.gethostname()}"
         self.max_concurrent = max_concurrent

@@ -38,6 +38,7 @@ from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.worker.activity_worker import ActivityWorker
 from streamproc.worker.eager_activities import EagerActivities
 from streamproc.worker.workflow_worker import WorkflowWorker
+from streamproc.logs import ensure_logging_configured
 
 __all__ = ["Worker"]
 
@@ -60,6 +61,7 @@ class Worker:
         how long a shutdown lets running activities finish before cancelling them.
         `metrics`: where both parts report (Prometheus; None: nowhere)."""
         refuse_options("Worker", temporal_options, WORKER_OPTIONS)
+        ensure_logging_configured()  # its lines to standard error, not into the program's output
         workflows, activities = list(workflows), list(activities)
         if not workflows and not activities:
             raise ValueError("a Worker needs at least one workflow or activity")

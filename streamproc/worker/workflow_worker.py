@@ -110,7 +110,8 @@ class WorkflowWorker:
         self.stats = WorkflowWorkerStats()
         #: Prometheus metrics (None: off).
         self.metrics = metrics
-        new_instance = new_instance or functools.partial(_new_instance, data_converter=self.client.data_converter)
+        new_instance = new_instance or functools.partial(_new_instance, data_converter=self.client.data_converter,
+                                                         namespace=self.client.topics.namespace)
         self.handler = WorkflowTaskHandler(definitions, self.identity, new_instance,
                                            StickyCache(max_cached_workflows), self._fetch_history)
         self.queries = QueryAnswerer(definitions, self.handler.cache, new_instance, self._whole_history)
@@ -295,7 +296,7 @@ class WorkflowWorker:
 
 
 def _new_instance(definition: Any, history: list[dict[str, Any]], run_id: str, *,
-                  data_converter: DataConverter):
+                  data_converter: DataConverter, namespace: str = ""):
     from streamproc.workflow.instance import WorkflowInstance
 
-    return WorkflowInstance(definition, history, run_id=run_id, data_converter=data_converter)
+    return WorkflowInstance(definition, history, run_id=run_id, data_converter=data_converter, namespace=namespace)

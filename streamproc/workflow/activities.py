@@ -16,6 +16,7 @@ from typing import Any
 
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
+from streamproc.type_hints import call_types
 from streamproc.semantics import (
     ActivityTimeouts,
     RetryPolicy,
@@ -24,7 +25,8 @@ from streamproc.semantics import (
 )
 from streamproc.workflow.runtime import OpenActivity, WorkflowRuntime, current_runtime
 
-__all__ = ["ActivityCancellationType", "ActivityHandle", "start_activity", "execute_activity"]
+__all__ = ["ActivityCancellationType", "ActivityHandle", "start_activity", "execute_activity",
+           "start_activity_method", "execute_activity_method"]
 
 _NO_ARG = object()
 
@@ -90,15 +92,20 @@ def start_activity(
     retry_policy: RetryPolicy | None = None,
     cancellation_type: ActivityCancellationType = ActivityCancellationType.TRY_CANCEL,
     activity_id: str | None = None,
+    result_type: Any = None,
 ) -> ActivityHandle:
     """Schedule `activity` (a name or an ``@activity.defn`` function) and return its handle.
 
     Pass one argument as `arg` or several as `args`. The task queue defaults to the
     workflow's. At least one of start_to_close_timeout and schedule_to_close_timeout is
-    required. The activity id defaults to the run's next sequence number.
+    required. The activity id defaults to the run's next sequence number. The result is
+    decoded as `result_type`, by default the function's return annotation (plain JSON
+    for a name or an unannotated function).
     """
     runtime = current_runtime()
     activity_type = activity if isinstance(activity, str) else ActivityDefinition.of(activity).name
+    if result_type is None and not isinstance(activity, str):
+        result_type = call_types(activity).result
     if arg is not _NO_ARG:
         if args:
             raise TypeError("pass one argument as `arg` or several as `args`, not both")
@@ -121,13 +128,18 @@ def start_activity(
         "heartbeat_timeout_ms": ceil_ms(requested.heartbeat),
         "retry_policy": None if retry_policy is None else retry_policy_record(retry_policy),
     }
-    return ActivityHandle(runtime, runtime.schedule_activity(command, activity_id), cancellation_type)
+    return ActivityHandle(runtime, runtime.schedule_activity(command, activity_id, result_type), cancellation_type)
 
 
 async def execute_activity(activity: str | Callable[..., Any], arg: Any = _NO_ARG, **options: Any) -> Any:
     """Schedule `activity` and wait for its result; raises ActivityError if it failed,
     timed out or was cancelled. Takes the options of `start_activity`."""
     return await start_activity(activity, arg, **options)
+
+
+#: Temporal's names for an activity that is a method (``MyActivities.charge``): the same calls.
+start_activity_method = start_activity
+execute_activity_method = execute_activity
 
 
 def _timeout(value: timedelta | None, name: str) -> timedelta:

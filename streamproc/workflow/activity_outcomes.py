@@ -29,9 +29,11 @@ _MESSAGES = {
 ACTIVITY_CLOSE_EVENTS = frozenset({_E.ACTIVITY_TASK_COMPLETED.name, *(e.name for e in _MESSAGES)})
 
 
-def activity_result(event: dict[str, Any], converter: DataConverter | None = None) -> Any:
-    """The decoded result of an ActivityTaskCompleted event."""
-    return (converter or DataConverter.default()).decode((event.get("attributes") or {}).get("result"))
+def activity_result(event: dict[str, Any], converter: DataConverter | None = None,
+                    result_type: Any = None) -> Any:
+    """The decoded result of an ActivityTaskCompleted event (as `result_type` if given)."""
+    return (converter or DataConverter.default()).decode((event.get("attributes") or {}).get("result"),
+                                                          result_type)
 
 
 def activity_error(event: dict[str, Any], *, activity_id: str, activity_type: str,

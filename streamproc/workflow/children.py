@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamproc.activity.failures import exception_from_failure
 from streamproc.call_arguments import NO_ARG, call_arguments
+from streamproc.converter import PayloadEncodingError
 from streamproc.exceptions import (
     ApplicationError,
     CancelledError,
@@ -37,13 +38,13 @@ from streamproc.semantics import RetryPolicy, RetryState, TimeoutType
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_ids import WorkflowIdReusePolicy
 from streamproc.workflow.current import current_runtime
-from streamproc.workflow.definition import signal_name_of, workflow_type_of
+from streamproc.workflow.definition import result_type_of, signal_name_of, workflow_type_of
 
 if TYPE_CHECKING:
     from streamproc.workflow.runtime import WorkflowRuntime
 
 __all__ = ["ParentClosePolicy", "ChildWorkflowHandle", "ExternalWorkflowHandle", "start_child_workflow",
-           "execute_child_workflow", "get_external_workflow_handle", "ChildWorkflows"]
+           "execute_child_workflow", "get_external_workflow_handle", "get_external_workflow_handle_for", "ChildWorkflows"]
 
 _E = EventType
 _CHILD_CLOSES = {_E.CHILD_WORKFLOW_EXECUTION_COMPLETED.name, _E.CHILD_WORKFLOW_EXECUTION_FAILED.name,
@@ -70,6 +71,7 @@ class _Child:
     workflow_type: str
     started: asyncio.Future[str]
     result: asyncio.Future[Any]
+    result_type: Any = None  # the type hint its result is decoded as
 
 
 class ChildWorkflowHandle:
@@ -112,11 +114,12 @@ async def start_child_workflow(workflow: str | Callable[..., Any], arg: Any = NO
                                task_timeout: timedelta | None = None, retry_policy: RetryPolicy | None = None,
                                id_reuse_policy: WorkflowIdReusePolicy = WorkflowIdReusePolicy.ALLOW_DUPLICATE,
                                parent_close_policy: ParentClosePolicy = ParentClosePolicy.TERMINATE,
-                               cron_schedule: str = "") -> ChildWorkflowHandle:
+                               cron_schedule: str = "", result_type: Any = None) -> ChildWorkflowHandle:
     """Start a child workflow (``Child.run``, the class, or the type name); returns once it
     started. Raises WorkflowAlreadyStartedError when its id is taken. Its task queue is
     this workflow's unless given. With `cron_schedule` the child is a cron workflow: its
-    result (and this workflow's wait for it) comes when its chain of runs ends."""
+    result (and this workflow's wait for it) comes when its chain of runs ends. The result
+    is decoded as `result_type`, by default the run method's return annotation."""
     runtime = current_runtime()
     workflow_type = workflow_type_of(workflow)
     reuse = WorkflowIdReusePolicy(id_reuse_policy)
@@ -129,7 +132,7 @@ async def start_child_workflow(workflow: str | Callable[..., Any], arg: Any = NO
         "workflow_id_reuse_policy": "" if reuse is WorkflowIdReusePolicy.UNSPECIFIED else reuse.name,
         "parent_close_policy": ParentClosePolicy(parent_close_policy or ParentClosePolicy.TERMINATE).name,
         **({"cron_schedule": cron_schedule} if cron_schedule else {})}
-    child = runtime.children.start(command)
+    child = runtime.children.start(command, result_type if result_type is not None else result_type_of(workflow))
     run_id = await child.started
     return ChildWorkflowHandle(child, run_id)
 
@@ -145,6 +148,13 @@ def get_external_workflow_handle(workflow_id: str, *, run_id: str | None = None)
     return ExternalWorkflowHandle(workflow_id, run_id)
 
 
+def get_external_workflow_handle_for(workflow: Any, workflow_id: str, *,
+                                     run_id: str | None = None) -> ExternalWorkflowHandle:
+    """Temporal's typed form of `get_external_workflow_handle`: `workflow` (its run method or
+    class) only types the handle in Temporal; here it is the same handle."""
+    return get_external_workflow_handle(workflow_id, run_id=run_id)
+
+
 class ChildWorkflows:
     """The run's children and its requests to other workflows: commands out, events in."""
 
@@ -155,9 +165,10 @@ class ChildWorkflows:
         self._children: dict[int, _Child] = {}
         self._requests: dict[int, tuple[asyncio.Future[None], str]] = {}
 
-    def start(self, command: dict[str, Any]) -> _Child:
+    def start(self, command: dict[str, Any], result_type: Any = None) -> _Child:
         loop = self._runtime.loop
-        child = _Child(command["workflow_id"], command["workflow_type"], loop.create_future(), loop.create_future())
+        child = _Child(command["workflow_id"], command["workflow_type"], loop.create_future(), loop.create_future(),
+                       result_type)
         self._runtime.issue_command(command, "start child workflow")
         self._by_command[id(command)] = child
         return child
@@ -224,7 +235,10 @@ class ChildWorkflows:
     def _close(self, child: _Child, kind: str, a: dict[str, Any]) -> None:
         converter = self._runtime.converter
         if kind == _E.CHILD_WORKFLOW_EXECUTION_COMPLETED.name:
-            child.result.set_result(converter.decode(a.get("result")))
+            try:
+                child.result.set_result(converter.decode(a.get("result"), child.result_type))
+            except PayloadEncodingError as exc:  # a result this worker cannot read fails the task
+                self._runtime.task_failure = exc
             return
         if kind == _E.CHILD_WORKFLOW_EXECUTION_FAILED.name:
             cause = exception_from_failure(a.get("failure"), converter=converter)

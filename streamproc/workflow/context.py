@@ -9,15 +9,17 @@ from __future__ import annotations
 import random as _random
 import uuid
 from datetime import UTC, datetime, timedelta
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from streamproc.protocol.wire_values import ceil_ms
+from streamproc.workflow.definition import workflow_type_of
 from streamproc.workflow.errors import ContinueAsNewError
 from streamproc.workflow.run_info import Info
+from streamproc.workflow.current import maybe_current_runtime
 from streamproc.workflow.runtime import current_runtime
 
-__all__ = ["info", "now", "random", "uuid4", "is_replaying", "patched", "deprecate_patch",
+__all__ = ["info", "in_workflow", "now", "time", "time_ns", "random", "uuid4", "is_replaying", "patched", "deprecate_patch",
            "continue_as_new", "set_signal_handler", "set_dynamic_signal_handler", "set_query_handler",
            "set_dynamic_query_handler", "all_handlers_finished"]
 
@@ -32,6 +34,21 @@ def info() -> Info:
 def now() -> datetime:
     """The time of the current workflow task (when the engine scheduled it), in UTC."""
     return _EPOCH + timedelta(milliseconds=current_runtime().now_ms)
+
+
+def time() -> float:
+    """`now()` as seconds since the epoch (Temporal's ``workflow.time``)."""
+    return current_runtime().now_ms / 1000
+
+
+def time_ns() -> int:
+    """`now()` as nanoseconds since the epoch (Temporal's ``workflow.time_ns``)."""
+    return current_runtime().now_ms * 1_000_000
+
+
+def in_workflow() -> bool:
+    """Whether this code runs in a workflow (Temporal's ``workflow.in_workflow``)."""
+    return maybe_current_runtime() is not None
 
 
 def random() -> _random.Random:
@@ -68,15 +85,22 @@ def deprecate_patch(patch_id: str) -> None:
     current_runtime().patched(patch_id, deprecated=True)
 
 
-def continue_as_new(*args: Any, workflow_type: str | None = None, task_queue: str | None = None,
+def continue_as_new(*positional: Any, args: Sequence[Any] = (), workflow: Any = None,
+                    workflow_type: str | None = None, task_queue: str | None = None,
                     run_timeout: timedelta | None = None, task_timeout: timedelta | None = None) -> NoReturn:
-    """End this run and start a new one of the same workflow id with `args` as its input.
+    """End this run and start a new one of the same workflow id with the arguments as its
+    input: given positionally, or as `args` (Temporal's form).
 
-    The workflow type and task queue default to this run's; unset timeouts are inherited
+    The workflow type (`workflow`: a run method, class or name, as Temporal's; or
+    `workflow_type`) and task queue default to this run's; unset timeouts are inherited
     by the engine. Raises, so nothing after it runs.
     """
     current_runtime()  # fail clearly when called outside workflow code
-    raise ContinueAsNewError(args, workflow_type=workflow_type, task_queue=task_queue,
+    if positional and args:
+        raise TypeError("pass the arguments positionally or as `args`, not both")
+    if workflow is not None:
+        workflow_type = workflow_type_of(workflow)
+    raise ContinueAsNewError(tuple(positional or args), workflow_type=workflow_type, task_queue=task_queue,
                              run_timeout_ms=_ms(run_timeout), task_timeout_ms=_ms(task_timeout))
 
 

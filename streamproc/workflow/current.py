@@ -12,7 +12,7 @@ from streamproc.workflow.event_loop import WorkflowEventLoop
 if TYPE_CHECKING:
     from streamproc.workflow.runtime import WorkflowRuntime
 
-__all__ = ["current_runtime"]
+__all__ = ["current_runtime", "maybe_current_runtime"]
 
 
 def current_runtime() -> WorkflowRuntime:
@@ -25,3 +25,12 @@ def current_runtime() -> WorkflowRuntime:
         raise NotInWorkflowError("not in workflow code: workflow.* functions work only "
                                  "inside a workflow's run method and what it awaits")
     return loop.owner
+
+
+def maybe_current_runtime() -> WorkflowRuntime | None:
+    """The running workflow's runtime, or None outside workflow code."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return loop.owner if isinstance(loop, WorkflowEventLoop) else None

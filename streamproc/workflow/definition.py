@@ -8,8 +8,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from streamproc.type_hints import CallTypes, call_types
+
 __all__ = ["WorkflowDefinition", "HandlerDefinition", "defn", "run", "signal", "query", "update",
-           "signal_name_of", "query_name_of", "update_name_of", "workflow_type_of"]
+           "signal_name_of", "query_name_of", "update_name_of", "workflow_type_of", "result_type_of"]
 
 C = TypeVar("C", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,6 +62,10 @@ class WorkflowDefinition:
             raise TypeError(f"{getattr(cls, '__qualname__', cls)!r} is not a workflow: "
                             "decorate the class with @workflow.defn")
         return definition
+
+    def run_types(self) -> CallTypes:
+        """The type hints of the run method's parameters and result."""
+        return call_types(getattr(self.cls, self.run_method), skip_self=True)
 
 
 @overload
@@ -240,3 +246,14 @@ def workflow_type_of(workflow: str | Callable[..., Any] | type) -> str:
     if isinstance(owner, type):
         return WorkflowDefinition.of(owner).name
     return owner_path[-1]
+
+
+def result_type_of(target: str | Callable[..., Any] | type) -> Any:
+    """The result type hint of a workflow's run method or a handler method given as the
+    method itself (``MyWorkflow.run``) or, for a workflow, its class; None for a name."""
+    if isinstance(target, str):
+        return None
+    if isinstance(target, type):
+        definition = target.__dict__.get(_DEFINITION)
+        return definition.run_types().result if definition is not None else None
+    return call_types(target, skip_self=True).result if callable(target) else None

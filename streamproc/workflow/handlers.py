@@ -32,6 +32,7 @@ from streamproc.activity.failures import failure_from_exception
 from streamproc.converter import PayloadEncodingError
 from streamproc.exceptions import ApplicationError, FailureError, WorkflowQueryFailedError
 from streamproc.protocol.workflow_commands import WorkflowCommandType as CommandType
+from streamproc.type_hints import handler_types
 
 if TYPE_CHECKING:
     from streamproc.workflow.runtime import WorkflowRuntime
@@ -57,8 +58,9 @@ class WorkflowHandlers:
         self._dynamic_update: tuple[Handler, Handler | None] | None = None
         #: Updates that arrived before the workflow object existed: (request, replaying).
         self._waiting_updates: list[tuple[dict[str, Any], bool]] = []
-        #: Signals recorded before the workflow object existed, or that no handler took.
-        self._waiting: list[tuple[str, list[Any]]] = []
+        #: Signals recorded before the workflow object existed, or that no handler took:
+        #: (name, input text), decoded by the hints of the handler that takes them.
+        self._waiting: list[tuple[str, str | None]] = []
         self._bound = False
         #: Signal handler tasks not finished yet (`workflow.all_handlers_finished`).
         self.running: set[asyncio.Task[Any]] = set()
@@ -88,13 +90,7 @@ class WorkflowHandlers:
     def signal(self, event: dict[str, Any]) -> None:
         """A WORKFLOW_EXECUTION_SIGNALED event reached the code."""
         attributes = event.get("attributes") or {}
-        name = attributes.get("signal_name", "")
-        try:
-            args = list(self._runtime.converter.decode_args(attributes.get("input")))
-        except PayloadEncodingError as exc:  # Temporal drops a signal whose arguments it cannot read
-            log.warning("workflow_signal_dropped", signal=name, reason=str(exc), **self._where())
-            return
-        self._waiting.append((name, args))
+        self._waiting.append((attributes.get("signal_name", ""), attributes.get("input")))
         if self._bound:
             self._start_waiting()
 
@@ -113,15 +109,21 @@ class WorkflowHandlers:
     def _start_waiting(self) -> bool:
         started = False
         still_waiting = []
-        for name, args in self._waiting:
+        for name, text in self._waiting:
             handler = self._signals.get(name)
+            if handler is None and self._dynamic_signal is None:
+                still_waiting.append((name, text))
+                continue
+            hints = handler_types(handler).parameters if handler is not None else ()
+            try:
+                args = list(self._runtime.converter.decode_args(text, hints))
+            except PayloadEncodingError as exc:  # Temporal drops a signal whose arguments it cannot read
+                log.warning("workflow_signal_dropped", signal=name, reason=str(exc), **self._where())
+                continue
             if handler is not None:
                 self._start(f"signal {name}", handler, args)
-            elif self._dynamic_signal is not None:
-                self._start(f"signal {name}", self._dynamic_signal, [name, args])
             else:
-                still_waiting.append((name, args))
-                continue
+                self._start(f"signal {name}", self._dynamic_signal, [name, args])
             started = True
         self._waiting = still_waiting
         return started
@@ -165,8 +167,9 @@ class WorkflowHandlers:
                 ApplicationError(f"Update handler for {name!r} expected but not found, known updates: [{known}]",
                                  type="NotFoundError"))})
             return
+        hints = () if dynamic else handler_types(handler).parameters
         try:
-            args = list(runtime.converter.decode_args(request.get("input")))
+            args = list(runtime.converter.decode_args(request.get("input"), hints))
         except PayloadEncodingError as exc:
             runtime.issue({"type": CommandType.REJECT_UPDATE, "update_id": update_id,
                            "failure": failure_from_exception(ApplicationError(str(exc), type="PayloadEncodingError"))})
@@ -207,6 +210,11 @@ class WorkflowHandlers:
 
     def set_dynamic_query_handler(self, handler: Handler | None) -> None:
         self._dynamic_query = handler
+
+    def query_parameter_types(self, name: str) -> tuple[Any, ...]:
+        """The hints the arguments of query `name` are decoded by (none for a dynamic one)."""
+        handler = self._queries.get(name)
+        return handler_types(handler).parameters if handler is not None else ()
 
     def query(self, name: str, args: list[Any]) -> Any:
         """The query handler's answer on the current state; raises WorkflowQueryFailedError."""

@@ -69,8 +69,10 @@ class WorkflowInstance:
     """One run of `definition`, kept between workflow tasks by a worker's sticky cache."""
 
     def __init__(self, definition: WorkflowDefinition, history_events: Iterable[dict[str, Any]],
-                 *, run_id: str | None = None, data_converter: DataConverter | None = None) -> None:
+                 *, run_id: str | None = None, data_converter: DataConverter | None = None,
+                 namespace: str = "") -> None:
         self.definition = definition
+        self.namespace = namespace  # the worker's, for workflow.info()
         #: Payloads in this run's history and commands go through it (the worker's).
         self.data_converter = data_converter or DataConverter.default()
         self._history: list[dict[str, Any]] = list(history_events)
@@ -132,7 +134,8 @@ class WorkflowInstance:
             raise WorkflowQueryFailedError("workflow execution not ready to handle the request: "
                                            "its first workflow task has not run yet")
         try:
-            args = list(self.data_converter.decode_args(query_input))
+            hints = self._runtime.handlers.query_parameter_types(query_type)
+            args = list(self.data_converter.decode_args(query_input, hints))
             return self.data_converter.encode(self._runtime.query(query_type, args))
         except WorkflowQueryFailedError:
             raise
@@ -176,7 +179,8 @@ class WorkflowInstance:
                     # The answer to the live activation never made it into history.
                     self._start_over()
             elif kind == _E.WORKFLOW_EXECUTION_STARTED.name:
-                self._runtime = WorkflowRuntime(self.definition, event, self._run_id, self.data_converter)
+                self._runtime = WorkflowRuntime(self.definition, event, self._run_id, self.data_converter,
+                                                namespace=self.namespace)
             elif kind in _COMMAND_EVENTS:
                 self._match(event)
             elif kind != _E.WORKFLOW_TASK_STARTED.name:

@@ -49,6 +49,7 @@ class OpenActivity:
     command: Command
     scheduled_event_id: int | None = None  # known once the engine recorded the command
     cancel_requested: bool = False
+    result_type: Any = None  # the type hint its result is decoded as
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -61,9 +62,10 @@ class OpenTimer:
 
 class WorkflowRuntime:
     def __init__(self, definition: WorkflowDefinition, started_event: dict[str, Any],
-                 run_id: str | None = None, converter: DataConverter | None = None) -> None:
+                 run_id: str | None = None, converter: DataConverter | None = None, *,
+                 namespace: str = "") -> None:
         self.definition = definition
-        self.info = Info.from_started_event(started_event, run_id)
+        self.info = Info.from_started_event(started_event, run_id, namespace)
         #: WORKFLOW_EXECUTION_STARTED's attributes (what the previous run passed on: `last_run`).
         self.started_attributes: dict[str, Any] = started_event.get("attributes") or {}
         self.converter = converter or DataConverter.default()
@@ -193,11 +195,13 @@ class WorkflowRuntime:
         self.loop.close()
 
     # -- called by workflow code ----------------------------------------------------------
-    def schedule_activity(self, command: Command, activity_id: str | None) -> OpenActivity:
+    def schedule_activity(self, command: Command, activity_id: str | None,
+                          result_type: Any = None) -> OpenActivity:
         self.assert_writable("start activity")
         activity_id = activity_id or self._next_id()
         command = {"type": CommandType.SCHEDULE_ACTIVITY_TASK, "activity_id": activity_id, **command}
-        activity = OpenActivity(activity_id, command["activity_type"], self.loop.create_future(), command)
+        activity = OpenActivity(activity_id, command["activity_type"], self.loop.create_future(), command,
+                                result_type=result_type)
         self._activities[activity_id] = activity
         self._add(command)
         return activity
@@ -284,7 +288,8 @@ class WorkflowRuntime:
         workflow = self.definition.cls()
         if self.handlers.bind(workflow):
             await asyncio.sleep(0)  # signals recorded before the first task run before the run method
-        return await getattr(workflow, self.definition.run_method)(*self.converter.decode_args(self._input))
+        return await getattr(workflow, self.definition.run_method)(
+            *self.converter.decode_args(self._input, self.definition.run_types().parameters))
 
     def _on_main_done(self, main: asyncio.Task[Any]) -> None:
         error: BaseException | None
@@ -328,7 +333,7 @@ class WorkflowRuntime:
             self._activities.pop(activity.activity_id, None)
             if kind == _E.ACTIVITY_TASK_COMPLETED.name:
                 try:
-                    activity.future.set_result(activity_result(event, self.converter))
+                    activity.future.set_result(activity_result(event, self.converter, activity.result_type))
                 except PayloadEncodingError as exc:  # a result this worker cannot read fails the task
                     self.task_failure = exc
             else:

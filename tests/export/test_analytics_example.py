@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -41,6 +42,19 @@ def ship(order: str) -> str:
     return f"shipped {order}"
 
 
+@activity.defn
+def pack(order: str) -> str:
+    return f"packed {order}"
+
+
+@workflow.defn
+class PackWorkflow:
+    @workflow.run
+    async def run(self, order: str) -> str:
+        return await workflow.execute_activity(pack, order, task_queue="packing",
+                                               start_to_close_timeout=timedelta(minutes=1))
+
+
 @workflow.defn
 class ChargeWorkflow:
     @workflow.run
@@ -55,6 +69,13 @@ class ShipWorkflow:
         if order.startswith("lost"):
             raise workflow.ApplicationError(f"no address for {order}", non_retryable=True)
         return f"shipping {order}"
+
+
+def _wait_until(condition, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
 
 
 def _p99(values: list[int]) -> float:
@@ -80,7 +101,8 @@ def test_the_example_answers_latency_p99_per_queue_and_hour_and_failed_workflows
         clock.advance(1500)
         handles.append(activities.schedule_activity(charge, "o-3", task_queue="billing", **timeouts))
         clock.advance(2000)  # 10:00:03.500: the workers come; the clock stands still while they start
-        with Worker(client, task_queue="billing", workflows=[ChargeWorkflow, ShipWorkflow], activities=[charge]), \
+        with Worker(client, task_queue="billing", workflows=[ChargeWorkflow, ShipWorkflow, PackWorkflow],
+                    activities=[charge]), \
                 ActivityWorker("shipping", [ship], bootstrap=bootstrap, namespace=namespace):
             for handle in handles:
                 handle.result(timeout=60)
@@ -88,6 +110,12 @@ def test_the_example_answers_latency_p99_per_queue_and_hour_and_failed_workflows
             # 11:00: two charges find their worker waiting (no time passes on this clock).
             for n in range(2):
                 activities.schedule_activity(charge, f"p-{n}", task_queue="billing", **timeouts).result(timeout=60)
+            # A workflow's activity waits 2.5 s on "packing" until its worker comes.
+            packing = client.start_workflow(PackWorkflow.run, "o-5", id="pack-1", task_queue="billing")
+            _wait_until(lambda: packing.describe().raw.get("pending_activities"))
+            clock.advance(2500)
+            with ActivityWorker("packing", [pack], bootstrap=bootstrap, namespace=namespace):
+                assert packing.result(timeout=60) == "packed o-5"
             outcomes = []
             for workflow_id, run, order in (("charge-1", ChargeWorkflow.run, "o-1"), ("charge-2", ChargeWorkflow.run, "o-2"),
                                             ("ship-1", ShipWorkflow.run, "lost-1"), ("ship-2", ShipWorkflow.run, "o-4")):
@@ -115,10 +143,11 @@ def test_the_example_answers_latency_p99_per_queue_and_hour_and_failed_workflows
 
     assert answer["events"] == len(events.records)
     # What the clock made: at 10:00 billing waited 3.5 s (three) and 2 s (one), shipping 3.5 s;
-    # at 11:00 billing did not wait.
+    # at 11:00 billing did not wait, and the workflow's activity waited 2.5 s on packing.
     assert answer["schedule_to_start_p99"] == [
         {"task_queue": "billing", "hour": "2026-03-02 10:00", "activities": 4, "p99_ms": _p99([3500, 3500, 3500, 2000])},
         {"task_queue": "billing", "hour": "2026-03-02 11:00", "activities": 2, "p99_ms": 0.0},
+        {"task_queue": "packing", "hour": "2026-03-02 11:00", "activities": 1, "p99_ms": 2500.0},
         {"task_queue": "shipping", "hour": "2026-03-02 10:00", "activities": 2, "p99_ms": 3500.0},
     ]
     # ... and what streamproc's own reading of the events says.
@@ -127,6 +156,13 @@ def test_the_example_answers_latency_p99_per_queue_and_hour_and_failed_workflows
         hour = r.value["scheduled_time_ms"] // 3_600_000
         waits.setdefault((r.value["task_queue"], hour), []).append(
             r.value["started_time_ms"] - r.value["scheduled_time_ms"])
+    history = {(r.value["run_id"], r.value["event_id"]): r for r in events.events("WORKFLOW") if r.value["event_id"]}
+    for (run_id, _), started in history.items():
+        if started.intent == "ACTIVITY_TASK_STARTED":
+            started, scheduled = started.value, history[(run_id, json.loads(started.value["attributes"])["scheduled_event_id"])].value
+            waits.setdefault((json.loads(scheduled["attributes"])["task_queue"],
+                              scheduled["event_time_ms"] // 3_600_000), []).append(
+                started["event_time_ms"] - scheduled["event_time_ms"])
     assert [(row["task_queue"], row["activities"], row["p99_ms"]) for row in answer["schedule_to_start_p99"]] == [
         (queue, len(values), _p99(values)) for (queue, _), values in sorted(waits.items())]
 

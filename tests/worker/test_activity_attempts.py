@@ -30,6 +30,7 @@ class FakeEngine:
         self.definitions = {ActivityDefinition.of(f).name: ActivityDefinition.of(f) for f in fns}
         self.identity = "fake-worker"
         self.task_queue = "fake-queue"
+        self.namespace = "fake-namespace"
         self.metrics = None
         self.data_converter = DataConverter.default()
         self.activity_executor = None  # plain activities run on the attempt's thread
@@ -120,7 +121,7 @@ def test_an_unknown_activity_type_fails_non_retryably_listing_the_known_ones():
 
 @activity.defn
 def unserialisable() -> object:
-    return {1, 2}  # a set is not JSON
+    return object()  # no JSON form (sets, dataclasses, datetimes have one)
 
 
 def test_a_result_json_cannot_hold_fails_the_attempt():
