@@ -285,7 +285,8 @@ class WorkflowHandle:
         finished = record.intent in (WorkflowIntent.UPDATE_COMPLETED, WorkflowIntent.UPDATE_REJECTED)
         if record.intent == WorkflowIntent.UPDATE_REJECTED:
             update_outcome(record, self, update_id, name)  # raises
-        return WorkflowUpdateHandle(self, update_id, name, encoded, record if finished else None, result_type)
+        return WorkflowUpdateHandle(self, update_id, name, encoded, record if finished else None,
+                                    result_type if result_type is not None else result_type_of(update))
 
     async def execute_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
                              args: Sequence[Any] = (), id: str | None = None, rpc_timeout: float = 30,
