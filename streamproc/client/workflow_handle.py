@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -231,6 +231,12 @@ class WorkflowHandle:
         if isinstance(answer, Record):
             raise _rejection(answer, self.id)
         return WorkflowHistory(self.id, [e for page in answer for e in orjson.loads(page.value["history"])])
+
+    async def fetch_history_events(self, *, rpc_timeout: float = 30) -> AsyncIterator[dict[str, Any]]:
+        """The run's history events one by one (``async for``), as Temporal's; each a JSON
+        object of docs/workflow-protocol.md."""
+        for event in (await self.fetch_history(rpc_timeout)).events:
+            yield event
 
     async def signal(self, signal: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
                request_id: str | None = None, rpc_timeout: float = 30) -> None:
