@@ -43,7 +43,7 @@ from streamproc.client.schedules import (
 )
 from streamproc.exceptions import ScheduleAlreadyRunningError
 from streamproc.client.workflow_handle import WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
-from streamproc.client.workflow_listing import ExecutionSummary
+from streamproc.client.workflow_listing import ExecutionSummary, WorkflowExecutionCount
 
 __all__ = ["Client", "SyncClient", "EventReader", "ActivityClient", "ActivityHandle", "WorkflowHandle",
            "WorkflowHistory", "WorkflowExecutionDescription", "WorkflowAlreadyStartedError",
@@ -55,4 +55,4 @@ __all__ = ["Client", "SyncClient", "EventReader", "ActivityClient", "ActivityHan
            "Schedule", "ScheduleActionStartWorkflow", "ScheduleBackfill", "ScheduleCalendarSpec",
            "ScheduleIntervalSpec", "ScheduleOverlapPolicy", "SchedulePolicy", "ScheduleRange", "ScheduleSpec",
            "ScheduleState", "ScheduleActionResult", "ScheduleDescription", "ScheduleHandle", "ScheduleInfo",
-           "ScheduleListDescription", "ScheduleUpdate", "ScheduleUpdateInput", "ScheduleAlreadyRunningError", "ExecutionSummary"]
+           "ScheduleListDescription", "ScheduleUpdate", "ScheduleUpdateInput", "ScheduleAlreadyRunningError", "ExecutionSummary", "WorkflowExecutionCount"]

@@ -59,7 +59,6 @@ WORKER_OPTIONS = {
 
 #: `Client` methods.
 CLIENT_METHODS = {
-    "count_workflows": "workflow visibility counts",
     "get_async_activity_handle": "asynchronous activity completion",
     "start_update_with_start_workflow": "update-with-start", "execute_update_with_start_workflow": "update-with-start",
     "workflow_service": "gRPC services (Kafka is the transport)", "operator_service": "gRPC services",
@@ -70,7 +69,6 @@ CLIENT_METHODS = {
 
 #: `WorkflowHandle` methods.
 HANDLE_METHODS = {
-    "fetch_history_events": "history event iteration (fetch_history returns the whole history)",
     "get_update_handle": "update handles by id", "get_update_handle_for": "update handles by id",
 }
 

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -235,6 +235,12 @@ class WorkflowHandle:
             raise _rejection(answer, self.id)
         return WorkflowHistory(self.id, [e for page in answer for e in orjson.loads(page.value["history"])])
 
+    async def fetch_history_events(self, *, rpc_timeout: float = 30) -> AsyncIterator[dict[str, Any]]:
+        """The run's history events one by one (``async for``), as Temporal's; each a JSON
+        object of docs/workflow-protocol.md."""
+        for event in (await self.fetch_history(rpc_timeout)).events:
+            yield event
+
     async def signal(self, signal: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
                request_id: str | None = None, rpc_timeout: float = 30) -> None:
         """Send the signal (a name, or the ``@workflow.signal`` method) with its arguments.
@@ -288,7 +294,8 @@ class WorkflowHandle:
         finished = record.intent in (WorkflowIntent.UPDATE_COMPLETED, WorkflowIntent.UPDATE_REJECTED)
         if record.intent == WorkflowIntent.UPDATE_REJECTED:
             update_outcome(record, self, update_id, name)  # raises
-        return WorkflowUpdateHandle(self, update_id, name, encoded, record if finished else None, result_type)
+        return WorkflowUpdateHandle(self, update_id, name, encoded, record if finished else None,
+                                    result_type if result_type is not None else result_type_of(update))
 
     async def execute_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
                              args: Sequence[Any] = (), id: str | None = None, rpc_timeout: float = 30,

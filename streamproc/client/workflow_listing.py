@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from streamproc.client.workflow_events import WorkflowEvent, WorkflowEventScanner
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
 
-__all__ = ["ExecutionSummary", "summarize_executions", "list_executions"]
+__all__ = ["ExecutionSummary", "WorkflowExecutionCount", "summarize_executions", "list_executions"]
 
 #: The status each close event leaves a run in.
 _STATUS_OF_CLOSE = {
@@ -55,6 +55,14 @@ class ExecutionSummary:
 
     def as_dict(self) -> dict:
         return {**dataclasses.asdict(self), "status": self.status.name}
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkflowExecutionCount:
+    """What `count_workflows` answers, as Temporal's (no grouping: `groups` is empty)."""
+
+    count: int
+    groups: tuple = ()
 
 
 def summarize_executions(events: Iterable[WorkflowEvent]) -> list[ExecutionSummary]:

@@ -32,7 +32,7 @@ from streamproc.client.errors import (
 from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
 from streamproc.client.temporal_gaps import LIST_OPTIONS, START_OPTIONS, refuse_options
 from streamproc.client.workflow_handle import WorkflowHandle, WorkflowRequests
-from streamproc.client.workflow_listing import ExecutionSummary, list_executions
+from streamproc.client.workflow_listing import ExecutionSummary, WorkflowExecutionCount, list_executions
 from streamproc.protocol.limits import MAX_PAYLOAD_BYTES
 from streamproc.protocol.records import RecordType, RejectionType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
@@ -188,6 +188,12 @@ class WorkflowOperations:
                                        self.topics.namespace, timeout)
         for run in runs[:limit]:
             yield run
+
+    async def count_workflows(self, query: str | None = None, *, rpc_timeout: float | timedelta = 30,
+                              **temporal_options: Any) -> WorkflowExecutionCount:
+        """How many runs `list_workflows` would list. A visibility `query` is not implemented."""
+        refuse_options("count_workflows", {"query": query, **temporal_options}, LIST_OPTIONS)
+        return WorkflowExecutionCount(len([run async for run in self.list_workflows(rpc_timeout=rpc_timeout)]))
 
     @property
     def workflow_requests(self) -> WorkflowRequests:

@@ -251,10 +251,13 @@ def test_fetch_history_and_list_workflows(engine, bootstrap, namespace):
         await handle.signal(Counter.finish)
         await handle.result(timeout=30)
         history = await client.get_workflow_handle("c-history").fetch_history()
+        one_by_one = [e async for e in handle.fetch_history_events()]
         listed = [run async for run in client.list_workflows()]
-        return history, listed
+        assert (await client.count_workflows()).count == 1
+        return history, one_by_one, listed
 
-    history, listed = on_worker(bootstrap, namespace, scenario)
+    history, one_by_one, listed = on_worker(bootstrap, namespace, scenario)
+    assert one_by_one == history.events
     types = [e["event_type"] for e in history.events]
     assert types[0] == "WORKFLOW_EXECUTION_STARTED" and types[-1] == "WORKFLOW_EXECUTION_COMPLETED"
     assert [(r.id, r.status) for r in listed] == [("c-history", WorkflowExecutionStatus.COMPLETED)]
@@ -341,10 +344,10 @@ def test_temporal_options_we_lack_raise_not_implemented_naming_them_and_connect_
             await client.start_workflow(Counter.run, 1, id="x", task_queue="q", taskqueue="q")
         with pytest.raises(NotImplementedError, match="query is not implemented .*visibility queries"):
             [run async for run in client.list_workflows("WorkflowType='Counter'")]
-        with pytest.raises(NotImplementedError, match="Client.count_workflows is not implemented"):
-            await client.count_workflows()
-        with pytest.raises(NotImplementedError, match="WorkflowHandle.fetch_history_events is not implemented"):
-            client.get_workflow_handle("x").fetch_history_events()
+        with pytest.raises(NotImplementedError, match="Client.get_async_activity_handle is not implemented"):
+            client.get_async_activity_handle(task_token=b"")
+        with pytest.raises(NotImplementedError, match="WorkflowHandle.get_update_handle is not implemented"):
+            client.get_workflow_handle("x").get_update_handle("u-1")
         with pytest.raises(NotImplementedError, match="interceptors is not implemented by streamproc's Worker"):
             Worker(client, task_queue="q", workflows=[Counter], interceptors=[object()])
         with pytest.raises(NotImplementedError, match=r"tls is not implemented .*STREAMPROC_KAFKA_"):
