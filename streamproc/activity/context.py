@@ -50,7 +50,7 @@ class Info:
     namespace: str = ""
     #: The policy the engine retries the activity by (None: the engine's default).
     retry_policy: RetryPolicy | None = None
-    # Temporal's fields an activity task does not carry yet: who scheduled it.
+    # Who scheduled it: None for an activity a client scheduled.
     workflow_id: str | None = None
     workflow_run_id: str | None = None
     workflow_type: str | None = None
@@ -85,7 +85,16 @@ def info_from_task(value: dict[str, Any], started_time_ms: int,
         namespace=namespace,
         retry_policy=policy_from_record(value["retry_policy"]) if value.get("retry_policy") else None,
         task_token=TaskToken(namespace, key, value["attempt"], value["activity_id"]).encode() if key >= 0 else b"",
+        **_scheduled_by(value, namespace),
     )
+
+
+def _scheduled_by(value: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """Info's workflow fields from a task of an activity a workflow scheduled."""
+    if not value.get("workflow_id"):
+        return {}
+    return {"workflow_id": value["workflow_id"], "workflow_run_id": value["run_id"],
+            "workflow_type": value["workflow_type"], "workflow_namespace": namespace}
 
 
 class CancelReason:

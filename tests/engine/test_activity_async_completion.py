@@ -138,3 +138,20 @@ def test_a_token_of_an_activity_that_timed_out_for_good_is_not_found(d):
     d.run_until(d.clock.now_ms() + 6 * S)
     (rejection,) = rejections(send(d, "COMPLETE", key, attempt=1, result="1", reply_when_accepted=True)[0])
     assert rejection.rejection_type == "NOT_FOUND"
+
+
+def test_a_workflows_activity_task_names_the_workflow_for_answers_by_ids(d):
+    run_key, run_id = d.start()
+    d.complete(run_key, [ACTIVITY])
+    (task,) = d.activity_tasks()
+    assert (task.value["workflow_id"], task.value["run_id"], task.value["workflow_type"]) == ("w1", run_id, "Order")
+
+
+def test_a_clients_activity_answered_by_token_is_acknowledged_after_its_events(d):
+    (scheduled,) = d.h.send(Record.command("ACTIVITY_TASK", "SCHEDULE", {
+        "activity_id": "a1", "activity_type": "charge", "task_queue": "payments", "input": "[]",
+        "start_to_close_timeout_ms": 10 * S}))
+    assert scheduled.value["workflow_id"] == ""
+    d.h.send(Record.command("ACTIVITY_TASK", "START", {"attempt": 1, "identity": "w"}, key=scheduled.key))
+    _, replies = send(d, "COMPLETE", scheduled.key, attempt=1, result='"done"', reply_when_accepted=True)
+    assert [r.intent for r in replies] == ["ActivityTaskStarted", "ActivityTaskCompleted", "ANSWER_ACCEPTED"]

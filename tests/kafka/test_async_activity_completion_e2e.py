@@ -125,7 +125,9 @@ def test_complete_by_workflow_and_activity_ids_from_a_sync_activity(engine, boot
         handle = await client.start_workflow(Approval.run, args=["o-2", 0, 60, 0, True], id="approval-2",
                                              task_queue=QUEUE)
         info = await handed_on()
-        activity_handle = client.get_async_activity_handle(workflow_id="approval-2", run_id=None,
+        assert (info.workflow_id, info.workflow_run_id, info.workflow_type) == ("approval-2", handle.result_run_id,
+                                                                                "Approval")
+        activity_handle = client.get_async_activity_handle(workflow_id=info.workflow_id, run_id=info.workflow_run_id,
                                                            activity_id=info.activity_id)
         await activity_handle.heartbeat("looking")
         await activity_handle.complete("approved by id")
