@@ -17,7 +17,7 @@ from datetime import timedelta
 import pytest
 
 from streamproc import activity, workflow
-from streamproc.client import ActivityNotFoundError, AsyncActivityCancelledError, Client, SyncClient
+from streamproc.client import ActivityClient, ActivityNotFoundError, AsyncActivityCancelledError, Client, SyncClient
 from streamproc.clock import ManualClock
 from streamproc.common import RetryPolicy
 from streamproc.exceptions import ActivityError, ApplicationError, TimeoutError
@@ -227,3 +227,16 @@ def test_the_sync_client_completes_too(engine, bootstrap, namespace):
 
     assert scenario(bootstrap, namespace, body) == "approved, blocking"
 
+
+
+def test_an_activity_a_client_scheduled_completes_by_task_token_too(engine, bootstrap, namespace):
+    async def body(client: Client):
+        with ActivityClient(client) as activities:
+            handle = await activities.schedule_activity(wait_for_approval, "o-9", task_queue=QUEUE,
+                                                        start_to_close_timeout=timedelta(seconds=60))
+            info = await handed_on()
+            assert info.workflow_id is None
+            await client.get_async_activity_handle(task_token=info.task_token).complete("approved, standalone")
+            return await handle.result(timeout=30)
+
+    assert scenario(bootstrap, namespace, body) == "approved, standalone"
