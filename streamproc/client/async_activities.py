@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -102,38 +103,45 @@ class AsyncActivityHandle:
     def id_reference(self) -> AsyncActivityIDReference | None:
         return self._id_or_token if isinstance(self._id_or_token, AsyncActivityIDReference) else None
 
-    async def heartbeat(self, *details: Any, rpc_timeout: float | timedelta | None = None) -> None:
+    async def heartbeat(self, *details: Any, rpc_timeout: float | timedelta | None = None,
+                        rpc_metadata: Mapping[str, str] | None = None) -> None:
         """Record a heartbeat with `details` (what a retry resumes from): the attempt's
         heartbeat timeout starts again. Raises `AsyncActivityCancelledError` once
         cancellation was requested, `ActivityNotFoundError` once the attempt is over."""
         converter = self._client.data_converter
         reply = await self._send(A.HEARTBEAT, {"details": converter.encode_details(list(details))},
-                                 rpc_timeout, idempotent=True)
+                                 rpc_timeout, rpc_metadata, idempotent=True)
         if reply.value.get("cancel_requested"):
             raise AsyncActivityCancelledError()
 
-    async def complete(self, result: Any = None, *, rpc_timeout: float | timedelta | None = None) -> None:
+    async def complete(self, result: Any = None, *, rpc_timeout: float | timedelta | None = None,
+                       rpc_metadata: Mapping[str, str] | None = None) -> None:
         """Complete the activity with `result`."""
-        await self._send(A.COMPLETE, {"result": self._client.data_converter.encode(result)}, rpc_timeout)
+        await self._send(A.COMPLETE, {"result": self._client.data_converter.encode(result)}, rpc_timeout, rpc_metadata)
 
     async def fail(self, error: BaseException, *, last_heartbeat_details: Any = (),
-                   rpc_timeout: float | timedelta | None = None) -> None:
+                   rpc_timeout: float | timedelta | None = None,
+                   rpc_metadata: Mapping[str, str] | None = None) -> None:
         """Fail the attempt with `error` (an `ApplicationError` says whether to retry); it is
         retried by the activity's retry policy, from `last_heartbeat_details` if given."""
         converter = self._client.data_converter
         value = {"failure": attempt_failure(error, converter),
                  "details": converter.encode_details(list(last_heartbeat_details)) if last_heartbeat_details else None}
-        await self._send(A.FAIL, value, rpc_timeout)
+        await self._send(A.FAIL, value, rpc_timeout, rpc_metadata)
 
-    async def report_cancellation(self, *details: Any, rpc_timeout: float | timedelta | None = None) -> None:
+    async def report_cancellation(self, *details: Any, rpc_timeout: float | timedelta | None = None,
+                                  rpc_metadata: Mapping[str, str] | None = None) -> None:
         """Tell the engine the activity stopped after its cancellation was requested."""
         converter = self._client.data_converter
         await self._send(A.REPORT_CANCELED, {"details": converter.encode_details(list(details)) if details else None},
-                         rpc_timeout)
+                         rpc_timeout, rpc_metadata)
 
     async def _send(self, intent: str, value: dict[str, Any], rpc_timeout: float | timedelta | None,
-                    idempotent: bool = False) -> Record:
+                    rpc_metadata: Mapping[str, str] | None, idempotent: bool = False) -> Record:
         """Send the command for this activity; the engine's answer, or raise its refusal."""
+        if rpc_metadata:  # Temporal's default is an empty mapping: that one means nothing here either
+            raise NotImplementedError("rpc_metadata is not implemented by streamproc's AsyncActivityHandle "
+                                      "(gRPC metadata; see docs/temporal-compatibility.md)")
         target = self._id_or_token
         if isinstance(target, TaskToken):
             key, value = target.activity_key, {**value, "attempt": target.attempt, "activity_id": target.activity_id}

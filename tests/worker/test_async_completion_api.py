@@ -76,3 +76,13 @@ def test_handles_check_their_arguments_before_anything_is_sent():
             client.get_async_activity_handle(activity_id="a")
     finally:
         client._producer.flush(0)
+
+
+def test_temporals_rpc_metadata_is_accepted_empty_and_refused_by_name_otherwise():
+    client = Client("127.0.0.1:1", "orders")
+    try:
+        handle = client.get_async_activity_handle(workflow_id="w", run_id=None, activity_id="a")
+        with pytest.raises(NotImplementedError, match="rpc_metadata is not implemented .*gRPC metadata"):
+            asyncio.run(handle.complete("x", rpc_metadata={"k": "v"}))
+    finally:
+        client._producer.flush(0)
