@@ -14,10 +14,12 @@
     │   ├── WorkflowFailureError          a caller's view of a failed run (cause: one of the above)
     │   ├── WorkflowContinuedAsNewError, WorkflowNotFoundError
     │   ├── WorkflowUpdateFailedError     an update was rejected or its handler failed (cause: why)
+    ├── AsyncActivityCancelledError       (a TemporalError) an async completion's heartbeat learnt of cancellation
     ├── WorkflowQueryFailedError          a query's handler failed, or no worker answered in time
     ├── WorkflowQueryRejectedError        the run's status met the query's reject condition
     ├── CommandRejectedError              the engine refused a command (rejection type and reason)
-    │   └── ScheduleAlreadyRunningError   a schedule id in use
+    │   ├── ScheduleAlreadyRunningError   a schedule id in use
+    │   └── ActivityNotFoundError         an async completion's attempt is over (timed out, retried, closed)
     ├── RequestNotSentError               certainly not on the log: sending again is safe
     │   └── WorkflowNotStartedError
     ├── NonDeterminismError               workflow code no longer matches its history
@@ -80,6 +82,8 @@ __all__ = [
     "WorkflowQueryRejectedError",
     "WorkflowUpdateFailedError",
     "ScheduleAlreadyRunningError",
+    "ActivityNotFoundError",
+    "AsyncActivityCancelledError",
     "InvalidArgument",
     "RetryState",
     "TimeoutType",
@@ -221,6 +225,24 @@ class ScheduleAlreadyRunningError(CommandRejectedError):
 
     def __init__(self, reason: str = "schedule with this ID is already registered") -> None:
         super().__init__("ALREADY_EXISTS", reason)
+
+
+class ActivityNotFoundError(CommandRejectedError):
+    """An asynchronous completion (`AsyncActivityHandle`) named an attempt the engine no
+    longer runs: it timed out or was retried (a task token names one attempt), the activity
+    closed, its workflow closed, or no open activity has that id. Temporal answers
+    these with an RPCError whose status is NOT_FOUND; ``rejection_type`` is "NOT_FOUND"."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("NOT_FOUND", reason)
+
+
+class AsyncActivityCancelledError(TemporalError):
+    """A heartbeat through an `AsyncActivityHandle` learnt that cancellation of the activity
+    was requested: stop the work and call ``report_cancellation()`` (Temporal's name)."""
+
+    def __init__(self) -> None:
+        super().__init__("Activity cancelled")
 
 
 class WorkflowAlreadyStartedError(FailureError):

@@ -19,9 +19,11 @@ from streamproc.activity.context import (
     in_activity,
     info,
     is_cancelled,
+    raise_complete_async,
     wait_for_cancelled,
     wait_for_cancelled_sync,
 )
+from streamproc.activity.context import _CompleteAsyncError  # noqa: F401 - Temporal's tests catch it by this name
 from streamproc.activity.definition import ActivityDefinition, defn
 from streamproc.activity.logger import LoggerAdapter, logger
 from streamproc.activity import errors
@@ -39,6 +41,7 @@ __all__ = [
     "LoggerAdapter",
     "heartbeat",
     "is_cancelled",
+    "raise_complete_async",
     "wait_for_cancelled",
     "wait_for_cancelled_sync",
     "RetryPolicy",
@@ -48,7 +51,6 @@ __all__ = [
 ]
 
 __getattr__ = unsupported_names(__name__, {
-    "raise_complete_async": "async activity completion",
     "client": "activity.client() (create a Client in the activity)",
     "payload_converter": "activity.payload_converter() (the worker's DataConverter decodes by type hints)",
     "metric_meter": "SDK metric meters",

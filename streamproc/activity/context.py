@@ -14,15 +14,17 @@ import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from streamproc.activity import errors
 from streamproc.converter import DataConverter
+from streamproc.protocol.task_tokens import TaskToken
 from streamproc.protocol.wire_values import policy_from_record
 from streamproc.semantics.retry import RetryPolicy
 
 __all__ = ["Info", "ActivityContext", "CancelReason", "info_from_task", "in_activity",
-           "info", "heartbeat", "is_cancelled", "wait_for_cancelled", "wait_for_cancelled_sync"]
+           "info", "heartbeat", "is_cancelled", "wait_for_cancelled", "wait_for_cancelled_sync",
+           "raise_complete_async"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -48,13 +50,15 @@ class Info:
     namespace: str = ""
     #: The policy the engine retries the activity by (None: the engine's default).
     retry_policy: RetryPolicy | None = None
-    # Temporal's fields an activity task does not carry yet: who scheduled it.
+    # Who scheduled it: None for an activity a client scheduled.
     workflow_id: str | None = None
     workflow_run_id: str | None = None
     workflow_type: str | None = None
     workflow_namespace: str | None = None
     #: A local activity, run by the workflow worker inside its workflow task.
     is_local: bool = False
+    #: Names this attempt for `client.get_async_activity_handle(task_token=...)` (opaque bytes).
+    task_token: bytes = b""
 
     def logger_details(self) -> dict[str, Any]:
         """What `activity.logger` adds to each line, as Temporal's."""
@@ -64,8 +68,9 @@ class Info:
 
 
 def info_from_task(value: dict[str, Any], started_time_ms: int,
-                   converter: DataConverter | None = None, namespace: str = "") -> Info:
-    """Info from an ACTIVITY_TASK record and the start time the engine answered with."""
+                   converter: DataConverter | None = None, namespace: str = "", key: int = -1) -> Info:
+    """Info from an ACTIVITY_TASK record (about activity `key`) and the start time the engine
+    answered with."""
     decode_details = (converter or DataConverter.default()).decode_details
     return Info(
         activity_id=value["activity_id"], activity_type=value["activity_type"],
@@ -79,7 +84,17 @@ def info_from_task(value: dict[str, Any], started_time_ms: int,
         heartbeat_timeout=_timeout(value["heartbeat_timeout_ms"]),
         namespace=namespace,
         retry_policy=policy_from_record(value["retry_policy"]) if value.get("retry_policy") else None,
+        task_token=TaskToken(namespace, key, value["attempt"], value["activity_id"]).encode() if key >= 0 else b"",
+        **_scheduled_by(value, namespace),
     )
+
+
+def _scheduled_by(value: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """Info's workflow fields from a task of an activity a workflow scheduled."""
+    if not value.get("workflow_id"):
+        return {}
+    return {"workflow_id": value["workflow_id"], "workflow_run_id": value["run_id"],
+            "workflow_type": value["workflow_type"], "workflow_namespace": namespace}
 
 
 class CancelReason:
@@ -183,6 +198,23 @@ def heartbeat(*details: Any) -> None:
     :class:`CancelledError` once the attempt is cancelled. Details must be JSON-able.
     """
     current().heartbeat(details)
+
+
+class _CompleteAsyncError(BaseException):
+    """Raised by `raise_complete_async` (Temporal's name): not an error, so a BaseException
+    that ``except Exception`` in activity code does not swallow."""
+
+
+def raise_complete_async() -> NoReturn:
+    """End the activity function without completing the attempt: something else completes
+    it later, with ``client.get_async_activity_handle(task_token=activity.info().task_token)``
+    (or by workflow id and activity id). The attempt stays started; its start-to-close and
+    heartbeat timeouts still apply, so whoever finishes it heartbeats through the handle
+    while it works. Local activities cannot complete asynchronously."""
+    if current().info.is_local:
+        raise RuntimeError("local activities cannot complete asynchronously: "
+                           "use workflow.execute_activity for one that calls raise_complete_async()")
+    raise _CompleteAsyncError()
 
 
 def is_cancelled() -> bool:

@@ -2,6 +2,7 @@
 over it), activity and schedule handles, event readers."""
 
 from streamproc.client.activities import ActivityClient, ActivityHandle
+from streamproc.client.async_activities import AsyncActivityHandle, AsyncActivityIDReference
 from streamproc.client.client import Client, SyncClient
 from streamproc.client.errors import (
     CommandsNotDeliveredError,
@@ -41,11 +42,12 @@ from streamproc.client.schedules import (
     ScheduleUpdate,
     ScheduleUpdateInput,
 )
-from streamproc.exceptions import ScheduleAlreadyRunningError
+from streamproc.exceptions import ActivityNotFoundError, AsyncActivityCancelledError, ScheduleAlreadyRunningError
 from streamproc.client.workflow_handle import WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
 from streamproc.client.workflow_listing import ExecutionSummary, WorkflowExecutionCount
 
 __all__ = ["Client", "SyncClient", "EventReader", "ActivityClient", "ActivityHandle", "WorkflowHandle",
+           "AsyncActivityHandle", "AsyncActivityIDReference", "AsyncActivityCancelledError", "ActivityNotFoundError",
            "WorkflowHistory", "WorkflowExecutionDescription", "WorkflowAlreadyStartedError",
            "WorkflowFailureError", "WorkflowContinuedAsNewError", "WorkflowNotFoundError",
            "WorkflowStartOutcomeUnknownError", "WorkflowNotStartedError", "RequestOutcomeUnknownError",

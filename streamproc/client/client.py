@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaException, Producer
 
+from streamproc.client.async_activities import AsyncActivityOperations
 from streamproc.client.delivery import Delivery, DeliveryState
 from streamproc.client.errors import CommandsNotDeliveredError, RequestNotSentError
 from streamproc.client.schedules import ScheduleOperations
@@ -50,7 +51,7 @@ def _ms(value: timedelta) -> int:
     return int(value.total_seconds() * 1000)
 
 
-class Client(WorkflowOperations, ScheduleOperations):
+class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
     """Temporal's asyncio client over Kafka (see the module's docstring)."""
 
     __getattr__ = missing_methods("Client", CLIENT_METHODS)
@@ -225,6 +226,7 @@ class Client(WorkflowOperations, ScheduleOperations):
         sent is on the log. From asyncio: ``await client.aclose()``."""
         self.close_workflow_requests()
         self.close_schedule_calls()
+        self.close_async_activity_requests()
         self.flush()
 
     async def aclose(self) -> None:

@@ -59,7 +59,6 @@ WORKER_OPTIONS = {
 
 #: `Client` methods.
 CLIENT_METHODS = {
-    "get_async_activity_handle": "asynchronous activity completion",
     "start_update_with_start_workflow": "update-with-start", "execute_update_with_start_workflow": "update-with-start",
     "workflow_service": "gRPC services (Kafka is the transport)", "operator_service": "gRPC services",
     "test_service": "gRPC services", "service_client": "gRPC services",

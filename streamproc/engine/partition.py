@@ -16,11 +16,12 @@ from streamproc.engine.processing import Limits, ProcessingContext, Processor
 from streamproc.engine.jobs.processors import JOB_PROCESSORS
 from streamproc.engine.output import Output, RecordWriter
 from streamproc.engine.workflows.activities import WorkflowActivityOwner
+from streamproc.engine.workflows.activity_ids import addressed_by_ids
 from streamproc.engine.schedules.processors import SCHEDULE_PROCESSORS
 from streamproc.engine.workflows.processors import WORKFLOW_PROCESSORS
 from streamproc.engine.workflows.runs import HistoryLimitExceeded, terminate_at_history_limit
 from streamproc.protocol import codec
-from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType
+from streamproc.protocol.records import ActivityIntent, Record, RecordType, RejectionType, ValueType
 from streamproc.state.activities import Activities
 from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.history import History
@@ -39,6 +40,10 @@ ACTIVITY_OWNERS = {STANDALONE: StandaloneOwner(), WORKFLOW: WorkflowActivityOwne
 PROCESSORS: dict[tuple[str, str], Processor] = {
     **{(ValueType.JOB, intent): proc for intent, proc in JOB_PROCESSORS.items()},
     **{(ValueType.ACTIVITY_TASK, intent): proc for intent, proc in ACTIVITY_PROCESSORS.items()},
+    # An asynchronous completion may name the workflow and activity ids instead of the key.
+    **{(ValueType.ACTIVITY_TASK, intent): addressed_by_ids(ACTIVITY_PROCESSORS[intent])
+       for intent in (ActivityIntent.COMPLETE, ActivityIntent.FAIL, ActivityIntent.HEARTBEAT,
+                      ActivityIntent.REPORT_CANCELED)},
     **{(ValueType.WORKFLOW, intent): proc for intent, proc in WORKFLOW_PROCESSORS.items()},
     **{(ValueType.SCHEDULE, intent): proc for intent, proc in SCHEDULE_PROCESSORS.items()},
 }

@@ -76,6 +76,8 @@ class ActivityIntent(StrEnum):
     # answers on the replies topic only (Temporal writes no history for these)
     ATTEMPT_STARTED = "ATTEMPT_STARTED"
     HEARTBEAT_RECORDED = "HEARTBEAT_RECORDED"
+    #: A COMPLETE, FAIL or REPORT_CANCELED that asked for it (`reply_when_accepted`) was applied.
+    ANSWER_ACCEPTED = "ANSWER_ACCEPTED"
     #: Not an event: the record a worker receives on tasks.<queue> for an attempt.
     ACTIVITY_TASK = "ACTIVITY_TASK"
 

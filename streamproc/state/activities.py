@@ -24,10 +24,26 @@ from streamproc.state.keys import read_time_key, time_key, time_upper_bound, u64
 
 @dataclass(frozen=True, slots=True)
 class WorkflowOwner:
-    """The run that scheduled an activity, and the event that scheduled it."""
+    """The run that scheduled an activity, and the event that scheduled it; its ids and type
+    travel on the activity's tasks (`activity.info().workflow_id` ...). Activities
+    scheduled before they were kept have them empty."""
 
     run_key: int
     scheduled_event_id: int
+    workflow_id: str = ""
+    run_id: str = ""
+    workflow_type: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"run_key": self.run_key, "scheduled_event_id": self.scheduled_event_id}
+        if self.workflow_id:
+            doc.update(workflow_id=self.workflow_id, run_id=self.run_id, workflow_type=self.workflow_type)
+        return doc
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> WorkflowOwner:
+        return cls(d["run_key"], d["scheduled_event_id"], d.get("workflow_id", ""), d.get("run_id", ""),
+                   d.get("workflow_type", ""))
 
 
 class ArmedTimer(NamedTuple):
@@ -82,7 +98,7 @@ class ActivityMeta:
             "identity": self.identity, "latest_cancel_requested_event_id": self.latest_cancel_requested_event_id,
             "dispatched": self.dispatched, "timer": list(self.timer) if self.timer is not None else None}
         if self.workflow is not None:
-            doc["workflow"] = {"run_key": self.workflow.run_key, "scheduled_event_id": self.workflow.scheduled_event_id}
+            doc["workflow"] = self.workflow.to_json()
         if self._has_start_request_id:
             doc["start_request_id"] = self.start_request_id
         return doc
@@ -94,7 +110,7 @@ class ActivityMeta:
                    input=d["input"], scheduled_event_id=d["scheduled_event_id"], next_event_id=d["next_event_id"],
                    identity=d["identity"], latest_cancel_requested_event_id=d["latest_cancel_requested_event_id"],
                    dispatched=d["dispatched"], timer=ArmedTimer(*d["timer"]) if d.get("timer") else None,
-                   workflow=WorkflowOwner(owner["run_key"], owner["scheduled_event_id"]) if owner else None,
+                   workflow=WorkflowOwner.from_json(owner) if owner else None,
                    start_request_id=d.get("start_request_id"), _has_start_request_id="start_request_id" in d)
 
 

@@ -50,7 +50,7 @@ class ActivityEnvironment:
                     started_time=_EPOCH, schedule_to_close_timeout=timedelta(seconds=1),
                     start_to_close_timeout=timedelta(seconds=1), heartbeat_timeout=None,
                     namespace="default", workflow_id="test", workflow_run_id="test-run",
-                    workflow_type="test", workflow_namespace="default")
+                    workflow_type="test", workflow_namespace="default", task_token=b"test")
 
     def cancel(self) -> None:
         """Request cancellation of the running attempts (and of those run later); only the

@@ -23,6 +23,7 @@ from streamproc.activity import errors
 from streamproc.activity.context import (
     ActivityContext,
     CancelReason,
+    _CompleteAsyncError,
     info_from_task,
     reset_current,
     set_current,
@@ -82,7 +83,7 @@ class ActivityAttempt:
             w.metrics.task_started(w.task_queue, "activity", self.task["scheduled_time_ms"], started_ms)
         definition = w.definitions.get(self.task["activity_type"])
         converter = w.data_converter
-        self.ctx = ActivityContext(info_from_task(self.task, started_ms, converter, w.namespace), self.heartbeat,
+        self.ctx = ActivityContext(info_from_task(self.task, started_ms, converter, w.namespace, self.key), self.heartbeat,
                                    is_async=definition is not None and definition.is_async)
         with w._lock:
             w._running.add(self)
@@ -100,6 +101,8 @@ class ActivityAttempt:
             return
         try:  # input this converter cannot decode fails the attempt like any error
             result = converter.encode(self._call(definition, converter.decode_args(self.task["input"], call_types(definition.fn).parameters)))
+        except _CompleteAsyncError:
+            self._leave_to_async_completion()
         except errors.CancelledError as exc:
             if self.ctx.cancel_reason == CancelReason.CANCEL_REQUESTED:
                 details = converter.encode_details(list(exc.details)) if exc.details else None
@@ -182,6 +185,16 @@ class ActivityAttempt:
         return True
 
     # answering ----------------------------------------------------------------------------
+    def _leave_to_async_completion(self) -> None:
+        """The function called `activity.raise_complete_async()`: no answer from this worker.
+        The attempt stays started for the engine (its timeouts run) until someone answers
+        with its task token or its ids; a heartbeat still pending goes out first."""
+        pending = self._heartbeats.close()
+        if pending is not NOTHING and self.ctx.cancel_reason is None:
+            self._send_heartbeat(pending)
+        self.log.info("activity_completing_async")
+        self.worker.count("completing_async")
+
     def _finish(self, intent: str, value: dict[str, Any]) -> None:
         """Send the answer, after any heartbeat still pending; or drop it if the attempt is
         known to be over, or the worker stopped without it (the engine will time it out)."""

@@ -75,6 +75,8 @@ class WorkerStats:
     dropped: int = 0
     #: Attempts the engine started for this worker at scheduling (eager execution).
     eager: int = 0
+    #: Attempts whose function called `activity.raise_complete_async()`: answered by someone else.
+    completing_async: int = 0
 
 
 class ActivityWorker:

@@ -20,6 +20,7 @@ from streamproc.activity.context import (
 )
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.activity.payloads import decode_args, encode_args
+from streamproc.protocol.task_tokens import TaskToken
 
 
 def task_value(**overrides):
@@ -67,6 +68,16 @@ def test_info_decodes_the_task_record():
     assert info_from_task(task_value(heartbeat_details=None), 0).heartbeat_details == ()
     with pytest.raises(dataclasses.FrozenInstanceError):
         info.attempt = 3
+
+
+def test_info_of_a_workflows_activity_names_the_workflow_and_has_a_task_token():
+    value = task_value(workflow_id="order-1", run_id="r-9", workflow_type="Order")
+    info = info_from_task(value, 0, namespace="shop", key=42)
+    assert (info.workflow_id, info.workflow_run_id, info.workflow_type, info.workflow_namespace) == (
+        "order-1", "r-9", "Order", "shop")
+    assert TaskToken.decode(info.task_token) == TaskToken("shop", 42, 2, "a-1")
+    plain = info_from_task(task_value(), 0)  # a client's activity; no key known: no token
+    assert plain.workflow_id is None and plain.task_token == b""
 
 
 def test_outside_an_activity_the_api_says_so():

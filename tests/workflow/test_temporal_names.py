@@ -58,7 +58,7 @@ def test_is_cancelled_exception_sees_through_activity_and_child_errors():
 @pytest.mark.parametrize("module, name, feature", [
     (workflow, "LocalActivityConfig", "LocalActivityConfig"),
     (workflow, "upsert_search_attributes", "search attributes"),
-    (activity, "raise_complete_async", "async activity completion"),
+    (activity, "metric_meter", "SDK metric meters"),
     (common, "SearchAttributeKey", "search attributes"),
     (exceptions, "ApplicationErrorCategory", "application error categories"),
 ])

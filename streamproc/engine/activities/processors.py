@@ -214,6 +214,7 @@ def complete(cmd: Record, ctx: ProcessingContext) -> None:
     outcome = complete_attempt(state, to_datetime(ctx.now_ms))
     closing_events(ctx, cmd.key, meta, state, outcome.last_failure, A.COMPLETED, result=result)
     ctx.activities.remove(cmd.key, meta)
+    _accepted(cmd, ctx, meta, state)
 
 
 def fail(cmd: Record, ctx: ProcessingContext) -> None:
@@ -221,11 +222,16 @@ def fail(cmd: Record, ctx: ProcessingContext) -> None:
     if found is None:
         return
     meta, state = found
-    problem = check_failure_record(cmd.value["failure"])
+    details = cmd.value["details"]
+    problem = check_failure_record(cmd.value["failure"]) or (
+        None if details is None else check_json(details, "last_heartbeat_details", ctx.limits.max_payload_bytes))
     if problem:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
         return
+    if details is not None:  # Temporal's last_heartbeat_details: what the next attempt resumes from
+        state = replace(state, last_heartbeat_details=_loads(details))
     outcome = fail_attempt(state, failure_from_record(cmd.value["failure"]), to_datetime(ctx.now_ms))
+    _accepted(cmd, ctx, meta, state)
     if isinstance(outcome, ActivityRetry):
         _retry(cmd.key, meta, outcome, ctx)
         return
@@ -330,6 +336,14 @@ def report_canceled(cmd: Record, ctx: ProcessingContext) -> None:
     meta, state = found
     closing_events(ctx, cmd.key, meta, state, state.last_failure, A.CANCELED, details=cmd.value["details"])
     ctx.activities.remove(cmd.key, meta)
+    _accepted(cmd, ctx, meta, state)
+
+
+def _accepted(cmd: Record, ctx: ProcessingContext, meta: ActivityMeta, state) -> None:
+    """Tell a caller that asked (an asynchronous completion) that its answer was applied: an
+    activity owned by a workflow run and a retried FAIL write nothing it would read."""
+    if cmd.value["reply_when_accepted"]:
+        ctx.out.reply(ACT, A.ANSWER_ACCEPTED, cmd.key, event_value(meta, state))
 
 
 def _loads(text: str | None) -> Any:

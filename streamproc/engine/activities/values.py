@@ -26,6 +26,9 @@ def event_value(meta: ActivityMeta, state: ActivityState, **extra: Any) -> dict[
         "started_time_ms": to_ms(state.started_time),
         "cancel_requested": state.cancel_requested,
     }
+    owner = meta.workflow
+    if owner is not None and owner.workflow_id:  # who scheduled it: activity.info().workflow_id ...
+        value.update(workflow_id=owner.workflow_id, run_id=owner.run_id, workflow_type=owner.workflow_type)
     value.update(extra)
     return value
 

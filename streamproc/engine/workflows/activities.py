@@ -69,7 +69,8 @@ def schedule(ctx: ProcessingContext, run_key: int, run: WorkflowRun, attributes:
                           {**attributes, "workflow_task_completed_event_id": completed_event_id})
     # Normalising again gives the same values; the activity keeps them as typed objects.
     key = create_activity(ctx, attributes, *normalise_schedule(attributes, ctx),
-                          workflow=WorkflowOwner(run_key, scheduled_id),
+                          workflow=WorkflowOwner(run_key, scheduled_id, run.workflow_id, run.run_id,
+                                                 run.workflow_type),
                           started_by=eager_for if eager else None)
     run.activities[scheduled_id] = RunActivity(key, attributes["activity_id"], attributes["activity_type"])
 
