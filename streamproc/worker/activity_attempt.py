@@ -118,9 +118,7 @@ class ActivityAttempt:
     def _start(self) -> int | None:
         """Send START until the engine answers (`confirm_start`): the attempt's start time, or
         None if refused or the worker stops first (then the task stays unsettled)."""
-        w = self.worker
-        if w.hands_over():
-            return None  # the worker is about to leave the group: this task goes to another
+        w = self.worker  # (whether to hand the task over was decided before: `_run_attempt`)
         request_id = uuid.uuid4().hex
         self.sent_at = time.monotonic()
         reply = confirm_start(w.replies, request_id,

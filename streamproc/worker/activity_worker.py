@@ -116,6 +116,7 @@ class ActivityWorker:
         #: Attempts running here, with the time the engine gives each up (see task_leases).
         self.overdue = OverdueAttempts()
         self._membership: TaskQueueMembership | None = None
+        self._intake: TaskIntake | None = None
         self._partitions = partitions
         self._stop = threading.Event()
         self._lock = threading.Condition()
@@ -152,6 +153,7 @@ class ActivityWorker:
         intake = TaskIntake(topic, self.offsets,
                             lambda task: task.value_type == ValueType.ACTIVITY_TASK and task.intent == A.ACTIVITY_TASK,
                             "activity")
+        self._intake = intake
         self._membership = intake.membership = join_task_queue(
             config, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
             intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.identity)
@@ -231,6 +233,13 @@ class ActivityWorker:
             self.release_slot()
 
     def _run_attempt(self, task: Record, partition: int = -1, offset: int = -1, eager: bool = False) -> None:
+        if not eager and self.hands_over():
+            # Left unstarted and unsettled for another member; offered again if we stay.
+            self._intake.hand_over(task, partition, offset)
+            with self._lock:
+                self._in_flight -= 1
+                self._lock.notify_all()
+            return
         settle = (lambda: None) if eager else (lambda: self.offsets.settled(partition, offset))
         attempt = ActivityAttempt(self, task, settle, eager=eager)
         try:

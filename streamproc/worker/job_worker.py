@@ -118,6 +118,7 @@ class JobWorker:
         self._lock = threading.Condition()
         self._in_flight = 0
         self._membership: TaskQueueMembership | None = None
+        self._intake: TaskIntake | None = None
         self._starts: PendingStarts | None = None
         self._pool: ThreadPoolExecutor | None = None
 
@@ -139,6 +140,7 @@ class JobWorker:
             **(self.metrics.consumer_config(self.task_queue, "job", topic) if self.metrics else {}),
         })
         intake = TaskIntake(topic, self.offsets, lambda task: task.value_type == ValueType.JOB, "job")
+        self._intake = intake
         self._membership = intake.membership = join_task_queue(
             config, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
             intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.worker_id)
@@ -172,7 +174,10 @@ class JobWorker:
         job = ActivatedJob(key=task.key, attempt=v["attempt"], type=v["type"], payload=orjson.loads(v["payload"]),
                            retries=v["retries"], timeout_ms=v["timeout_ms"])
         if self._membership.hands_over():
-            return  # about to leave the group: not started, not settled, redelivered elsewhere
+            # About to leave the group: not started, not settled, redelivered elsewhere; or
+            # offered to us again if we stay (`TaskIntake.hand_over`).
+            self._intake.hand_over(task, partition, offset)
+            return
         with self._lock:
             self._in_flight += 1
         sent_at = time.monotonic()

@@ -9,6 +9,7 @@ of the group (`TaskQueueMembership`: an attempt overdue) it only serves the reba
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import structlog
@@ -36,6 +37,20 @@ class TaskIntake:
         #: Set once the worker joined the group (it needs `on_revoke` to subscribe); it holds
         #: the queue's consumer.
         self.membership: TaskQueueMembership | None = None
+        #: Tasks left unstarted for another member (`hand_over`), kept until the worker
+        #: either leaves the group (then its partitions' next owners redeliver them) or stays.
+        self._handed_over: list[tuple[Record, int, int]] = []
+        self._handed_over_lock = threading.Lock()
+
+    def hand_over(self, task: Record, partition: int, offset: int) -> None:
+        """A task the worker leaves unstarted because it is about to leave the group (an
+        attempt overdue). Its offset stays unsettled. If the worker stays after all (the
+        overdue attempt ended first), the consumer has read past it and would never give it
+        again: `poll` offers it to the worker once more, or the attempt would be stranded,
+        dispatched and never started (seen under load in the crash and takeover tests).
+        Thread-safe: attempts call it."""
+        with self._handed_over_lock:
+            self._handed_over.append((task, partition, offset))
 
     def assigned(self, then: Callable[[Consumer, list[TopicPartition]], None]) -> Callable:
         """The group's on_assign: the next poll gives the whole assignment this intake's pause
@@ -62,6 +77,7 @@ class TaskIntake:
             self._paused = False  # a rejoin starts unpaused
             return
         consumer = self.membership.consumer  # after may_take_tasks: it may have renewed it
+        self._offer_handed_over(consumer, take)
         if (free_slots <= 0) != self._paused or self._reassert_pause:
             self._reassert_pause = False
             self._paused = free_slots <= 0
@@ -87,6 +103,19 @@ class TaskIntake:
             self._offsets.taken(msg.partition(), msg.offset())
             take(task, msg.partition(), msg.offset())
         self.store_offsets()
+
+    def _offer_handed_over(self, consumer: Consumer, take: Callable[[Record, int, int], None]) -> None:
+        """Still a member and taking tasks: the tasks handed over meanwhile are ours again,
+        those of partitions still assigned (a revoked one's next owner redelivers them)."""
+        if not self._handed_over or self.membership.hands_over():
+            return
+        with self._handed_over_lock:
+            held, self._handed_over = self._handed_over, []
+        assigned = {tp.partition for tp in consumer.assignment()}
+        for task, partition, offset in held:
+            if partition in assigned and self._offsets.unsettled(partition, offset):
+                log.info("task_taken_back", kind=self._kind, partition=partition, offset=offset)
+                take(task, partition, offset)
 
     def store_offsets(self) -> None:
         """Let auto-commit commit past the tasks whose START was answered, no further."""

@@ -44,6 +44,11 @@ class TaskOffsets:
         with self._lock:
             self._unsettled.get(partition, set()).discard(offset)
 
+    def unsettled(self, partition: int, offset: int) -> bool:
+        """Whether a task taken is still waiting for its START's answer (not forgotten)."""
+        with self._lock:
+            return offset in self._unsettled.get(partition, ())
+
     def committable(self) -> dict[int, int]:
         """Partition -> offset to commit, for the partitions whose offset moved since last asked."""
         with self._lock:
