@@ -7,6 +7,7 @@ import orjson
 
 from streamproc.engine.workflows.result_waiters import MAX_RESULT_WAITERS
 from streamproc.protocol import codec
+from streamproc.state.workflow_run import ResultWaiter, WorkflowRun
 from tests.engine.workflow_driver import S, rejections
 
 COMPLETE = {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": '"done"'}
@@ -138,3 +139,18 @@ def test_limits_and_bad_requests_are_refused(d):
     assert bad.rejection_type == "INVALID_ARGUMENT" and "close_reply.request_id" in bad.rejection_reason
     d.complete(key, [COMPLETE])
     assert len(answers(d, "w0")) == 1 and answers(d, "one-more") == []
+
+
+def test_a_json_start_names_its_close_reply_and_the_run_stores_it_typed(d):
+    body = {"value_type": "WORKFLOW", "intent": "START", "request_id": "json-start", "reply_partition": 0,
+            "workflow": {"workflow_id": "from-json", "workflow_type": "Order", "task_queue": "orders",
+                         "close_reply": {"partition": 2, "request_id": "json-close"}}}
+    d.h.proc.process(orjson.dumps(body), [("content-type", codec.JSON_CONTENT_TYPE)], d.h.position)
+    d.h.position += 1
+    d.h.commit()
+    key = d.current_key("from-json")
+    run = WorkflowRun.from_json(d.run(key))
+    assert run.result_waiters == [ResultWaiter(2, "json-close", True)]
+    assert WorkflowRun.from_json(run.to_json()).result_waiters == run.result_waiters
+    d.complete(key, [COMPLETE])
+    assert [(a[0], a[1]) for a in answers(d, "json-close")] == [(2, "WORKFLOW_EXECUTION_COMPLETED")]
