@@ -216,6 +216,11 @@ class RequestChannel:
             except Exception:  # noqa: BLE001 - a callback's error must not stop the reports
                 log.exception("request_delivery_poll_failed")
 
+    async def replies(self, timeout: float):
+        """Our `ReplyListener` (started, waiting up to `timeout` for the broker if need be),
+        for answers that are not one call's: a run's close sent to us when it comes."""
+        return self._replies or await asyncio.to_thread(self._listener, timeout)
+
     def _listener(self, timeout: float):
         with self._lock:
             if self._replies is None:

@@ -5,11 +5,13 @@ Commands about a workflow go to the partition of its id with our replies partiti
 DESCRIBE is answered by one DESCRIBED record, GET_HISTORY by HISTORY_PAGE records (one
 per page, a long history being several), REQUEST_CANCEL and TERMINATE by their event or
 a rejection, SIGNAL by SIGNALED once the signal is recorded, QUERY by the QUERY_ANSWERED
-of the worker that ran the handler (or QUERY_REJECTED from the engine). The result is not a reply: it is the run's close event, read from the
-events partition of the workflow id, following continue-as-new and retries to the last
-run as Temporal's ``result()`` does. That read holds a consumer of its own for as long as
-the run takes, on a thread of the client's pool of event readers; every other call is a
-coroutine that holds no thread while it waits (`client/requests.py`).
+of the worker that ran the handler (or QUERY_REJECTED from the engine). The result is the run's close event, sent by the engine
+to our replies partition too (`client/workflow_results.py`: named by our START, or asked
+for with WAIT_RESULT), following continue-as-new and retries to the last run as Temporal's
+``result()`` does. Only what the engine cannot answer (a run gone from its state) is read
+from the events partition of the workflow id: that read holds a consumer of its own for as
+long as the run takes, on a thread of the client's pool of event readers; every other call
+is a coroutine that holds no thread while it waits (`client/requests.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,6 +47,7 @@ from streamproc.client.requests import RequestChannel
 from streamproc.client.sync_bridge import sync_proxied
 from streamproc.client.temporal_gaps import HANDLE_METHODS, missing_methods
 from streamproc.client.workflow_events import WorkflowEvent, WorkflowEventScanner
+from streamproc.client.workflow_results import CloseWaiter, last_close
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType, WorkflowIntent
 from streamproc.semantics import TimeoutType
@@ -64,10 +68,11 @@ _CONTINUED = "WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
 
 #: Requests the engine answers alike however often they arrive with one request id: a
 #: START (the run that request id started), a SIGNAL (recorded once per request id), an
-#: UPDATE (applied once per update id), DESCRIBE and QUERY (read only). They are sent again
+#: UPDATE (applied once per update id), WAIT_RESULT (one waiter per close request id),
+#: DESCRIBE and QUERY (read only). They are sent again
 #: when a copy reached the log without an answer; the others only when a copy did not.
 IDEMPOTENT_INTENTS = frozenset({WorkflowIntent.START, WorkflowIntent.DESCRIBE, WorkflowIntent.QUERY,
-                                WorkflowIntent.SIGNAL, WorkflowIntent.UPDATE})
+                                WorkflowIntent.SIGNAL, WorkflowIntent.UPDATE, WorkflowIntent.WAIT_RESULT})
 
 
 @sync_proxied
@@ -129,6 +134,10 @@ class WorkflowRequests:
             on_reply, rpc_timeout, request_id=request_id, intent=intent,
             idempotent=intent in IDEMPOTENT_INTENTS, **errors)
 
+    async def close_waiter(self, ttl_s: float, timeout: float) -> CloseWaiter:
+        """A new request id on our replies partition that a run's closes are sent to."""
+        return CloseWaiter(await self._channel.replies(timeout), ttl_s)
+
     def scanner(self, workflow_id: str, since_ms: int | None) -> WorkflowEventScanner:
         topics = self.client.topics
         return WorkflowEventScanner(self.client.bootstrap, topics.events,
@@ -182,7 +191,8 @@ class WorkflowHandle:
 
     def __init__(self, requests: WorkflowRequests, workflow_id: str, *, run_id: str | None,
                  result_run_id: str | None, first_execution_run_id: str | None,
-                 started_log_time_ms: int | None, result_type: type | None = None) -> None:
+                 started_log_time_ms: int | None, result_type: type | None = None,
+                 close_waiter: CloseWaiter | None = None) -> None:
         self.id = workflow_id
         self.run_id = run_id
         self.result_run_id = result_run_id
@@ -191,6 +201,8 @@ class WorkflowHandle:
         self.result_type = result_type
         self._requests = requests
         self._since_ms = started_log_time_ms
+        #: Where the engine sends the close of the run we started (until `result()` takes it).
+        self._close_waiter = close_waiter
 
     async def result(self, timeout: float | timedelta | None = None, *, follow_runs: bool = True) -> Any:
         """The result of the run (the last run, following continue-as-new and retries).
@@ -199,13 +211,25 @@ class WorkflowHandle:
         if it did not end within `timeout` seconds.
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        deadline = None if seconds is None else time.monotonic() + seconds
         scope = self._requests.client.result_wait_scope
         with scope() if scope is not None else contextlib.nullcontext():
-            return await self._requests.wait_in_background(lambda: self._wait_for_result(seconds, follow_runs))
+            found = await last_close(self, deadline, follow_runs)
+            if isinstance(found, WorkflowEvent):
+                return outcome_of_close(found, self._requests.client.data_converter, self.result_type)
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+            return await self._requests.wait_in_background(
+                lambda: self._scan_for_result(remaining, follow_runs, found.run_id))
 
-    def _wait_for_result(self, seconds: float | None, follow_runs: bool) -> Any:
+    def take_close_waiter(self) -> CloseWaiter | None:
+        """The waiter our START registered, for one `result()` call to use."""
+        waiter, self._close_waiter = self._close_waiter, None
+        return waiter
+
+    def _scan_for_result(self, seconds: float | None, follow_runs: bool, run_id: str) -> Any:
+        """The fallback: read the close from the events partition of the workflow id."""
         with self._requests.scanner(self.id, self._since_ms) as scanner:
-            run_id = self.result_run_id or self._current_run(scanner)
+            run_id = run_id or self._current_run(scanner)
             for event in scanner.events(self.id, seconds):
                 if event.run_id != run_id or not event.is_close:
                     continue

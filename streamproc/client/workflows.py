@@ -32,6 +32,7 @@ from streamproc.client.errors import (
 from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
 from streamproc.client.temporal_gaps import LIST_OPTIONS, START_OPTIONS, refuse_options
 from streamproc.client.workflow_handle import WorkflowHandle, WorkflowRequests
+from streamproc.client.workflow_results import STARTER_WAIT_S
 from streamproc.client.workflow_listing import ExecutionSummary, WorkflowExecutionCount, list_executions
 from streamproc.protocol.limits import MAX_PAYLOAD_BYTES
 from streamproc.protocol.records import RecordType, RejectionType, WorkflowIntent
@@ -131,17 +132,25 @@ class WorkflowOperations:
             "attributes": orjson.dumps(attributes).decode() if attributes else None,
         }
         request_id = request_id or uuid.uuid4().hex
-        reply = await self.workflow_requests.request(
-            WorkflowIntent.START, value, rpc_timeout, request_id=request_id,
-            accept=lambda r: r.intent == WorkflowIntent.STARTED,
-            not_sent=lambda message: WorkflowNotStartedError(message, workflow_id=id, intent=WorkflowIntent.START,
-                                                             request_id=request_id),
-            unknown=lambda message, delivered, until: WorkflowStartOutcomeUnknownError(
-                f"{message}; the workflow {id!r} may have started: look it up with "
-                f"get_workflow_handle({id!r}).describe(), or start it again with request_id={request_id!r}",
-                workflow_id=id, workflow_type=workflow_type, intent=WorkflowIntent.START,
-                request_id=request_id, delivered=delivered, may_land_until=until))
+        # The run's close comes to our replies partition (`client/workflow_results.py`):
+        # listened for from before the START goes out, so no close is missed.
+        try:
+            waiter = await self.workflow_requests.close_waiter(STARTER_WAIT_S, rpc_timeout)
+        except TimeoutError as exc:  # as the START's own call says it, when the broker is away
+            raise WorkflowNotStartedError(
+                f"START (request id {request_id}) not sent: the broker did not answer within {rpc_timeout} s ({exc})",
+                workflow_id=id, intent=WorkflowIntent.START, request_id=request_id) from None
+        value["close_reply"] = waiter.target()
+        try:
+            reply = await self._send_start(value, rpc_timeout, request_id, workflow_type)
+        except BaseException:
+            waiter.close()
+            raise
         record = reply.record
+        if record.record_type is RecordType.COMMAND_REJECTION or not orjson.loads(
+                record.value["attributes"] or "{}").get("close_reply"):
+            waiter.close()  # refused, or the run has no room for another waiter: result() asks
+            waiter = None
         if record.record_type is RecordType.COMMAND_REJECTION:
             reason = record.rejection_reason or ""
             if record.rejection_type == RejectionType.ALREADY_EXISTS:
@@ -152,7 +161,21 @@ class WorkflowOperations:
         run_id = record.value["run_id"]
         return WorkflowHandle(self.workflow_requests, id, run_id=run_id, result_run_id=run_id,
                               first_execution_run_id=run_id, started_log_time_ms=reply.log_time_ms,
-                              result_type=result_type if result_type is not None else result_type_of(workflow))
+                              result_type=result_type if result_type is not None else result_type_of(workflow),
+                              close_waiter=waiter)
+
+    async def _send_start(self, value: dict[str, Any], rpc_timeout: float, request_id: str, workflow_type: str):
+        id = value["workflow_id"]
+        return await self.workflow_requests.request(
+            WorkflowIntent.START, value, rpc_timeout, request_id=request_id,
+            accept=lambda r: r.intent == WorkflowIntent.STARTED,
+            not_sent=lambda message: WorkflowNotStartedError(message, workflow_id=id, intent=WorkflowIntent.START,
+                                                             request_id=request_id),
+            unknown=lambda message, delivered, until: WorkflowStartOutcomeUnknownError(
+                f"{message}; the workflow {id!r} may have started: look it up with "
+                f"get_workflow_handle({id!r}).describe(), or start it again with request_id={request_id!r}",
+                workflow_id=id, workflow_type=workflow_type, intent=WorkflowIntent.START,
+                request_id=request_id, delivered=delivered, may_land_until=until))
 
     async def execute_workflow(self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *,
                                result_timeout: float | None = None, **options: Any) -> Any:

@@ -128,6 +128,16 @@ class ReplyListener:
         self.expect(request_id, resolve, ttl_s)
         return future
 
+    def extend(self, request_id: str, ttl_s: float) -> bool:
+        """Keep the callback of `request_id` for `ttl_s` from now; False if it is no longer
+        registered (it expired or was forgotten: replies to it may have been dropped)."""
+        with self._lock:
+            entry = self._waiters.get(request_id)
+            if entry is None:
+                return False
+            self._waiters[request_id] = (entry[0], time.monotonic() + ttl_s)
+            return True
+
     def forget(self, request_id: str) -> None:
         with self._lock:
             self._waiters.pop(request_id, None)

@@ -102,6 +102,10 @@ class WorkflowIntent(StrEnum):
     #: A change the workflow validates and applies (Temporal's update); answered with
     #: UPDATE_ACCEPTED, UPDATE_COMPLETED or UPDATE_REJECTED at the stage asked for.
     UPDATE = "UPDATE"
+    #: Wait for a run's close: registered on the open run (the close is sent to the
+    #: command's `close_reply` when it comes), or answered at once if it is closed.
+    #: Acknowledged with RESULT_WAIT_ACCEPTED.
+    WAIT_RESULT = "WAIT_RESULT"
     # commands between partitions, for workflows that talk to each other: written by the
     # engine in the transaction that decided them, so each is sent exactly once
     #: To the parent's partition: its child started (attributes: initiated event, child run).
@@ -139,6 +143,9 @@ class WorkflowIntent(StrEnum):
     UPDATE_ACCEPTED = "UPDATE_ACCEPTED"
     UPDATE_COMPLETED = "UPDATE_COMPLETED"
     UPDATE_REJECTED = "UPDATE_REJECTED"
+    #: WAIT_RESULT's answer: the close comes to its `close_reply` (already sent when the
+    #: run was closed); `attributes`: run_id waited on, closed.
+    RESULT_WAIT_ACCEPTED = "RESULT_WAIT_ACCEPTED"
     #: The last answer to a TASK_COMPLETE that set a reply partition, after the
     #: ACTIVITY_TASK records of the activities it was given to run eagerly.
     TASK_PROCESSED = "TASK_PROCESSED"
@@ -203,6 +210,8 @@ class RejectionType(StrEnum):
     #: The processor raised: a bug, reported instead of stopping the partition.
     PROCESSING_ERROR = "PROCESSING_ERROR"
     ALREADY_EXISTS = "ALREADY_EXISTS"
+    #: A per-entity limit is reached (e.g. the clients waiting for one run's result).
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
 
 
 @dataclasses.dataclass(slots=True)

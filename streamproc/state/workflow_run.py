@@ -153,6 +153,24 @@ class RunUpdate:
                 "waiters": [list(w) for w in self.waiters]}
 
 
+@dataclass(frozen=True, slots=True)
+class ResultWaiter:
+    """A client waiting for the run's close: the engine sends the close event to its
+    replies partition under its request id. One per request id; `follow_runs`: it waits
+    for the runs that follow too (handed to the next run on continue-as-new, retry, cron)."""
+
+    reply_partition: int
+    request_id: str
+    follow_runs: bool = True
+
+    def to_json(self) -> list[Any]:
+        return [self.reply_partition, self.request_id, self.follow_runs]
+
+    @classmethod
+    def from_json(cls, doc: list[Any]) -> ResultWaiter:
+        return cls(*doc)
+
+
 @dataclass(slots=True)
 class RunStart:
     """What a new run is started with: by a client's START, or after a closed run (retry,
@@ -186,6 +204,9 @@ class RunStart:
     scheduled_by: dict | None = None
     memo: dict | None = None
     search_attributes: dict | None = None
+    #: Clients waiting for the chain's close (the START's close reply, or carried from the
+    #: previous run).
+    result_waiters: list[ResultWaiter] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -245,6 +266,9 @@ class WorkflowRun:
     scheduled_by: dict | None = None
     memo: dict | None = None
     search_attributes: dict | None = None
+    #: Clients waiting for the run's close, answered when it closes (stored only once set;
+    #: at most MAX_RESULT_WAITERS, engine/workflows/result_waiters.py).
+    result_waiters: list[ResultWaiter] = field(default_factory=list)
 
     @classmethod
     def begin(cls, start: RunStart, now_ms: int, run_expiration_ms: int, execution_time_ms: int) -> WorkflowRun:
@@ -257,7 +281,7 @@ class WorkflowRun:
             start_time_ms=now_ms, execution_time_ms=execution_time_ms, close_time_ms=0,
             first_execution_run_id=start.first_execution_run_id or start.run_id, parent=start.parent,
             cron_schedule=start.cron_schedule, scheduled_by=start.scheduled_by, memo=start.memo,
-            search_attributes=start.search_attributes)
+            search_attributes=start.search_attributes, result_waiters=list(start.result_waiters))
 
     # status ------------------------------------------------------------------------------
     @property
@@ -278,8 +302,11 @@ class WorkflowRun:
         """The start of the run that follows this closed one (retry, cron or continue-as-new):
         the same workflow id, chain deadline, cron schedule and start request id; type,
         queue, input and timeouts from `changes` or inherited. Continue-as-new drops the
-        cron schedule, as Temporal does (its new run is no cron run)."""
+        cron schedule, as Temporal does (its new run is no cron run). The clients waiting
+        for the chain's close move to the new run."""
         self.new_execution_run_id = new_run_id
+        waiters = [w for w in self.result_waiters if w.follow_runs]
+        self.result_waiters = []
         continued_as_new = initiator is ContinueAsNewInitiator.WORKFLOW
         return RunStart(
             run_id=new_run_id, workflow_id=self.workflow_id,
@@ -292,7 +319,7 @@ class WorkflowRun:
             initiator=initiator, first_task_backoff_ms=backoff_ms, continued_failure=continued_failure,
             parent=self.parent, cron_schedule="" if continued_as_new else self.cron_schedule,
             last_completion_result=last_completion_result, scheduled_by=self.scheduled_by, memo=self.memo,
-            search_attributes=self.search_attributes)
+            search_attributes=self.search_attributes, result_waiters=waiters)
 
     # history -----------------------------------------------------------------------------
     def take_event_id(self, size_bytes: int) -> int:
@@ -369,6 +396,8 @@ class WorkflowRun:
         for name in ("scheduled_by", "memo", "search_attributes"):
             if getattr(self, name) is not None:
                 doc[name] = getattr(self, name)
+        if self.result_waiters:
+            doc["result_waiters"] = [w.to_json() for w in self.result_waiters]
         return doc
 
     @classmethod
@@ -395,4 +424,5 @@ class WorkflowRun:
             children={int(i): RunChild(**child) for i, child in d.get("children", {}).items()},
             externals={int(i): kind for i, kind in d.get("externals", {}).items()}, parent=d.get("parent"),
             waiting_queries=d.get("waiting_queries", []), cron_schedule=d.get("cron_schedule", ""),
-            scheduled_by=d.get("scheduled_by"), memo=d.get("memo"), search_attributes=d.get("search_attributes"))
+            scheduled_by=d.get("scheduled_by"), memo=d.get("memo"), search_attributes=d.get("search_attributes"),
+            result_waiters=[ResultWaiter.from_json(w) for w in d.get("result_waiters", ())])

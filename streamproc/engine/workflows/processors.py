@@ -14,6 +14,7 @@ WORKFLOW_PROCESSORS = {
     W.TERMINATE: requests.terminate_request,
     W.DESCRIBE: requests.describe,
     W.GET_HISTORY: requests.get_history,
+    W.WAIT_RESULT: requests.wait_result,
     W.SIGNAL: signals.signal,
     W.QUERY: queries.query,
     W.UPDATE: updates.update,

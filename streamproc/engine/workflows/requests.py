@@ -1,5 +1,5 @@
 """Client requests about a running or closed workflow: REQUEST_CANCEL, TERMINATE, DESCRIBE,
-GET_HISTORY. A request names the workflow id and a run id ("" = the current run)."""
+GET_HISTORY, WAIT_RESULT. A request names the workflow id and a run id ("" = the current run)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,12 @@ import orjson
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.workflows.senders import answer_sender, command_attributes, external_sender, refused_child_only
+from streamproc.engine.workflows.result_waiters import (
+    MAX_RESULT_WAITERS,
+    close_reply_of,
+    close_reply_problem,
+    wait_for_close,
+)
 from streamproc.engine.workflows.runs import BACKOFF_START, WF, E, deliver, history_pages, terminate
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.protocol.wire_values import to_ms
@@ -159,3 +165,26 @@ def get_history(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reply(WF, WorkflowIntent.HISTORY_PAGE, run_key, {
             "workflow_id": run.workflow_id, "run_id": run.run_id,
             "attributes": orjson.dumps({"status": run.status.name}).decode(), "history": history, "page": page, "pages": len(pages)})
+
+
+def wait_result(cmd: Record, ctx: ProcessingContext) -> None:
+    """WAIT_RESULT: the close of the run named goes to the command's `close_reply`, when it
+    comes or now (`result_waiters.py`); RESULT_WAIT_ACCEPTED says which run and whether it
+    was closed."""
+    waiter = close_reply_of(cmd)
+    problem = close_reply_problem(cmd) or (
+        None if waiter is not None else "WAIT_RESULT needs a close_reply: where to send the run's close")
+    found = valid_run(cmd, ctx, problem, running=False)
+    if found is None:
+        return
+    run_key, run = found
+    waited = wait_for_close(ctx, run_key, run, waiter)
+    if waited is None:
+        ctx.out.reject(cmd, RejectionType.RESOURCE_EXHAUSTED,
+                       f"workflow {run.workflow_id!r} run {run.run_id!r} already has {MAX_RESULT_WAITERS} clients "
+                       f"waiting for its result")
+        return
+    waited_run, closed = waited
+    ctx.out.reply(WF, WorkflowIntent.RESULT_WAIT_ACCEPTED, run_key, {
+        "workflow_id": run.workflow_id, "run_id": waited_run.run_id,
+        "attributes": orjson.dumps({"run_id": waited_run.run_id, "closed": closed}).decode()})

@@ -29,6 +29,7 @@ import structlog
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.workflows.relatives import on_run_closed
+from streamproc.engine.workflows.result_waiters import answer_waiters, history_record_value
 from streamproc.engine.workflows.update_answers import abort_updates
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.semantics.workflow_events import EventType
@@ -75,11 +76,7 @@ def append(ctx: ProcessingContext, run_key: int, run: WorkflowRun, event_type: E
     run.take_event_id(ctx.history.append(run_key, event))
     if run.is_open and event_type is not E.WORKFLOW_EXECUTION_TERMINATED:
         _check_limits(ctx, run_key, run, event_id)
-    ctx.out.event(WF, event_type.name, run_key, {
-        "workflow_id": run.workflow_id, "run_id": run.run_id,
-        "workflow_type": run.workflow_type, "task_queue": run.task_queue,
-        "event_id": event_id, "event_time_ms": time_ms,
-        "attributes": orjson.dumps(attributes).decode()}, reply=False)
+    ctx.out.event(WF, event_type.name, run_key, history_record_value(run, event), reply=False)
     return event_id
 
 
@@ -262,9 +259,12 @@ def retry_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, next_atte
 
 def close(ctx: ProcessingContext, run_key: int, run: WorkflowRun, status: WorkflowExecutionStatus,
           event_type: EventType, attributes: dict[str, Any]) -> int:
-    """Write the close event and forget everything that could still fire for the run:
-    its deadlines, timers and open activities (closed silently, as Temporal does)."""
+    """Write the close event, send it to the clients waiting for it, and forget everything
+    that could still fire for the run: its deadlines, timers and open activities (closed
+    silently, as Temporal does)."""
     event_id = append(ctx, run_key, run, event_type, attributes)
+    answer_waiters(ctx, run_key, run, {"event_id": event_id, "event_type": event_type.name,
+                                       "event_time_ms": ctx.now_ms, "attributes": attributes})
     abort_updates(ctx, run_key, run)
     on_run_closed(ctx, run, event_type, attributes)
     _send_waiting_queries(ctx, run_key, run)

@@ -14,6 +14,7 @@ import orjson
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.cron import first_run_backoff
+from streamproc.engine.workflows.result_waiters import close_reply_of, close_reply_problem, wait_for_close
 from streamproc.engine.workflows.scheduled import scheduled_run_id, tell_schedule_start_failed
 from streamproc.engine.workflows.senders import command_attributes
 from streamproc.engine.workflows.signals import SignalRequest, check_signal, signal_run
@@ -74,7 +75,8 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
             or check_task_queue(v["task_queue"]) \
             or check_json(v["input"] if v["input"] is not None else "null", "input",
                           ctx.limits.max_payload_bytes) \
-            or (check_signal(ctx, v["signal_name"], v["signal_input"]) if with_signal else None)
+            or (check_signal(ctx, v["signal_name"], v["signal_input"]) if with_signal else None)\
+            or close_reply_problem(cmd)
         if problem:
             raise InvalidArgument(problem)
         timeouts = normalize_workflow_timeouts(WorkflowTimeouts(*(duration_from_ms(v[f]) for f in (
@@ -96,6 +98,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         tell_schedule_start_failed(ctx, scheduled_by, v["workflow_id"], str(exc))
         return
     request_id = cmd.request_id or ""
+    waiter = close_reply_of(cmd)
     signal = SignalRequest(v["signal_name"], v["signal_input"], v["identity"], request_id) if with_signal else None
     current = ctx.workflows.find(v["workflow_id"])
     new_run_id = scheduled_run_id(ctx, scheduled_by) or str(uuid.uuid4())
@@ -112,7 +115,9 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         run_key, run = current
         if signal is not None and run.is_open and not signal_run(cmd, ctx, run_key, run, signal):
             return
-        _reply_started(ctx, run_key, run, started=decision.started)
+        # A START sent again (or one that found the run it may use) waits on that run.
+        waiting = None if waiter is None else wait_for_close(ctx, run_key, run, waiter) is not None
+        _reply_started(ctx, run_key, run, started=decision.started, waiting=waiting)
         return
     if decision.action is WorkflowIdAction.TERMINATE_EXISTING_AND_START:
         run_key, run = current
@@ -131,8 +136,9 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         scheduled_by=scheduled_by, memo=attributes.get("memo"),
         search_attributes=attributes.get("search_attributes"),
         last_completion_result=attributes.get("last_completion_result"),
-        continued_failure=attributes.get("continued_failure")), signal)
-    _reply_started(ctx, run_key, run, started=True)
+        continued_failure=attributes.get("continued_failure"),
+        result_waiters=[] if waiter is None else [waiter]), signal)
+    _reply_started(ctx, run_key, run, started=True, waiting=None if waiter is None else True)
     _tell_parent(ctx, parent, WorkflowIntent.CHILD_STARTED,
                  workflow_execution={"workflow_id": run.workflow_id, "run_id": run.run_id})
 
@@ -145,11 +151,14 @@ def _tell_parent(ctx: ProcessingContext, parent: dict | None, intent: str, **att
                                                                      **attributes}).decode()})
 
 
-def _reply_started(ctx: ProcessingContext, run_key: int, run: WorkflowRun, started: bool) -> None:
+def _reply_started(ctx: ProcessingContext, run_key: int, run: WorkflowRun, started: bool,
+                   waiting: bool | None) -> None:
+    """STARTED; `waiting` (for a START with a close reply): whether its close will be sent
+    there (False: the run had no room for another waiter, the client reads the events topic)."""
+    attributes = {"started": started} if waiting is None else {"started": started, "close_reply": waiting}
     ctx.out.reply(WF, WorkflowIntent.STARTED, run_key, {
         "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
-        "task_queue": run.task_queue, "attempt": run.attempt,
-        "attributes": orjson.dumps({"started": started}).decode()})
+        "task_queue": run.task_queue, "attempt": run.attempt, "attributes": orjson.dumps(attributes).decode()})
 
 
 def start_run(ctx: ProcessingContext, start: RunStart, signal: SignalRequest | None = None) -> tuple[int, WorkflowRun]:
