@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -29,32 +30,34 @@ COMMITTED_TIMEOUT_S = 10.0
 Rebalanced = Callable[[Consumer, list[TopicPartition]], None]
 
 
+@dataclass(eq=False)
 class EngineConsumer:
-    def __init__(self, settings: Settings, topics: Topics, client_log: ClientLog,
-                 on_assign: Rebalanced, on_revoke: Rebalanced) -> None:
-        self._settings = settings
-        self._topics = topics
-        self._client_log = client_log
-        self._on_assign = on_assign
-        self._on_revoke = on_revoke
-        self.consumer: Consumer | None = None
-        #: The fatal error librdkafka reported for the consumer: it is dead, a new one is made.
-        self.fatal: KafkaError | None = None
-        #: Set when a failure left the consumer dead (see recovery.py).
-        self.dead = False
-        #: The consumer lost every broker: new producers before the next transaction.
-        self.brokers_lost = False
-        #: When (monotonic) the consumer last lost every broker (see recovery.py).
-        self.brokers_lost_at = float("-inf")
+    """The consumer of the commands topic and what is known of its health (see the module)."""
+
+    settings: Settings
+    topics: Topics
+    client_log: ClientLog
+    #: The engine's rebalance callbacks (on_revoke is called for lost partitions too).
+    on_assign: Rebalanced
+    on_revoke: Rebalanced
+    consumer: Consumer | None = None
+    #: The fatal error librdkafka reported for the consumer: it is dead, a new one is made.
+    fatal: KafkaError | None = None
+    #: Set when a failure left the consumer dead (see recovery.py).
+    dead: bool = False
+    #: The consumer lost every broker: new producers before the next transaction.
+    brokers_lost: bool = False
+    #: When (monotonic) the consumer last lost every broker (see recovery.py).
+    brokers_lost_at: float = float("-inf")
 
     def needs_replacing(self) -> bool:
         return self.consumer is None or self.dead or self.fatal is not None
 
     def open(self) -> None:
-        logging = self._client_log.config(on_fatal=self._on_fatal, on_all_brokers_down=self._on_brokers_down)
-        self.consumer = Consumer(engine_consumer_config(self._settings, self._topics, logging))
-        self.consumer.subscribe([self._topics.commands], on_assign=self._on_assign,
-                                on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        logging = self.client_log.config(on_fatal=self._on_fatal, on_all_brokers_down=self._on_brokers_down)
+        self.consumer = Consumer(engine_consumer_config(self.settings, self.topics, logging))
+        self.consumer.subscribe([self.topics.commands], on_assign=self.on_assign,
+                                on_revoke=self.on_revoke, on_lost=self.on_revoke)
 
     def replace(self) -> None:
         """A new consumer with the same static instance id takes the dead one's place in the
@@ -90,7 +93,7 @@ class EngineConsumer:
         for the engine to close."""
         if not owned:
             return []
-        tps = [TopicPartition(self._topics.commands, pid) for pid in owned]
+        tps = [TopicPartition(self.topics.commands, pid) for pid in owned]
         try:
             committed = self.consumer.committed(tps, COMMITTED_TIMEOUT_S)
         except KafkaException as exc:
