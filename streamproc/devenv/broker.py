@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -61,8 +60,8 @@ from streamproc.devenv.broker_errors import BrokerError
 from streamproc.devenv.broker_install import find_main_classes, install_jars, jars_installed
 from streamproc.devenv.broker_jvm import check_java, find_java, jvm_command
 from streamproc.devenv.broker_security import SaslSslListener
-from streamproc.devenv.broker_probe import (answers_metadata, broker_reachable, check_ports_free, metadata_client,
-                                            port_accepts)
+from streamproc.devenv.broker_probe import (LOOPBACK, broker_reachable, check_ports_free, first_host_port,
+                                            wait_until_answering)
 from streamproc.devenv.broker_process import (file_lock, is_alive, read_pid, rss_bytes, runs_broker_with, send_signal,
                                               tail_lines, wait_for_exit)
 from streamproc.devenv.broker_settings import (DEFAULT_HEAP, DEFAULT_KAFKA_VERSION, DEFAULT_PORT, ENV_CONTROLLER_PORT,
@@ -275,28 +274,7 @@ class LocalBroker:
 
     def _wait_ready(self, pid: int, timeout: float) -> None:
         """Wait until the broker answers metadata requests; fail if it exits or the time is up."""
-        deadline = time.monotonic() + timeout
-        admin = None
-        try:
-            while True:
-                if not is_alive(pid, self._proc):
-                    code = self._proc.returncode if self._proc is not None and self._proc.pid == pid else None
-                    how = f" with exit code {code}" if code is not None else ""
-                    raise BrokerError(f"the broker process (pid {pid}) exited{how} before answering on "
-                                      f"{self.bootstrap}", self._launch_log_tail(pid, 40))
-                remaining = deadline - time.monotonic()
-                if port_accepts(self.port):
-                    if admin is None:
-                        admin = metadata_client(self.bootstrap, 2.0)
-                    if answers_metadata(admin, max(0.5, min(2.0, remaining))):
-                        return
-                if time.monotonic() >= deadline:
-                    raise BrokerError(f"the broker (pid {pid}) did not answer metadata requests on "
-                                      f"{self.bootstrap} within {timeout:.0f} s", self._launch_log_tail(pid, 40))
-                time.sleep(0.1)
-        finally:
-            # close the client now, not whenever a traceback holding this frame goes away
-            del admin
+        wait_until_answering(pid, self._proc, self.port, timeout, lambda: self._launch_log_tail(pid, 40))
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Controlled shutdown (SIGTERM), SIGKILL after ``timeout`` s.  False if nothing ran."""
@@ -396,8 +374,6 @@ class LocalBroker:
         return text
 
 
-_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-
 
 def ensure_broker(bootstrap_env: str = "STREAMPROC_BOOTSTRAP", *, timeout: float = 90.0,
                   **broker_kwargs: Any) -> tuple[str, LocalBroker | None]:
@@ -415,23 +391,12 @@ def ensure_broker(bootstrap_env: str = "STREAMPROC_BOOTSTRAP", *, timeout: float
         client_config = {k: v for k, v in user_properties().items() if k != "bootstrap.servers"}
         if broker_reachable(named, timeout=5.0, client_config=client_config):
             return named, None
-        host_port = _first_host_port(named)
-        if host_port is None or host_port[0] not in _LOOPBACK or "," in named:
+        host_port = first_host_port(named)
+        if host_port is None or host_port[0] not in LOOPBACK or "," in named:
             raise BrokerError(f"{bootstrap_env}={named} does not answer as a Kafka broker")
         broker_kwargs.setdefault("port", host_port[1])
     broker = LocalBroker(**broker_kwargs)
     return broker.start(timeout=timeout), broker
-
-
-def _first_host_port(bootstrap: str) -> tuple[str, int] | None:
-    """(host, port) of the first address in a bootstrap list, or None if it has no port."""
-    first = bootstrap.split(",")[0].strip()
-    first = re.sub(r"^[A-Za-z_]+://", "", first)
-    host, sep, port = first.rpartition(":")
-    if not sep or not port.isdigit():
-        return None
-    return host, int(port)
-
 
 if __name__ == "__main__":  # the same commands as `streamproc broker`
     from streamproc.cli.main import main

@@ -1,14 +1,22 @@
 """Probes from outside the broker: is a port taken, does it accept connections, does a Kafka
-broker answer metadata requests there."""
+broker answer metadata requests there (and has the one we launched begun to); where a
+bootstrap list points."""
 
 from __future__ import annotations
 
+import re
 import socket
-from collections.abc import Mapping
+import subprocess
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from streamproc.devenv.broker_errors import BrokerError
+from streamproc.devenv.broker_process import is_alive
 from streamproc.devenv.broker_settings import ENV_PORT, HOST
+
+#: Host names of this machine's loopback interface, as a bootstrap list spells them.
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
 def port_in_use(port: int) -> bool:
@@ -77,3 +85,42 @@ def answers_metadata(admin, timeout: float) -> bool:
 def broker_reachable(bootstrap: str, timeout: float = 5.0, client_config: Mapping[str, str] | None = None) -> bool:
     """True if a Kafka broker at ``bootstrap`` answers a metadata request within ``timeout`` s."""
     return answers_metadata(metadata_client(bootstrap, timeout, client_config), timeout)
+
+
+def wait_until_answering(pid: int, proc: subprocess.Popen[bytes] | None, port: int, timeout: float,
+                         log_tail: Callable[[], str]) -> None:
+    """Wait until the broker process `pid` (launched as `proc`, if by us) answers metadata
+    requests on `port`; a BrokerError with `log_tail()` if it exits or the time is up."""
+    bootstrap = f"{HOST}:{port}"
+    deadline = time.monotonic() + timeout
+    admin = None
+    try:
+        while True:
+            if not is_alive(pid, proc):
+                code = proc.returncode if proc is not None and proc.pid == pid else None
+                how = f" with exit code {code}" if code is not None else ""
+                raise BrokerError(f"the broker process (pid {pid}) exited{how} before answering on "
+                                  f"{bootstrap}", log_tail())
+            remaining = deadline - time.monotonic()
+            if port_accepts(port):
+                if admin is None:
+                    admin = metadata_client(bootstrap, 2.0)
+                if answers_metadata(admin, max(0.5, min(2.0, remaining))):
+                    return
+            if time.monotonic() >= deadline:
+                raise BrokerError(f"the broker (pid {pid}) did not answer metadata requests on "
+                                  f"{bootstrap} within {timeout:.0f} s", log_tail())
+            time.sleep(0.1)
+    finally:
+        # close the client now, not whenever a traceback holding this frame goes away
+        del admin
+
+
+def first_host_port(bootstrap: str) -> tuple[str, int] | None:
+    """(host, port) of the first address in a bootstrap list, or None if it has no port."""
+    first = bootstrap.split(",")[0].strip()
+    first = re.sub(r"^[A-Za-z_]+://", "", first)
+    host, sep, port = first.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    return host, int(port)

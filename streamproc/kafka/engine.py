@@ -22,24 +22,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from streamproc.clock import Clock, SystemClock
-from streamproc.due.checker import DueDateChecker, partition_checker
 from streamproc.due.waiting import Outlook, busy, combined
 from streamproc.export.schema_registry import event_framing
-from streamproc.kafka.changelog import StaleLocalState, restore
-from streamproc.kafka.engine_clients import RECONNECT, engine_consumer_config, engine_producer_config
+from streamproc.kafka.changelog import restore
+from streamproc.kafka.engine_clients import RECONNECT, engine_producer_config
+from streamproc.kafka.engine_consumer import EngineConsumer
 from streamproc.kafka.commit import Committer
 from streamproc.engine.processing import Limits
-from streamproc.engine.partition import PartitionProcessor
 from streamproc.kafka.recovery import FaultPolicy, Recovery
 from streamproc.kafka.transactions import TransactionalProducers
 from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.admin import TopicAdmin
-from streamproc.kafka.batching import close_in_background, consume_available, read_to_the_end
+from streamproc.kafka.batching import consume_available, read_to_the_end
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.connection import check_connection
+from streamproc.kafka.echoes import EchoOffsets, is_echo
+from streamproc.kafka.owned_partition import RESTORE_CONNECT_TIMEOUT_S, OwnedPartition, open_restored
 from streamproc.kafka.errors import ClientFailure, IdentityConflict, Origin, StartRefused
 from streamproc.metrics.batch_tally import BatchTally
 from streamproc.metrics.engine_metrics import EngineMetrics
@@ -50,21 +51,6 @@ from streamproc.settings import Settings
 from streamproc.state.db import PartitionDb
 
 log = structlog.get_logger("streamproc.engine")
-
-#: Bounds of the consumer calls of a rewind, and of a restore's first answer from the broker.
-COMMITTED_TIMEOUT_S = 10.0
-RESTORE_CONNECT_TIMEOUT_S = 10.0
-
-
-@dataclass
-class _Partition:
-    """What the engine holds for one partition it owns."""
-
-    id: int
-    db: PartitionDb
-    processor: PartitionProcessor
-    checker: DueDateChecker
-    changelog_offset: int = -1
 
 
 @dataclass
@@ -96,25 +82,17 @@ class Engine:
         #: after a crash, they are skipped anyway).
         self.echo_offsets_max_age_s = echo_offsets_max_age_s
         self.stats = EngineStats()
-        self.partitions: dict[int, _Partition] = {}
+        self.partitions: dict[int, OwnedPartition] = {}
         self.ready = threading.Event()
         self._stop = threading.Event()
         self._state_root = settings.state_dir / settings.engine_id
         self.partition_count: int | None = None
-        self._consumer: Consumer | None = None
-        #: The fatal error librdkafka reported for the consumer: it is dead, a new one is made.
-        self._consumer_fatal: KafkaError | None = None
-        #: Set when a failure left the consumer dead (see recovery.py).
-        self._consumer_dead = False
         self._rebuild_producer = False
         self._rebuild_producers = False
-        #: The consumer lost every broker: new producers before the next transaction.
-        self._brokers_lost = False
-        #: When (monotonic) the consumer last lost every broker (see recovery.py).
-        self._brokers_lost_at = float("-inf")
         # Settings or credentials the cluster refuses: StartRefused now, not retried forever.
         check_connection(settings.bootstrap)
         self._client_log = ClientLog("engine", faults.stall_log_interval_s * 2)
+        self._session = EngineConsumer(settings, self.topics, self._client_log, self._on_assign, self._on_revoke)
         self._admin = TopicAdmin(settings.bootstrap, self.topics, {**RECONNECT, **self._client_log.config()})
         self._producers = TransactionalProducers(
             f"{settings.namespace}.engine.{settings.engine_id}", self._producer_config)
@@ -122,8 +100,7 @@ class Engine:
         self._txn = Committer(self.topics, self._admin, self._producers,
                               transaction_timeout_ms / 1000 + faults.commit_margin_s,
                               event_framing(settings.schema_registry_url, self.topics.events))
-        self._echo_offsets: dict[int, int] = {}
-        self._echo_offsets_since = 0.0
+        self._echo_offsets = EchoOffsets()
         self.progress = Progress()
         self._recovery = Recovery(settings.engine_id, self.progress, faults, transaction_timeout_ms / 1000)
         self._watchdog = Watchdog(self.progress, lambda: sorted(self.partitions), faults)
@@ -190,25 +167,13 @@ class Engine:
         assigned = self._assigned
         return assigned is not None and all(pid in self.partitions for pid in assigned)
 
+    @property
+    def _consumer(self) -> Consumer | None:
+        return self._session.consumer
+
     def _producer_config(self, transactional_id: str) -> dict:
         return engine_producer_config(self.settings, transactional_id, self.transaction_timeout_ms,
                                       self._client_log.config())
-
-    def _open_consumer(self) -> None:
-        logging = self._client_log.config(on_fatal=self._on_consumer_fatal, on_all_brokers_down=self._on_brokers_down)
-        self._consumer = Consumer(engine_consumer_config(self.settings, self.topics, logging))
-        self._consumer.subscribe([self.topics.commands], on_assign=self._on_assign,
-                                 on_revoke=self._on_revoke, on_lost=self._on_revoke)
-
-    def _on_consumer_fatal(self, error: KafkaError) -> None:
-        self._consumer_fatal = error
-
-    def _on_brokers_down(self) -> None:
-        # The consumer, polled all the time, speaks for the idle producers too: a producer
-        # kept across a broker restart hung its first commit up to the deadline (measured,
-        # librdkafka 2.16), a new one commits at once. See _begin_commit.
-        self._brokers_lost = True
-        self._brokers_lost_at = time.monotonic()
 
     def _failed(self, exc: Exception) -> None:
         """Settle the commit in flight and note what must be rebuilt; `_reconnect` follows."""
@@ -216,10 +181,10 @@ class Engine:
         if self._tally is not None:  # both batches are processed again after the rewind
             self._tally, self._committing_tally = BatchTally(), None
         decision = self._recovery.failed(exc, self._producers.age_s(), sorted(self.partitions),
-                                         connected_s=time.monotonic() - self._brokers_lost_at)
+                                         connected_s=time.monotonic() - self._session.brokers_lost_at)
         self._rebuild_producer |= decision.producer
         self._rebuild_producers |= decision.producers
-        self._consumer_dead |= decision.consumer
+        self._session.dead |= decision.consumer
 
     def _reconnect(self) -> None:
         """Connect (at start) or undo a failed batch: abort it, replace dead clients, reopen
@@ -241,59 +206,37 @@ class Engine:
             self.partition_count = partition_count
         if p.rebuild_requested:  # the watchdog's: every client new
             p.rebuild_requested = False
-            self._rebuild_producers = self._consumer_dead = True
+            self._rebuild_producers = self._session.dead = True
         rebuild_producer, self._rebuild_producer = self._rebuild_producer, False
         rebuild_producers, self._rebuild_producers = self._rebuild_producers, False
         self._producers.recover(rebuild_producer, rebuild_producers)
-        if self._consumer is None or self._consumer_dead or self._consumer_fatal is not None:
+        if self._session.needs_replacing():
             self._replace_consumer()
         self._txn.writer.reset()
         # What the group assigned us, not only what we opened: an assignment whose opening
         # failed half way (the broker was still electing a changelog leader, say) is
         # finished here, or the unopened partitions would never be processed.
-        owned = sorted({*self.partitions, *(tp.partition for tp in self._consumer.assignment())})
+        owned = sorted({*self.partitions, *self._session.assigned()})
         for pid in owned:
             self._close_partition(pid)
             self._open_partition(pid)
         if owned and not self.ready.is_set():
             log.info("partitions_assigned", assigned=owned, owned=owned)
             self.ready.set()
-        if owned:
-            tps = [TopicPartition(self.topics.commands, pid) for pid in owned]
-            try:
-                committed = self._consumer.committed(tps, COMMITTED_TIMEOUT_S)
-            except KafkaException as exc:
-                raise ClientFailure(Origin.CONSUMER, exc) from exc
-            for tp in committed:
-                try:
-                    self._consumer.seek(TopicPartition(
-                        tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
-                except KafkaException as exc:
-                    assigned = {a.partition for a in self._consumer.assignment()}
-                    if exc.args[0].code() != KafkaError._STATE or tp.partition in assigned:
-                        raise ClientFailure(Origin.CONSUMER, exc) from exc
-                    # Not assigned to this consumer any more (another member has it, or a
-                    # twin with our static id took our place): let it go and poll on. Failing
-                    # here would loop on the seek and never poll, and only a poll delivers
-                    # the fencing that tells us (a twin was seen doing that for minutes).
-                    self._close_partition(tp.partition)
+        for pid in self._session.seek_to_committed(owned):  # not ours any more: let it go
+            self._close_partition(pid)
         self._recovery.reconnected()
         p.step_at = time.monotonic()
 
     def _replace_consumer(self) -> None:
-        """A new consumer with the same static instance id takes the dead one's place in the
-        group; the old one is closed on a thread of its own, its callbacks ignored."""
-        old, self._consumer, self._consumer_dead, self._consumer_fatal = self._consumer, None, False, None
+        """Give up the owned partitions and replace the consumer (see `EngineConsumer.replace`)."""
         given_up = sorted(self.partitions)
         self._assigned = None  # until the new consumer's first assignment
         for pid in given_up:
             self._close_partition(pid)
         if given_up:  # the old consumer's revoke will never be heard: say it here
             log.info("partitions_revoked", revoked=given_up, owned=[], reason="consumer_replaced")
-        if old is not None:
-            log.warning("engine_consumer_replaced")
-            close_in_background(old)
-        self._open_consumer()
+        self._session.replace()
 
     def _close_session(self) -> None:
         try:
@@ -302,9 +245,7 @@ class Engine:
             log.warning("last_commit_failed", error=str(exc))
         for pid in list(self.partitions):
             self._close_partition(pid)
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            close_in_background(consumer).join(10)
+        self._session.close()
         self._txn.shutdown()
         self._assigned = None
         self.ready.clear()
@@ -336,28 +277,12 @@ class Engine:
 
     def _open_partition(self, pid: int) -> None:
         self.progress.stage = "restore"
-        path = self._state_root / f"partition-{pid}"
         started = time.monotonic()
-        db = PartitionDb(path, pid)
-        try:
-            try:
-                applied = self._restore(db, pid)
-            except StaleLocalState as exc:
-                log.warning("local_state_stale_rebuilding", partition=pid, reason=str(exc))
-                db.close()
-                PartitionDb.destroy(path)
-                db = PartitionDb(path, pid)
-                applied = self._restore(db, pid)
-        except BaseException:
-            db.close()  # its lock too: the partition is opened again by the next rewind
-            raise
+        db, applied = open_restored(self._state_root / f"partition-{pid}", pid, self._restore)
         seconds = time.monotonic() - started
         self.stats.restored_records += applied
         self.stats.restore_seconds.append(seconds)
-        processor = PartitionProcessor(pid, db, self.clock, self.limits, self.settings.namespace)
-        checker = partition_checker(db)
-        processor.on_processed = checker.processed
-        self.partitions[pid] = _Partition(pid, db, processor, checker, db.checkpoint()["changelog_offset"])
+        self.partitions[pid] = OwnedPartition.over(db, self.clock, self.limits, self.settings.namespace)
         log.info("partition_restored", partition=pid, records=applied, seconds=round(seconds, 3))
 
     def _restore(self, db: PartitionDb, pid: int) -> int:
@@ -366,7 +291,7 @@ class Engine:
 
     def _close_partition(self, pid: int) -> None:
         part = self.partitions.pop(pid, None)
-        self._echo_offsets.pop(pid, None)  # not ours to commit any more; re-read, they are skipped
+        self._echo_offsets.drop(pid)  # not ours to commit any more; re-read, they are skipped
         if part is not None:
             part.db.close()
 
@@ -390,13 +315,13 @@ class Engine:
         for msg in messages:
             if (error := msg.error()) is not None:
                 if error.fatal() or error.code() == KafkaError._FATAL:
-                    self._consumer_fatal = error
+                    self._session.fatal = error
                 self._client_log.error(error)
             elif msg.partition() in self.partitions:
                 commands.append(msg)
-        if self._consumer_fatal is not None:
-            raise ClientFailure(Origin.CONSUMER, KafkaException(self._consumer_fatal))
-        fresh = [msg for msg in commands if not _is_echo(msg)]
+        if self._session.fatal is not None:
+            raise ClientFailure(Origin.CONSUMER, KafkaException(self._session.fatal))
+        fresh = [msg for msg in commands if not is_echo(msg)]
         self.stats.echoes += len(commands) - len(fresh)
         # 1. Processors only stage writes (over the committing batch's) and follow-ups.
         touched: set[int] = set()
@@ -428,10 +353,8 @@ class Engine:
         elif commands:
             # Only due commands we wrote (and processed) coming back: a transaction just
             # to move their offsets would hold up the next real command by a commit.
-            if not self._echo_offsets:
-                self._echo_offsets_since = time.monotonic()
-            self._echo_offsets.update((msg.partition(), msg.offset() + 1) for msg in commands)
-        elif self._echo_offsets and time.monotonic() - self._echo_offsets_since >= self.echo_offsets_max_age_s:
+            self._echo_offsets.hold(commands)
+        elif self._echo_offsets.older_than(self.echo_offsets_max_age_s):
             self._begin_commit([], set(), [])
         elif self.on_idle is not None and self._txn.committing is None:
             self.on_idle()
@@ -454,13 +377,12 @@ class Engine:
         """Write the batch in a transaction and start committing it in the background; see
         `streamproc.kafka.commit` for the exactly-once contract. Local RocksDB is written only
         once it committed (`_finish_commit`), with the changelog offset it reflects."""
-        offsets = dict(self._echo_offsets)
-        self._echo_offsets.clear()  # read again after a failure, echoes are skipped anyway
+        offsets = self._echo_offsets.take()  # read again after a failure, echoes are skipped anyway
         for msg in messages:
             offsets[msg.partition()] = msg.offset() + 1
         self.progress.stage = "commit_begin"
-        if self._brokers_lost:
-            self._brokers_lost = False
+        if self._session.brokers_lost:
+            self._session.brokers_lost = False
             self._producers.recover(False, rebuild_all=True)
         if self._tally is not None:
             for pid in touched_ids:
@@ -491,8 +413,3 @@ class Engine:
             self._committing_tally = None
         if self.on_batch_committed is not None:
             self.on_batch_committed(committing.messages)
-
-
-def _is_echo(msg: Message) -> bool:
-    """A command the engine wrote and processed in the same transaction (a due command)."""
-    return codec.header(msg.headers(), codec.PROCESSED_HEADER) is not None

@@ -17,22 +17,9 @@ import time
 import orjson
 import pytest
 
-from tests.support.crash_chaos import (
-    KILLS_EACH,
-    kill_at_random_moments,
-    stop_workers_that_lived,
-)
+from tests.support.crash_chaos import KILLS_EACH, chaos_rig, stop_workers_that_lived
 from tests.support.crash_children import CHILDREN, FamilyParent, expected
-from tests.support.crash_workflow_checks import (
-    COMPLETED,
-    Starter,
-    assert_nothing_written_twice,
-    check_histories,
-    runs_from_events,
-    start_processes,
-)
-from tests.support.engines import combined_worker_process, engine_process
-from tests.support.history import EventLog
+from tests.support.crash_workflow_checks import COMPLETED, assert_nothing_written_twice, check_histories, runs_from_events
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -43,27 +30,19 @@ WORKFLOWS = ["tests.support.crash_children:FamilyParent", "tests.support.crash_c
 
 def test_parents_and_children_complete_once_while_engine_and_workers_are_sigkilled(bootstrap, namespace, tmp_path):
     rng = random.Random(20261125)
-    engine = engine_process(bootstrap, namespace, "family-crashy", tmp_path / "state", tmp_path)
-    workers = [combined_worker_process(bootstrap, namespace, QUEUE, f"w{n}", tmp_path, workflows=WORKFLOWS)
-               for n in (1, 2)]
-    events = EventLog(bootstrap, namespace)
     ids = [f"family-{n:03d}" for n in range(PARENTS)]
     total = PARENTS * (1 + CHILDREN)
-    starter = None
     began = time.monotonic()
-    try:
-        start_processes(engine, workers)
-        starter = Starter(bootstrap, namespace, QUEUE, workflow=FamilyParent.run)
-
-        progress = kill_at_random_moments(rng, engine, workers, ids, starter, events)
-        starter.close()
-        assert starter.started() == PARENTS, starter.failures()[:5]
+    with chaos_rig(bootstrap, namespace, tmp_path, "family-crashy", QUEUE, WORKFLOWS) as rig:
+        events = rig.events
+        progress = rig.chaos(rng, ids, workflow=FamilyParent.run)
+        assert rig.starter.started() == PARENTS, rig.starter.failures()[:5]
         try:
             events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= total, timeout=240)
         except TimeoutError:
             raise AssertionError(f"{events.count_value('WORKFLOW', COMPLETED)} of {total} completed") from None
-        stop_workers_that_lived(workers)
-        engine.stop()
+        stop_workers_that_lived(rig.workers)
+        rig.engine.stop()
         events.read_to_end(timeout=60)
 
         runs = runs_from_events(events)
@@ -82,9 +61,3 @@ def test_parents_and_children_complete_once_while_engine_and_workers_are_sigkill
             assert {**result, "acks": sorted(result["acks"])} == expected(parent_id), (parent_id, result)
         print(f"\n{PARENTS} parents x {CHILDREN} children, {KILLS_EACH} kills of the engine and of each of 2 workers "
               f"((submitted, completed) at each kill: {progress}); all done in {time.monotonic() - began:.1f} s")
-    finally:
-        events.close()
-        if starter is not None:
-            starter.abandon()
-        for p in (*workers, engine):
-            p.stop()

@@ -18,20 +18,16 @@ import time
 
 import pytest
 
-from tests.support.crash_chaos import KILLS_EACH, kill_at_random_moments, stop_workers_that_lived
+from tests.support.crash_chaos import KILLS_EACH, chaos_rig, stop_workers_that_lived
 from tests.support.crash_workflow_checks import (
     COMPLETED,
-    Starter,
     assert_client_sees_the_events_topic,
     assert_nothing_written_twice,
     check_completed_once,
     histories_from_the_client,
     runs_from_events,
-    start_processes,
 )
-from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE, ThreeLocalStepsAndATimer, read_effects
-from tests.support.engines import combined_worker_process, engine_process
-from tests.support.history import EventLog
+from tests.support.crash_workflows import ThreeLocalStepsAndATimer, read_effects
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -45,24 +41,17 @@ def test_local_activity_workflows_complete_exactly_once_while_engine_and_workers
     rng = random.Random(20261127)
     effects_dir = tmp_path / "effects"
     effects_dir.mkdir()
-    engine = engine_process(bootstrap, namespace, "local-crashy", tmp_path / "state", tmp_path)
-    workers = [combined_worker_process(bootstrap, namespace, QUEUE, f"w{n}", tmp_path, workflows=[WORKFLOW],
-                                       **{EFFECTS_DIR_VARIABLE: str(effects_dir)})
-               for n in (1, 2)]
-    events = EventLog(bootstrap, namespace)
     ids = [f"local-crash-{n:04d}" for n in range(COUNT)]
-    starter = None
     began = time.monotonic()
-    try:
-        start_processes(engine, workers)
-        starter = Starter(bootstrap, namespace, QUEUE, workflow=ThreeLocalStepsAndATimer.run)
-        progress = kill_at_random_moments(rng, engine, workers, ids, starter, events)
-        starter.close()
-        assert starter.started() == COUNT
+    with chaos_rig(bootstrap, namespace, tmp_path, "local-crashy", QUEUE, [WORKFLOW],
+                   effects_dir=effects_dir) as rig:
+        events = rig.events
+        progress = rig.chaos(rng, ids, workflow=ThreeLocalStepsAndATimer.run)
+        assert rig.starter.started() == COUNT
         events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= COUNT, timeout=180)
-        stop_workers_that_lived(workers)
+        stop_workers_that_lived(rig.workers)
         sample = histories_from_the_client(bootstrap, namespace, rng.sample(ids, 20))
-        engine.stop()
+        rig.engine.stop()
         events.read_to_end(timeout=60)
 
         runs = runs_from_events(events)
@@ -74,9 +63,3 @@ def test_local_activity_workflows_complete_exactly_once_while_engine_and_workers
         print(f"\n{COUNT} local activity workflows, {KILLS_EACH} kills of the engine and of each worker "
               f"((submitted, completed) at each kill: {progress}), all done in {time.monotonic() - began:.1f} s; "
               f"steps by times run: {dict(collections.Counter(ran.values()))}")
-    finally:
-        events.close()
-        if starter is not None:
-            starter.abandon()
-        for p in (*workers, engine):
-            p.stop()

@@ -18,25 +18,17 @@ import time
 import orjson
 import pytest
 
-from tests.support.crash_chaos import (
-    KILLS_EACH,
-    kill_at_random_moments,
-    stop_workers_that_lived,
-)
+from tests.support.crash_chaos import KILLS_EACH, chaos_rig, stop_workers_that_lived
 from tests.support.crash_workflow_checks import (
     COMPLETED,
-    Starter,
     assert_client_sees_the_events_topic,
     assert_nothing_written_twice,
     check_completed_once,
     histories_from_the_client,
     open_activities,
     runs_from_events,
-    start_processes,
 )
-from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE, read_effects
-from tests.support.engines import combined_worker_process, engine_process
-from tests.support.history import EventLog
+from tests.support.crash_workflows import read_effects
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -76,33 +68,26 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
     rng = random.Random(20261204)
     effects_dir = tmp_path / "effects"
     effects_dir.mkdir()
-    engine = engine_process(bootstrap, namespace, "wf-crashy", tmp_path / "state", tmp_path)
-    workers = [combined_worker_process(bootstrap, namespace, QUEUE, f"w{n}", tmp_path, workflows=[WORKFLOW],
-                                       activities=[ACTIVITY], **{EFFECTS_DIR_VARIABLE: str(effects_dir)})
-               for n in (1, 2)]
-    events = EventLog(bootstrap, namespace)
     ids = [f"crash-{n:04d}" for n in range(COUNT)]
-    starter = None
     began = time.monotonic()
-    try:
-        start_processes(engine, workers)
-        starter = Starter(bootstrap, namespace, QUEUE)
-        progress = kill_at_random_moments(rng, engine, workers, ids, starter, events)
+    with chaos_rig(bootstrap, namespace, tmp_path, "wf-crashy", QUEUE, [WORKFLOW], activities=[ACTIVITY],
+                   effects_dir=effects_dir) as rig:
+        events = rig.events
+        progress = rig.chaos(rng, ids)
         chaos_s = time.monotonic() - began
         in_flight = sum(submitted > done for submitted, done in progress)
         assert in_flight >= len(progress) // 2, f"most kills found no workflow running: {progress}"
-        starter.close()
-        assert starter.started() == COUNT
+        assert rig.starter.started() == COUNT
         try:
             events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= COUNT, timeout=180)
         except TimeoutError:
-            for p in (*workers, engine):
+            for p in (*rig.workers, rig.engine):
                 p.stop()
             raise AssertionError(f"stuck; open activities: {open_activities(tmp_path / 'state')}") from None
-        stop_workers_that_lived(workers)
+        stop_workers_that_lived(rig.workers)
         sample = histories_from_the_client(bootstrap, namespace, rng.sample(ids, 20))
         # Stop the engine cleanly, then read the events topic to its end: no late duplicate hides.
-        engine.stop()
+        rig.engine.stop()
         events.read_to_end(timeout=60)
         assert open_activities(tmp_path / "state") == []
 
@@ -112,13 +97,7 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
         attempts_per_step, final_attempts = _check_side_effects(read_effects(effects_dir), runs, by_workflow)
         assert max(final_attempts) > 1, "no kill caught an activity running: the retry path went untested"
         assert_client_sees_the_events_topic(sample, runs)
-        print(f"\n{COUNT} workflows, {KILLS_EACH} kills of the engine and of each of {len(workers)} workers "
+        print(f"\n{COUNT} workflows, {KILLS_EACH} kills of the engine and of each of {len(rig.workers)} workers "
               f"in {chaos_s:.1f} s ((submitted, completed) at each kill: {progress}), all done in "
               f"{time.monotonic() - began:.1f} s; steps by attempts run to the end: {dict(attempts_per_step)}, "
               f"by the attempt that completed them: {dict(final_attempts)}")
-    finally:
-        events.close()
-        if starter is not None:
-            starter.abandon()
-        for p in (*workers, engine):
-            p.stop()

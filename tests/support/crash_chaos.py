@@ -1,13 +1,18 @@
 """SIGKILL the engine and workers at random moments while workflows start, and check that
-every process that was not killed lived: shared by the workflow and child-workflow crash
-tests and the takeover test."""
+every process that was not killed lived: shared by the workflow, local activity and
+child-workflow crash tests (through `ChaosRig`) and the takeover test."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
-from tests.support.crash_workflow_checks import COMPLETED, Starter
+from tests.support.crash_workflow_checks import COMPLETED, Starter, start_processes
+from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE
+from tests.support.engines import Process, combined_worker_process, engine_process
 from tests.support.history import EventLog
 
 #: How often the engine and each worker are SIGKILLed.
@@ -52,3 +57,48 @@ def kill_at_random_moments(rng: random.Random, engine, workers: list, ids: list[
         victim.wait_for_log("partitions_assigned" if victim is engine else "workflow_tasks_assigned", since=mark)
     starter.start(slices[-1])
     return progress
+
+
+class ChaosRig:
+    """One engine process and two combined worker processes of `queue`, started, and a
+    reader of the events topic; `chaos` starts the workflows while the processes are killed."""
+
+    def __init__(self, bootstrap: str, namespace: str, tmp_path: Path, engine_id: str, queue: str,
+                 workflows: list[str], activities: list[str] = (), effects_dir: Path | None = None) -> None:
+        self.bootstrap, self.namespace, self.queue = bootstrap, namespace, queue
+        env = {} if effects_dir is None else {EFFECTS_DIR_VARIABLE: str(effects_dir)}
+        self.engine: Process = engine_process(bootstrap, namespace, engine_id, tmp_path / "state", tmp_path)
+        self.workers: list[Process] = [
+            combined_worker_process(bootstrap, namespace, queue, f"w{n}", tmp_path, workflows=workflows,
+                                    activities=activities, **env)
+            for n in (1, 2)]
+        self.events = EventLog(bootstrap, namespace)
+        self.starter: Starter | None = None
+
+    def chaos(self, rng: random.Random, ids: list[str], **starter_options) -> list[tuple[int, int]]:
+        """Start the workflows `ids` (with a `Starter` of `starter_options`) while the engine
+        and the workers are killed at random moments (`kill_at_random_moments`, whose
+        progress it returns); every start has been answered when it returns."""
+        self.starter = Starter(self.bootstrap, self.namespace, self.queue, **starter_options)
+        progress = kill_at_random_moments(rng, self.engine, self.workers, ids, self.starter, self.events)
+        self.starter.close()
+        return progress
+
+    def stop(self) -> None:
+        self.events.close()
+        if self.starter is not None:
+            self.starter.abandon()
+        for p in (*self.workers, self.engine):
+            p.stop()
+
+
+@contextlib.contextmanager
+def chaos_rig(bootstrap: str, namespace: str, tmp_path: Path, engine_id: str, queue: str,
+              workflows: list[str], **options) -> Iterator[ChaosRig]:
+    """A started `ChaosRig`, stopped at the end whatever happened."""
+    rig = ChaosRig(bootstrap, namespace, tmp_path, engine_id, queue, workflows, **options)
+    try:
+        start_processes(rig.engine, rig.workers)
+        yield rig
+    finally:
+        rig.stop()
