@@ -36,7 +36,7 @@ from streamproc.converter import DataConverter
 from streamproc.client.client import Client
 from streamproc.client.errors import rejection_error
 from streamproc.client.requests import RequestChannel
-from streamproc.client.sync_bridge import SyncProxy, sync_proxied
+from streamproc.client.sync_bridge import FollowsClientFace, sync_proxied
 from streamproc.protocol.wire_values import ceil_ms as _ms
 from streamproc.protocol.wire_values import retry_policy_record as _policy_record
 from streamproc.kafka.batching import close_in_background, consume_available
@@ -68,13 +68,8 @@ _LOOKBACK_MS = 60_000
 
 
 @sync_proxied
-class ActivityClient:
+class ActivityClient(FollowsClientFace):
     """Activity commands for a `Client`; one replies partition shared by all its calls."""
-
-    def __new__(cls, client: Client | SyncProxy) -> Any:
-        if isinstance(client, SyncProxy):  # a SyncClient: the blocking face of one over its client
-            return SyncProxy(ActivityClient(client._target), client._loop)
-        return super().__new__(cls)
 
     def __init__(self, client: Client) -> None:
         self.client = client

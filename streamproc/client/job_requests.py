@@ -17,7 +17,7 @@ import orjson
 
 from streamproc.client.errors import rejection_error
 from streamproc.client.requests import RequestChannel
-from streamproc.client.sync_bridge import SyncProxy, sync_proxied
+from streamproc.client.sync_bridge import FollowsClientFace, sync_proxied
 from streamproc.protocol.partitioning import partition_for, partition_of_key
 from streamproc.protocol.records import JobIntent, Record, RecordType, ValueType
 
@@ -26,14 +26,9 @@ if TYPE_CHECKING:
 
 
 @sync_proxied
-class JobRequests:
+class JobRequests(FollowsClientFace):
     """One replies partition for a client's job commands; close it when done. Its calls
     are coroutines; made from a `SyncClient` (the CLI's), they block."""
-
-    def __new__(cls, client: Any) -> Any:
-        if isinstance(client, SyncProxy):  # a SyncClient: the blocking face of one over its client
-            return SyncProxy(JobRequests(client._target), client._loop)
-        return super().__new__(cls)
 
     def __init__(self, client: Any) -> None:
         self.client = client

@@ -113,3 +113,16 @@ class SyncProxy:
 
     def __hash__(self) -> int:
         return hash(self._target)
+
+
+class FollowsClientFace:
+    """A helper made from a client takes that client's face: from an asyncio `Client`, its
+    calls are coroutines; from a `SyncClient` (a `SyncProxy`), the helper is made over the
+    proxied client and comes back as the blocking proxy on the same loop. Subclasses take
+    the client as their first argument and are `@sync_proxied`."""
+
+    def __new__(cls, client: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(client, SyncProxy):
+            return SyncProxy(cls(client._target, *args, **kwargs), client._loop)
+        return super().__new__(cls)
+
