@@ -10,13 +10,12 @@ retention), as `workflow list` does.
 from __future__ import annotations
 
 import dataclasses
-import time
 import uuid
 from collections.abc import Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from streamproc.kafka.batching import close_in_background, consume_available
+from streamproc.kafka.batching import close_in_background, messages_to_the_end
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol import codec
 from streamproc.protocol.records import IncidentIntent, JobIntent, Record, RecordType, ValueType
@@ -108,23 +107,15 @@ def read_events(bootstrap: str, topic: str, partitions: Iterable[int], *, group_
     beginning to each partition's end when asked); TimeoutError if that takes longer."""
     # No group membership and no commits: the group id only satisfies the client.
     consumer = Consumer(consumer_config(bootstrap, f"{group_prefix}.job-listing.{uuid.uuid4().hex}"))
-    deadline = time.monotonic() + timeout
     out: list[Record] = []
     try:
         for partition in partitions:
-            tp = TopicPartition(topic, partition)
-            low, end = consumer.get_watermark_offsets(tp, timeout)
             consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-            # Transaction markers count as offsets: the position passes them once read.
-            while max(consumer.position([tp])[0].offset, low) < end:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{topic} partition {partition} not read to offset {end} within {timeout} s")
-                for msg in consume_available(consumer, 500, 0.2):
-                    if msg.error() is None:
-                        try:
-                            out.append(codec.decode(msg.value(), msg.headers()))
-                        except codec.DecodeError:
-                            continue  # not ours to judge: the events topic is read by many
+            for msg in messages_to_the_end(consumer, topic, partition, timeout):
+                try:
+                    out.append(codec.decode(msg.value(), msg.headers()))
+                except codec.DecodeError:
+                    continue  # not ours to judge: the events topic is read by many
     finally:
         close_in_background(consumer).join(10)
     return out

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from streamproc.kafka.batching import close_in_background, consume_available
+from streamproc.kafka.batching import close_in_background, consume_available, messages_to_the_end
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol import codec
@@ -109,32 +109,30 @@ class WorkflowEventScanner:
 
     def existing(self, workflow_id: str | None, timeout: float = 30) -> list[WorkflowEvent]:
         """Every event of `workflow_id` committed so far (up to the partition's end now)."""
-        low, end = self._consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout)
         out: list[WorkflowEvent] = []
-        deadline = time.monotonic() + timeout
-        # Transaction markers count as offsets: the position passes them once read.
-        while max(self._position(), low) < end:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"events partition {self.partition} not read to {end} within {timeout} s")
-            out += self._read(workflow_id)
+        for msg in messages_to_the_end(self._consumer, self.topic, self.partition, timeout):
+            event = self._event(msg, workflow_id)
+            if event is not None:
+                out.append(event)
         return out
 
     def _read(self, workflow_id: str | None) -> list[WorkflowEvent]:
         out = []
         for msg in consume_available(self._consumer, 500, 0.2):
-            if msg.error() is not None:
-                continue
-            try:
-                event = workflow_event(codec.decode(msg.value(), msg.headers()))
-            except (codec.DecodeError, ValueError, KeyError):
-                continue  # not ours to judge: the events topic is read by many
-            if event is not None and (workflow_id is None or event.workflow_id == workflow_id):
+            if msg.error() is None and (event := self._event(msg, workflow_id)) is not None:
                 out.append(event)
         return out
 
-    def _position(self) -> int:
-        (tp,) = self._consumer.position([TopicPartition(self.topic, self.partition)])
-        return tp.offset if tp.offset >= 0 else -1
+    @staticmethod
+    def _event(msg, workflow_id: str | None) -> WorkflowEvent | None:
+        """The message's workflow event, if it is one of `workflow_id` (any, when None)."""
+        try:
+            event = workflow_event(codec.decode(msg.value(), msg.headers()))
+        except (codec.DecodeError, ValueError, KeyError):
+            return None  # not ours to judge: the events topic is read by many
+        if event is not None and (workflow_id is None or event.workflow_id == workflow_id):
+            return event
+        return None
 
     def close(self) -> None:
         close_in_background(self._consumer).join(10)  # bounded: the broker may be away

@@ -8,6 +8,8 @@ then take whatever else is already fetched, without waiting again.
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Iterator
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
@@ -64,3 +66,19 @@ def read_to_the_end(consumer: Consumer, topic: str, partitions, timeout_s: float
     except KafkaException:
         return False
     return True
+
+
+def messages_to_the_end(consumer: Consumer, topic: str, partition: int, timeout_s: float) -> Iterator[Message]:
+    """The messages of one partition the consumer is assigned, from its position up to the
+    partition's end as of the call (errors skipped); TimeoutError if that takes longer than
+    `timeout_s`. Transaction markers count as offsets: the position passes them once read."""
+    tp = TopicPartition(topic, partition)
+    low, end = consumer.get_watermark_offsets(tp, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while max(consumer.position([tp])[0].offset, low) < end:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic} partition {partition} not read to offset {end} within {timeout_s} s")
+        for msg in consume_available(consumer, 500, 0.2):
+            if msg.error() is None:
+                yield msg
+
