@@ -16,7 +16,8 @@ from streamproc.protocol.records import WorkflowIntent
 from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.families import Family
 from streamproc.state.keys import read_time_key, time_key, time_upper_bound
-from streamproc.state.workflow_run import RunTimer, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import RunTimer
 
 _TIME_KEY_BYTES = 16
 

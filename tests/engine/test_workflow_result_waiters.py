@@ -7,7 +7,8 @@ import orjson
 
 from streamproc.engine.workflows.result_waiters import MAX_RESULT_WAITERS
 from streamproc.protocol import codec
-from streamproc.state.workflow_run import ResultWaiter, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import ResultWaiter
 from tests.engine.workflow_driver import S, rejections
 
 COMPLETE = {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": '"done"'}

@@ -20,7 +20,8 @@ from streamproc.semantics import ActivityState, InvalidArgument
 from streamproc.semantics.workflow_events import EventType
 from streamproc.protocol.wire_values import policy_to_record, timeouts_to_record, to_ms
 from streamproc.state.activities import ActivityMeta, WorkflowOwner
-from streamproc.state.workflow_run import PendingEvent, RunActivity, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import PendingEvent, RunActivity
 
 E = EventType
 

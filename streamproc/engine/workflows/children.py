@@ -31,7 +31,8 @@ from streamproc.semantics import InvalidArgument, normalize_workflow_retry_polic
 from streamproc.semantics.cron_workflow import validate_cron_schedule
 from streamproc.semantics.workflow_ids import WorkflowIdReusePolicy, validate_workflow_id
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, normalize_workflow_timeouts
-from streamproc.state.workflow_run import PendingEvent, RunChild, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import PendingEvent, RunChild
 from streamproc.protocol.wire_values import duration_from_ms
 
 __all__ = ["check_start_child", "start_child", "child_started", "child_start_failed", "child_closed",

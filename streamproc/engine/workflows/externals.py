@@ -23,7 +23,8 @@ from streamproc.engine.workflows.senders import command_attributes
 from streamproc.engine.workflows.runs import WF, E, append, deliver
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.semantics import InvalidArgument
-from streamproc.state.workflow_run import PendingEvent, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import PendingEvent
 
 __all__ = ["check_signal_external", "check_cancel_external", "signal_external", "cancel_external",
            "external_signaled", "external_signal_failed", "external_cancel_requested", "external_cancel_failed",

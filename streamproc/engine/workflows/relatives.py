@@ -22,7 +22,8 @@ from streamproc.engine.workflows.scheduled import tell_schedule_closed
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_ids import HISTORY_SERVICE_IDENTITY
-from streamproc.state.workflow_run import RunChild, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import RunChild
 
 __all__ = ["on_run_closed", "apply_parent_close_policy", "PARENT_CLOSE_REASON"]
 

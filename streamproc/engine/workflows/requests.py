@@ -16,7 +16,8 @@ from streamproc.engine.workflows.result_waiters import (
 from streamproc.engine.workflows.runs import BACKOFF_START, WF, E, deliver, history_pages, terminate
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.protocol.wire_values import to_ms
-from streamproc.state.workflow_run import PendingEvent, RunActivity, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import PendingEvent, RunActivity
 
 
 def find_run(cmd: Record, ctx: ProcessingContext, *, running: bool) -> tuple[int, WorkflowRun] | None:

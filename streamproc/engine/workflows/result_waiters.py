@@ -25,7 +25,8 @@ import orjson
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.protocol.records import Record, ValueType
-from streamproc.state.workflow_run import ResultWaiter, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import ResultWaiter
 
 __all__ = ["MAX_RESULT_WAITERS", "close_reply_problem", "close_reply_of", "wait_for_close", "answer_waiters",
            "history_record_value"]

@@ -36,7 +36,8 @@ from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history_limits import LimitAction, check_history_limits
 from streamproc.semantics.workflow_ids import HISTORY_SERVICE_IDENTITY, WorkflowExecutionStatus
 from streamproc.semantics.workflow_timeouts import workflow_task_timeout_for_attempt
-from streamproc.state.workflow_run import PendingEvent, WorkflowRun, WorkflowTaskOut
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import PendingEvent, WorkflowTaskOut
 
 log = structlog.get_logger("streamproc.engine")
 

@@ -17,7 +17,8 @@ from streamproc.engine.workflows.requests import find_target
 from streamproc.engine.workflows.senders import answer_sender, external_sender
 from streamproc.engine.workflows.runs import WF, E, deliver
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
-from streamproc.state.workflow_run import PendingEvent, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import PendingEvent
 
 __all__ = ["SignalRequest", "check_signal", "signal", "signal_run", "reply_signaled"]
 

@@ -29,7 +29,8 @@ from streamproc.semantics.workflow_timeout_outcomes import (
     run_timeout_failure,
 )
 from streamproc.protocol.wire_values import policy_from_record, to_datetime, to_ms
-from streamproc.state.workflow_run import PendingEvent, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import PendingEvent
 
 
 def _open_run(cmd: Record, ctx: ProcessingContext, what: str) -> WorkflowRun | None:

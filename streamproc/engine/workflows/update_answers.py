@@ -11,7 +11,8 @@ from typing import Any
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.protocol.records import ValueType, WorkflowIntent
-from streamproc.state.workflow_run import RunUpdate, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import RunUpdate
 
 __all__ = ["ACCEPTED", "COMPLETED", "answer_waiters", "abort_updates", "update_failure"]
 

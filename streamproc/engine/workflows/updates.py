@@ -23,7 +23,8 @@ from streamproc.engine.workflows.update_answers import ACCEPTED, COMPLETED, answ
 from streamproc.protocol.failures import check_failure_record
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.semantics import InvalidArgument
-from streamproc.state.workflow_run import RunUpdate, WorkflowRun
+from streamproc.state.workflow_run import WorkflowRun
+from streamproc.state.workflow_run_parts import RunUpdate
 
 __all__ = ["update", "check_accept", "check_complete", "check_reject", "accept", "complete", "reject",
            "reject_unhandled"]
