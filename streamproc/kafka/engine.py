@@ -19,7 +19,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -30,6 +29,7 @@ from streamproc.export.schema_registry import event_framing
 from streamproc.kafka.changelog import restore
 from streamproc.kafka.engine_clients import RECONNECT, engine_producer_config
 from streamproc.kafka.engine_consumer import EngineConsumer
+from streamproc.kafka.engine_stats import EngineStats
 from streamproc.kafka.commit import Committer
 from streamproc.engine.processing import Limits
 from streamproc.kafka.recovery import FaultPolicy, Recovery
@@ -51,18 +51,6 @@ from streamproc.settings import Settings
 from streamproc.state.db import PartitionDb
 
 log = structlog.get_logger("streamproc.engine")
-
-
-@dataclass
-class EngineStats:
-    #: Committed transactions.
-    batches: int = 0
-    commands: int = 0
-    due_commands: int = 0
-    #: Due commands read back from the log (skipped: processed when they were written).
-    echoes: int = 0
-    restored_records: int = 0
-    restore_seconds: list[float] = field(default_factory=list)
 
 
 class Engine:
@@ -150,9 +138,7 @@ class Engine:
             self._running = False
             self._watchdog.stop()
             self._close_session()
-            st = self.stats
-            log.info("engine_stopped", transactions=st.batches, commands=st.commands,
-                     due_commands=st.due_commands, echoes=st.echoes)
+            log.info("engine_stopped", **self.stats.summary())
 
     def stop(self) -> None:
         self._stop.set()
@@ -280,8 +266,7 @@ class Engine:
         started = time.monotonic()
         db, applied = open_restored(self._state_root / f"partition-{pid}", pid, self._restore)
         seconds = time.monotonic() - started
-        self.stats.restored_records += applied
-        self.stats.restore_seconds.append(seconds)
+        self.stats.restored(applied, seconds)
         self.partitions[pid] = OwnedPartition.over(db, self.clock, self.limits, self.settings.namespace)
         log.info("partition_restored", partition=pid, records=applied, seconds=round(seconds, 3))
 
@@ -405,9 +390,7 @@ class Engine:
                           {"changelog_offset": part.changelog_offset, "written_at_ms": now})
             part.processor.writes.committed()
             part.checker.refresh()
-        self.stats.batches += 1
-        self.stats.commands += committing.messages
-        self.stats.due_commands += committing.due
+        self.stats.committed(committing.messages, committing.due)
         if self._committing_tally is not None:
             self.metrics.committed(self._committing_tally, committing.commit_seconds)
             self._committing_tally = None
