@@ -37,7 +37,7 @@ class Bench:
     """A broker, a fresh namespace, a work directory for logs and state, and the processes started."""
 
     def __init__(self, scenario: str) -> None:
-        from streamproc.devenv.broker import ensure_broker  # another module of the project
+        from streamproc.devenv.broker_choice import ensure_broker  # another module of the project
 
         self.bootstrap, self.broker = ensure_broker()
         port = self.bootstrap.split(",")[0].rsplit(":", 1)[-1]

@@ -20,7 +20,7 @@ def bootstrap() -> str:
     if named:  # the caller (e.g. .ci/run) runs the broker
         yield named
         return
-    from streamproc.devenv.broker import ensure_broker
+    from streamproc.devenv.broker_choice import ensure_broker
 
     address, broker = ensure_broker()
     yield address

@@ -20,7 +20,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from streamproc.devenv.broker import BrokerError, LocalBroker, broker_reachable, ensure_broker
+from streamproc.devenv.broker import BrokerError, LocalBroker, broker_reachable
+from streamproc.devenv.broker_choice import ensure_broker
 from streamproc.devenv.broker_config import advertised_port, server_properties_file
 
 needs_java = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),

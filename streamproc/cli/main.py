@@ -73,7 +73,7 @@ def _run_until_signal(engine) -> None:
 def dev(partitions: int | None, example: bool, metrics_port: int) -> None:
     """Run everything locally: a broker (unless STREAMPROC_BOOTSTRAP names one), topics, an engine."""
     from streamproc.cli.dev_summary import dev_summary
-    from streamproc.devenv.broker import ensure_broker
+    from streamproc.devenv.broker_choice import ensure_broker
     from streamproc.devenv.example import start_example
     from streamproc.engine.processing import Limits
     from streamproc.kafka.engine import Engine

@@ -11,10 +11,15 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["BrokerError", "LocalBroker", "broker_reachable", "ensure_broker"]
 
 if TYPE_CHECKING:
-    from streamproc.devenv.broker import BrokerError, LocalBroker, broker_reachable, ensure_broker
+    from streamproc.devenv.broker import BrokerError, LocalBroker, broker_reachable
+    from streamproc.devenv.broker_choice import ensure_broker
 
 
 def __getattr__(name: str) -> Any:
+    if name == "ensure_broker":
+        from streamproc.devenv.broker_choice import ensure_broker
+
+        return ensure_broker
     if name in __all__:
         from streamproc.devenv import broker
 

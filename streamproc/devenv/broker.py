@@ -35,7 +35,8 @@ Jars go to ``~/.cache/streamproc/kafka-<version>/lib`` (``$XDG_CACHE_HOME`` is h
 This module is the lifecycle; the parts live next to it: ``broker_settings`` (defaults and
 environment), ``broker_install`` (the jars), ``broker_jvm`` (java and its command line),
 ``broker_config`` (server.properties, log4j), ``broker_process`` (pids, signals, locks),
-``broker_probe`` (ports and metadata requests) and ``broker_errors``; its commands are
+``broker_probe`` (ports and metadata requests), ``broker_errors`` and ``broker_choice``
+(``ensure_broker``: the broker the environment names, or this one); its commands are
 ``streamproc broker ...`` (``streamproc/cli/broker_commands.py``).
 """
 
@@ -60,15 +61,14 @@ from streamproc.devenv.broker_errors import BrokerError
 from streamproc.devenv.broker_install import find_main_classes, install_jars, jars_installed
 from streamproc.devenv.broker_jvm import check_java, find_java, jvm_command
 from streamproc.devenv.broker_security import SaslSslListener
-from streamproc.devenv.broker_probe import (LOOPBACK, broker_reachable, check_ports_free, first_host_port,
-                                            wait_until_answering)
+from streamproc.devenv.broker_probe import broker_reachable, check_ports_free, wait_until_answering
 from streamproc.devenv.broker_process import (file_lock, is_alive, read_pid, rss_bytes, runs_broker_with, send_signal,
                                               tail_lines, wait_for_exit)
 from streamproc.devenv.broker_settings import (DEFAULT_HEAP, DEFAULT_KAFKA_VERSION, DEFAULT_PORT, ENV_CONTROLLER_PORT,
                                                ENV_HEAP, ENV_PORT, ENV_VERSION, HOST, default_lib_dir,
                                                default_state_dir, port_from_env)
 
-__all__ = ["BrokerError", "LocalBroker", "broker_reachable", "ensure_broker", "DEFAULT_PORT", "DEFAULT_KAFKA_VERSION"]
+__all__ = ["BrokerError", "LocalBroker", "broker_reachable", "DEFAULT_PORT", "DEFAULT_KAFKA_VERSION"]
 
 # One logger for everything the local broker does, whichever of its modules does it.
 log = logging.getLogger("streamproc.devenv.broker")
@@ -373,30 +373,6 @@ class LocalBroker:
             text += ("\n" if text else "") + f"--- {self.out_file.name} ---\n" + "\n".join(out)
         return text
 
-
-
-def ensure_broker(bootstrap_env: str = "STREAMPROC_BOOTSTRAP", *, timeout: float = 90.0,
-                  **broker_kwargs: Any) -> tuple[str, LocalBroker | None]:
-    """A broker to talk to: ``(bootstrap, None)`` if ``$bootstrap_env`` names one that answers,
-    else ``(bootstrap, broker)`` for a LocalBroker started (or found running) here.
-
-    If the variable names a loopback address that does not answer, the local broker is started on
-    that port; a remote address that does not answer is an error (no silent substitute).
-    ``broker.launched`` tells whether this call launched the JVM (and so should stop it).
-    """
-    named = os.environ.get(bootstrap_env, "").strip() if bootstrap_env else ""
-    if named:
-        from streamproc.kafka.user_config import user_properties  # a secured cluster's settings
-
-        client_config = {k: v for k, v in user_properties().items() if k != "bootstrap.servers"}
-        if broker_reachable(named, timeout=5.0, client_config=client_config):
-            return named, None
-        host_port = first_host_port(named)
-        if host_port is None or host_port[0] not in LOOPBACK or "," in named:
-            raise BrokerError(f"{bootstrap_env}={named} does not answer as a Kafka broker")
-        broker_kwargs.setdefault("port", host_port[1])
-    broker = LocalBroker(**broker_kwargs)
-    return broker.start(timeout=timeout), broker
 
 if __name__ == "__main__":  # the same commands as `streamproc broker`
     from streamproc.cli.main import main

@@ -185,7 +185,7 @@ def _not_implemented(options: dict[str, Any]) -> None:
 
 def _broker() -> tuple[str, Any | None]:
     """The configured broker, or a local one started here (returned to be stopped at the end)."""
-    from streamproc.devenv.broker import ensure_broker
+    from streamproc.devenv.broker_choice import ensure_broker
 
     bootstrap, broker = ensure_broker()
     return bootstrap, broker if broker is not None and broker.launched else None
