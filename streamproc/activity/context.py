@@ -176,6 +176,16 @@ def reset_current(token: contextvars.Token) -> None:
     _current.reset(token)
 
 
+def run_in_context(ctx: ActivityContext, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Call a synchronous activity function with `ctx` as the current attempt, on whichever
+    thread runs it (the worker's, a pool's, the user's executor)."""
+    token = set_current(ctx)
+    try:
+        return fn(*args)
+    finally:
+        reset_current(token)
+
+
 def in_activity() -> bool:
     """Whether this code runs in an activity (Temporal's ``activity.in_activity``)."""
     return _current.get(None) is not None

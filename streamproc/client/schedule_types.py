@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from streamproc.call_arguments import NO_ARG, call_arguments
 from streamproc.protocol.wire_values import ceil_ms, policy_from_record, retry_policy_record, to_datetime, to_ms
 from streamproc.semantics import RetryPolicy
 from streamproc.semantics.schedule_overlap import ScheduleOverlapPolicy
@@ -21,7 +22,6 @@ __all__ = ["ScheduleRange", "ScheduleCalendarSpec", "ScheduleIntervalSpec", "Sch
            "ScheduleActionStartWorkflow", "SchedulePolicy", "ScheduleState", "Schedule", "ScheduleBackfill",
            "ScheduleOverlapPolicy"]
 
-_UNSET: Any = object()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,17 +78,13 @@ class ScheduleActionStartWorkflow:
     """Start `workflow` (``MyWorkflow.run``, the class or its type name) with `arg`/`args`.
     Each run's id is `id` plus the nominal time (``report-2026-05-04T11:00:00Z``)."""
 
-    def __init__(self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *, args: Sequence[Any] = (),
+    def __init__(self, workflow: str | Callable[..., Any], arg: Any = NO_ARG, *, args: Sequence[Any] = (),
                  id: str, task_queue: str, execution_timeout: timedelta | None = None,
                  run_timeout: timedelta | None = None, task_timeout: timedelta | None = None,
                  retry_policy: RetryPolicy | None = None, memo: dict[str, Any] | None = None,
                  search_attributes: dict[str, Any] | None = None) -> None:
         self.workflow = workflow_type_of(workflow)
-        if arg is not _UNSET:
-            if args:
-                raise ValueError("give either arg or args, not both")
-            args = [arg]
-        self.args = list(args)
+        self.args = call_arguments(arg, args)
         self.id = id
         self.task_queue = task_queue
         self.execution_timeout = execution_timeout

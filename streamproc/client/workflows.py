@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from streamproc.call_arguments import NO_ARG, call_arguments, timeout_option
 from streamproc.client.errors import (
     InvalidArgument,
     WorkflowAlreadyStartedError,
@@ -50,7 +51,6 @@ from streamproc.workflow.definition import result_type_of, signal_name_of, workf
 
 __all__ = ["WorkflowOperations", "workflow_type_of"]
 
-_UNSET: Any = object()
 _RUN_ID = re.compile(r"RunId: ([^,.\s]+)")
 
 
@@ -61,7 +61,7 @@ class WorkflowOperations:
     _workflow_requests: WorkflowRequests | None = None
 
     async def start_workflow(
-            self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *, id: str, task_queue: str,
+            self, workflow: str | Callable[..., Any], arg: Any = NO_ARG, *, id: str, task_queue: str,
             args: Sequence[Any] = (), execution_timeout: timedelta | None = None,
             run_timeout: timedelta | None = None, task_timeout: timedelta | None = None,
             retry_policy: RetryPolicy | None = None,
@@ -95,11 +95,8 @@ class WorkflowOperations:
         refuse_options("start_workflow", temporal_options, START_OPTIONS)
         rpc_timeout = seconds_of(rpc_timeout)
         workflow_type = workflow_type_of(workflow)
-        if arg is not _UNSET:
-            if args:
-                raise ValueError("give either arg or args, not both")
-            args = [arg]
-        requested = WorkflowTimeouts(*(_duration(v, name) for v, name in (
+        args = call_arguments(arg, args)
+        requested = WorkflowTimeouts(*(timeout_option(v, name) for v, name in (
             (execution_timeout, "execution_timeout"), (run_timeout, "run_timeout"),
             (task_timeout, "task_timeout"))))
         validate_workflow_id(id)
@@ -177,7 +174,7 @@ class WorkflowOperations:
                 workflow_id=id, workflow_type=workflow_type, intent=WorkflowIntent.START,
                 request_id=request_id, delivered=delivered, may_land_until=until))
 
-    async def execute_workflow(self, workflow: str | Callable[..., Any], arg: Any = _UNSET, *,
+    async def execute_workflow(self, workflow: str | Callable[..., Any], arg: Any = NO_ARG, *,
                                result_timeout: float | None = None, **options: Any) -> Any:
         """Start a run and wait for its result (follows continue-as-new and retries)."""
         handle = await self.start_workflow(workflow, arg, **options)
@@ -245,10 +242,3 @@ def check_attribute_sizes(attributes: Mapping[str, Any]) -> None:
 def _policy_name(policy: WorkflowIdReusePolicy | WorkflowIdConflictPolicy) -> str:
     return "" if policy.value == 0 else policy.name
 
-
-def _duration(value: timedelta | None, name: str) -> timedelta:
-    if value is None:
-        return timedelta(0)
-    if not isinstance(value, timedelta):
-        raise TypeError(f"{name} must be a timedelta or None, got {value!r}")
-    return value

@@ -25,7 +25,7 @@ from streamproc.activity.context import (
     CancelReason,
     _CompleteAsyncError,
     info_from_task,
-    reset_current,
+    run_in_context,
     set_current,
 )
 from streamproc.activity.definition import ActivityDefinition
@@ -153,8 +153,8 @@ class ActivityAttempt:
             return future.result()
         executor = self.worker.activity_executor
         if executor is not None:  # the user's executor runs it (Temporal's activity_executor)
-            return executor.submit(_run_in_context, self.ctx, definition.fn, args).result()
-        return _run_in_context(self.ctx, definition.fn, args)
+            return executor.submit(run_in_context, self.ctx, definition.fn, args).result()
+        return run_in_context(self.ctx, definition.fn, args)
 
     # heartbeats ---------------------------------------------------------------------------
     def heartbeat(self, details: tuple[Any, ...]) -> None:
@@ -216,14 +216,6 @@ class ActivityAttempt:
                              rejection_type=record.rejection_type, reason=record.rejection_reason)
             self.worker.count("rejected")
         return True
-
-
-def _run_in_context(ctx: ActivityContext, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    token = set_current(ctx)
-    try:
-        return fn(*args)
-    finally:
-        reset_current(token)
 
 
 async def _run_coroutine(ctx: ActivityContext, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:

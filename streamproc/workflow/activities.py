@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from streamproc.activity.definition import ActivityDefinition
+from streamproc.call_arguments import timeout_option
 from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
 from streamproc.type_hints import call_types
 from streamproc.semantics import (
@@ -140,13 +141,4 @@ async def execute_activity(activity: str | Callable[..., Any], arg: Any = _NO_AR
 #: Temporal's names for an activity that is a method (``MyActivities.charge``): the same calls.
 start_activity_method = start_activity
 execute_activity_method = execute_activity
-
-
-def timeout_option(value: timedelta | None, name: str) -> timedelta:
-    """An optional timeout argument: None is zero (no limit), anything but a timedelta an error."""
-    if value is None:
-        return timedelta(0)
-    if not isinstance(value, timedelta):
-        raise TypeError(f"{name} must be a timedelta or None, got {value!r}")
-    return value
 

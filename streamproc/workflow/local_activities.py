@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from streamproc.activity.definition import ActivityDefinition
-from streamproc.call_arguments import NO_ARG, call_arguments
+from streamproc.call_arguments import NO_ARG, call_arguments, timeout_option
 from streamproc.protocol.wire_values import ceil_ms
 from streamproc.type_hints import call_types
 from streamproc.semantics import (
@@ -32,7 +32,6 @@ from streamproc.semantics import (
     normalize_activity_timeouts,
 )
 from streamproc.semantics.local_activity_retry import DEFAULT_LOCAL_RETRY_THRESHOLD
-from streamproc.workflow.activities import timeout_option
 from streamproc.workflow.current import current_runtime
 from streamproc.workflow.local_activity_markers import local_activity_error
 from streamproc.workflow.local_activity_runner import LocalActivityRequest

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from streamproc.activity.context import ActivityContext, Info, reset_current, set_current
+from streamproc.activity.context import ActivityContext, Info, reset_current, run_in_context, set_current
 from streamproc.activity.failures import attempt_failure
 from streamproc.clock import Clock, SystemClock
 from streamproc.converter import DataConverter
@@ -161,15 +161,7 @@ class LocalActivityRunner:
                 return await r.fn(*r.args)
             finally:
                 reset_current(token)
-        return await asyncio.get_running_loop().run_in_executor(self._pool, _call_sync, ctx, r.fn, r.args)
-
-
-def _call_sync(ctx: ActivityContext, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    token = set_current(ctx)
-    try:
-        return fn(*args)
-    finally:
-        reset_current(token)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, run_in_context, ctx, r.fn, r.args)
 
 
 def _timeout(ms: int) -> timedelta | None:
