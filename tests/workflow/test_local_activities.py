@@ -86,22 +86,22 @@ class OneStepChanged:
         return await workflow.execute_local_activity(add_two, n, start_to_close_timeout=timedelta(seconds=5))
 
 
-@workflow.defn(name="Order")
-class StepThenSleep:
-    @workflow.run
-    async def run(self, n: int) -> int:
-        m = await workflow.execute_local_activity(add_one, n, start_to_close_timeout=timedelta(seconds=5))
-        await workflow.sleep(timedelta(hours=1))
-        return m
+def step_then_sleep(step) -> type:
+    """An "Order" whose code runs the local activity `step`, then sleeps an hour."""
+
+    @workflow.defn(name="Order")
+    class StepThenSleep:
+        @workflow.run
+        async def run(self, n: int) -> int:
+            m = await workflow.execute_local_activity(step, n, start_to_close_timeout=timedelta(seconds=5))
+            await workflow.sleep(timedelta(hours=1))
+            return m
+
+    return StepThenSleep
 
 
-@workflow.defn(name="Order")
-class StepThenSleepChanged:
-    @workflow.run
-    async def run(self, n: int) -> int:
-        m = await workflow.execute_local_activity(add_two, n, start_to_close_timeout=timedelta(seconds=5))
-        await workflow.sleep(timedelta(hours=1))
-        return m
+StepThenSleep = step_then_sleep(add_one)
+StepThenSleepChanged = step_then_sleep(add_two)
 
 
 @workflow.defn(name="Order")

@@ -18,14 +18,25 @@ from tests.workflow.history import History, Run
 MINUTE = timedelta(minutes=1)
 
 
-@workflow.defn(name="Shipping")
-class ShippingV1:
-    @workflow.run
-    async def run(self) -> str:
-        await workflow.execute_activity("pack", start_to_close_timeout=MINUTE)
-        await workflow.sleep(MINUTE)
-        await workflow.execute_activity("ship", start_to_close_timeout=MINUTE)
-        return "done"
+def steps_workflow(name: str, *steps: str, result: str = "done") -> type:
+    """A workflow type `name` whose code runs `steps` in order, each an activity type or
+    "sleep" (a minute's timer), then returns `result`: one code and its changed versions."""
+
+    @workflow.defn(name=name)
+    class Steps:
+        @workflow.run
+        async def run(self) -> str:
+            for step in steps:
+                if step == "sleep":
+                    await workflow.sleep(MINUTE)
+                else:
+                    await workflow.execute_activity(step, start_to_close_timeout=MINUTE)
+            return result
+
+    return Steps
+
+
+ShippingV1 = steps_workflow("Shipping", "pack", "sleep", "ship")
 
 
 def shipping_history(workflow_cls: type = ShippingV1) -> History:
@@ -61,34 +72,9 @@ def test_replaying_each_prefix_reproduces_the_commands_recorded_after_it():
              "WORKFLOW_EXECUTION_COMPLETED": "COMPLETE_WORKFLOW_EXECUTION"}[t] for t in recorded]
 
 
-@workflow.defn(name="Shipping")
-class ShippingWithOtherActivity:
-    @workflow.run
-    async def run(self) -> str:
-        await workflow.execute_activity("wrap", start_to_close_timeout=MINUTE)
-        await workflow.sleep(MINUTE)
-        await workflow.execute_activity("ship", start_to_close_timeout=MINUTE)
-        return "done"
-
-
-@workflow.defn(name="Shipping")
-class ShippingWithoutTimer:
-    @workflow.run
-    async def run(self) -> str:
-        await workflow.execute_activity("pack", start_to_close_timeout=MINUTE)
-        await workflow.execute_activity("ship", start_to_close_timeout=MINUTE)
-        return "done"
-
-
-@workflow.defn(name="Shipping")
-class ShippingWithExtraTimer:
-    @workflow.run
-    async def run(self) -> str:
-        await workflow.execute_activity("pack", start_to_close_timeout=MINUTE)
-        await workflow.sleep(MINUTE)
-        await workflow.sleep(MINUTE)
-        await workflow.execute_activity("ship", start_to_close_timeout=MINUTE)
-        return "done"
+ShippingWithOtherActivity = steps_workflow("Shipping", "wrap", "sleep", "ship")
+ShippingWithoutTimer = steps_workflow("Shipping", "pack", "ship")
+ShippingWithExtraTimer = steps_workflow("Shipping", "pack", "sleep", "sleep", "ship")
 
 
 def test_changed_activity_type_is_a_non_determinism_error():
@@ -125,13 +111,7 @@ def test_replayer_accepts_the_unchanged_code_and_json_text():
 
 
 # -- patches ---------------------------------------------------------------------------------
-@workflow.defn(name="Checkout")
-class CheckoutV1:
-    @workflow.run
-    async def run(self) -> str:
-        await workflow.sleep(MINUTE)
-        await workflow.execute_activity("charge_v1", start_to_close_timeout=MINUTE)
-        return "v1"
+CheckoutV1 = steps_workflow("Checkout", "sleep", "charge_v1", result="v1")
 
 
 @workflow.defn(name="Checkout")
@@ -156,13 +136,8 @@ class CheckoutV3:
         return "v2"
 
 
-@workflow.defn(name="Checkout")
-class CheckoutV4:
-    @workflow.run
-    async def run(self) -> str:
-        await workflow.sleep(MINUTE)
-        await workflow.execute_activity("charge_v2", start_to_close_timeout=MINUTE)
-        return "v2"
+#: The patch call removed once no run without its marker is left.
+CheckoutV4 = steps_workflow("Checkout", "sleep", "charge_v2", result="v2")
 
 
 def _checkout_until_the_charge(workflow_cls: type) -> Run:
