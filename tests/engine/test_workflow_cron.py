@@ -34,6 +34,15 @@ def next_run(d, closed_key: int) -> int:
     return key
 
 
+def first_run_answered(d, commands: list, **start_options) -> tuple[int, int]:
+    """Start the chain, answer its first run's task at 00:10 with `commands`: that run's
+    key and the key of the run that followed it."""
+    key, _ = d.start(cron_schedule=EVERY_10_MIN, **start_options)
+    d.run_until(AT_10)
+    d.complete(key, commands)
+    return key, next_run(d, key)
+
+
 def test_the_first_run_waits_for_the_first_cron_time_after_the_start(d):
     key, run_id = d.start(cron_schedule=EVERY_10_MIN)
     first = started(d, key)
@@ -99,10 +108,8 @@ def test_retries_come_before_the_next_cron_run(d):
 def test_a_retry_after_a_failure_gets_no_completion_result_and_passes_none_on(d):
     # As a Temporal server does (1.32): the retry of a failed run is started without the
     # last completion result, and the cron run after the retries reads it from there.
-    key, _ = d.start(cron_schedule=EVERY_10_MIN, retry_policy={"initial_interval_ms": S, "maximum_attempts": 2})
-    d.run_until(AT_10)
-    d.complete(key, [complete('"A"')])
-    second = next_run(d, key)
+    _, second = first_run_answered(d, [complete('"A"')],
+                                   retry_policy={"initial_interval_ms": S, "maximum_attempts": 2})
     assert started(d, second)["last_completion_result"] == '"A"'
     d.run_until(AT_10 + 10 * M)
     d.complete(second, [FAIL])
@@ -115,10 +122,7 @@ def test_a_retry_after_a_failure_gets_no_completion_result_and_passes_none_on(d)
 
 
 def test_continue_as_new_leaves_the_cron_schedule_behind(d):
-    key, _ = d.start(cron_schedule=EVERY_10_MIN)
-    d.run_until(AT_10)
-    d.complete(key, [{"type": "CONTINUE_AS_NEW_WORKFLOW_EXECUTION", "input": '["again"]'}])
-    continued = next_run(d, key)
+    _, continued = first_run_answered(d, [{"type": "CONTINUE_AS_NEW_WORKFLOW_EXECUTION", "input": '["again"]'}])
     assert started(d, continued)["initiator"] == "WORKFLOW" and "cron_schedule" not in started(d, continued)
     d.run_until(d.run(continued)["execution_time_ms"])
     d.complete(continued, [complete("1")])
@@ -127,10 +131,7 @@ def test_continue_as_new_leaves_the_cron_schedule_behind(d):
 
 
 def test_a_failed_run_passes_on_the_failure_and_the_last_completion_result(d):
-    key, _ = d.start(cron_schedule=EVERY_10_MIN)
-    d.run_until(AT_10)
-    d.complete(key, [complete('{"rows": 3}')])
-    second = next_run(d, key)
+    _, second = first_run_answered(d, [complete('{"rows": 3}')])
     d.run_until(AT_10 + 10 * M)
     d.complete(second, [FAIL])
     assert d.check(second)[-1]["attributes"]["retry_state"] == "RETRY_POLICY_NOT_SET"
@@ -142,10 +143,7 @@ def test_a_failed_run_passes_on_the_failure_and_the_last_completion_result(d):
 
 
 def test_a_run_timeout_without_retry_is_followed_by_the_next_cron_run(d):
-    key, _ = d.start(cron_schedule=EVERY_10_MIN, workflow_run_timeout_ms=4 * M)
-    d.run_until(AT_10)
-    d.complete(key, [complete('"r1"')])
-    second = next_run(d, key)
+    _, second = first_run_answered(d, [complete('"r1"')], workflow_run_timeout_ms=4 * M)
     d.run_until(AT_10 + 14 * M)
     closed = d.check(second)[-1]
     assert closed["event_type"] == "WORKFLOW_EXECUTION_TIMED_OUT"
@@ -190,10 +188,7 @@ def test_a_signal_during_the_wait_waits_for_the_cron_time(d):
 
 
 def test_terminate_during_the_wait_ends_the_chain(d):
-    key, _ = d.start(cron_schedule=EVERY_10_MIN)
-    d.run_until(AT_10)
-    d.complete(key, [complete("1")])
-    second = next_run(d, key)
+    _, second = first_run_answered(d, [complete("1")])
     _, (reply,) = d.send("TERMINATE", workflow_id="w1", reason="enough", identity="ops")
     assert reply.intent == "WORKFLOW_EXECUTION_TERMINATED"
     assert d.types(second) == ["WORKFLOW_EXECUTION_STARTED", "WORKFLOW_EXECUTION_TERMINATED"]
@@ -203,10 +198,7 @@ def test_terminate_during_the_wait_ends_the_chain(d):
 
 def test_the_execution_timeout_ends_the_chain(d):
     # The chain may run 25 minutes (until 00:29): runs at 00:10 and 00:20, then it times out.
-    key, _ = d.start(cron_schedule=EVERY_10_MIN, workflow_execution_timeout_ms=25 * M)
-    d.run_until(AT_10)
-    d.complete(key, [complete("1")])
-    second = next_run(d, key)
+    _, second = first_run_answered(d, [complete("1")], workflow_execution_timeout_ms=25 * M)
     d.run_until(AT_10 + 10 * M)
     d.complete(second, [complete("2")])
     third = next_run(d, second)
