@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from streamproc.settings import Settings
 from streamproc.worker import ActivityWorker, Worker
 from tests.support.engines import EngineThread
 from tests.support.history import EventLog
+from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -71,13 +71,6 @@ class ShipWorkflow:
         return f"shipping {order}"
 
 
-def _wait_until(condition, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
 def _p99(values: list[int]) -> float:
     """quantile_cont: linear interpolation between the closest ranks."""
     ordered = sorted(values)
@@ -112,7 +105,7 @@ def test_the_example_answers_latency_p99_per_queue_and_hour_and_failed_workflows
                 activities.schedule_activity(charge, f"p-{n}", task_queue="billing", **timeouts).result(timeout=60)
             # A workflow's activity waits 2.5 s on "packing" until its worker comes.
             packing = client.start_workflow(PackWorkflow.run, "o-5", id="pack-1", task_queue="billing")
-            _wait_until(lambda: packing.describe().raw.get("pending_activities"))
+            wait_until(lambda: packing.describe().raw.get("pending_activities"))
             clock.advance(2500)
             with ActivityWorker("packing", [pack], bootstrap=bootstrap, namespace=namespace):
                 assert packing.result(timeout=60) == "packed o-5"

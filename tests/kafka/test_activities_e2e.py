@@ -22,7 +22,6 @@ from streamproc.client import ActivityClient, Client
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record
-from streamproc.settings import Settings
 from streamproc.worker import ActivityWorker
 from tests.support.engines import EngineThread
 from tests.support.history import EventLog
@@ -59,9 +58,7 @@ class Env:
 
 @pytest.fixture
 def env(bootstrap, namespace, tmp_path):
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2,
-                        state_dir=tmp_path, engine_id="activities")
-    with EngineThread(settings, idle_poll_ms=10), Client(bootstrap, namespace) as client, \
+    with EngineThread.on(bootstrap, namespace, tmp_path, "activities"), Client(bootstrap, namespace) as client, \
             ActivityClient(client) as activities:
         e = Env(bootstrap, namespace, client, activities)
         yield e

@@ -35,6 +35,7 @@ from streamproc.protocol.wire_values import to_datetime, to_ms
 from streamproc.worker import ActivityWorker
 from tests.support.engines import EngineThread
 from tests.support.history import EventLog
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -42,15 +43,6 @@ QUEUE = "timed"
 MS = timedelta(milliseconds=1)
 SECOND = timedelta(seconds=1)
 GIVING_UP = "Not enough time to schedule next retry before activity ScheduleToClose timeout, giving up retrying"
-
-
-def wait_until(condition, what, timeout: float = 30) -> None:
-    """Poll `condition` (state another thread changes); `what` may be a callable message."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what() if callable(what) else what)
-        time.sleep(0.005)
 
 
 class Env:
@@ -86,7 +78,7 @@ class Env:
         """Until a partition's earliest committed timer is due at `due`."""
         def armed() -> dict[int, int | None]:
             return {p.id: p.checker.next_fire_ms for p in list(self.engine.partitions.values())}
-        wait_until(lambda: to_ms(due) in armed().values(),
+        wait_until(lambda: to_ms(due) in armed().values(), 30,
                    lambda: f"no timer armed for {to_ms(due)} (now {self.clock.now_ms()}): {armed()}")
 
     def history(self, key: int) -> list[Record]:
@@ -370,19 +362,19 @@ def test_reading_its_own_due_commands_back_costs_the_engine_no_transaction(env):
     commands = engine.stats.commands
     first, second = (env.schedule("nobody_polls", schedule_to_start_timeout=n * SECOND,
                                   start_to_close_timeout=10 * SECOND) for n in (1, 2))
-    wait_until(lambda: engine.stats.commands == commands + 2, "both schedules committed")
+    wait_until(lambda: engine.stats.commands == commands + 2, 30, "both schedules committed")
     batches, echoes = engine.stats.batches, engine.stats.echoes
     for n, handle in ((1, first), (2, second)):
         env.fire(scheduled + n * SECOND)
         with pytest.raises(ActivityError):
             handle.result(30)
-        wait_until(lambda: engine.stats.echoes == echoes + n, f"echo {n} read back")
+        wait_until(lambda: engine.stats.echoes == echoes + n, 30, f"echo {n} read back")
     assert engine.stats.batches == batches + 2  # one per timer, none per echo
 
     first_echo = time_out_command_offset(env, first.key)
     assert committed_offset(env, partition_of_key(first.key)) > first_echo  # rode with the second timer
     second_echo = time_out_command_offset(env, second.key)
     engine.echo_offsets_max_age_s = 0  # idle now: commit what is left
-    wait_until(lambda: committed_offset(env, partition_of_key(second.key)) > second_echo,
+    wait_until(lambda: committed_offset(env, partition_of_key(second.key)) > second_echo, 30,
                "the second echo's offset committed")
     assert engine.stats.batches == batches + 3

@@ -21,7 +21,6 @@ from streamproc.client import ActivityClient, ActivityNotFoundError, AsyncActivi
 from streamproc.clock import ManualClock
 from streamproc.common import RetryPolicy
 from streamproc.exceptions import ActivityError, ApplicationError, TimeoutError
-from streamproc.settings import Settings
 from streamproc.worker import Worker
 from tests.support.engines import EngineThread
 
@@ -80,9 +79,7 @@ def clock():
 
 @pytest.fixture
 def engine(bootstrap, namespace, tmp_path, clock):
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path,
-                        engine_id="async-completion")
-    with EngineThread(settings, clock=clock, idle_poll_ms=10) as running:
+    with EngineThread.on(bootstrap, namespace, tmp_path, "async-completion", clock=clock) as running:
         yield running
 
 

@@ -24,7 +24,6 @@ from streamproc.client import (
 )
 from streamproc.client.errors import CancelledError, TerminatedError
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
-from streamproc.settings import Settings
 from streamproc.worker import Worker
 from tests.support.engines import EngineThread
 
@@ -88,9 +87,7 @@ class Hello:
 
 @pytest.fixture
 def engine(bootstrap, namespace, tmp_path):
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path,
-                        engine_id="async-client")
-    with EngineThread(settings, idle_poll_ms=10) as running:
+    with EngineThread.on(bootstrap, namespace, tmp_path, "async-client") as running:
         yield running
 
 

@@ -19,6 +19,7 @@ from streamproc.activity import RetryPolicy
 from streamproc.client import ActivityClient, Client
 from tests.support.engines import combined_worker_process, engine_process, worker_process
 from tests.support.history import EventLog
+from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -34,14 +35,6 @@ def _runs(path) -> list[tuple[str, int, str]]:
     if not path.exists():
         return []
     return [(i, int(a), w) for i, a, w in (line.split() for line in path.read_text().splitlines())]
-
-
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.1)
 
 
 def _start_rig(tmp_path, bootstrap, namespace, good, bad):
@@ -69,10 +62,10 @@ def _activity_worker(bootstrap, namespace, tmp_path, name, function, runs):
 
 def _let_the_bad_worker_run(runs, bad, kill_after_runs: int | None) -> None:
     """Wait until the bad worker ran something; with `kill_after_runs`, SIGKILL it once it ran that many."""
-    _wait_for(lambda: any(w == "bad" for _, _, w in _runs(runs)), 20, "the bad worker ran nothing")
+    wait_until(lambda: any(w == "bad" for _, _, w in _runs(runs)), 20, "the bad worker ran nothing")
     if kill_after_runs is not None:
-        _wait_for(lambda: sum(w == "bad" for _, _, w in _runs(runs)) >= kill_after_runs, 20,
-                  "the bad worker ran too little")
+        wait_until(lambda: sum(w == "bad" for _, _, w in _runs(runs)) >= kill_after_runs, 20,
+                   "the bad worker ran too little")
         bad.kill()
 
 

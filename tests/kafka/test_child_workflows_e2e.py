@@ -15,6 +15,7 @@ from streamproc.semantics.workflow_history import check_well_formed
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
 from tests.support import orders
 from tests.support.engines import workflow_setup
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -137,12 +138,12 @@ def test_each_parent_close_policy_reaches_down_a_chain(client, policy, child_sta
     assert len({partition_for(n, PARTITIONS) for n in (root, f"{root}-c", f"{root}-c-c")}) == 2  # the chain crosses
     parent = client.start_workflow(Holder.run, args=[root, 2, policy], id=root, task_queue=QUEUE)
     grandchild = client.get_workflow_handle(f"{root}-c-c")
-    _wait_until(lambda: _exists(grandchild))
+    wait_until(lambda: _exists(grandchild))
     parent.signal(Holder.release)
     assert parent.result(60) == root
     for name in (f"{root}-c", f"{root}-c-c"):
         handle = client.get_workflow_handle(name)
-        _wait_until(lambda: handle.describe().status is child_status)
+        wait_until(lambda: handle.describe().status is child_status)
         if child_status is WorkflowExecutionStatus.TERMINATED:
             last = handle.fetch_history().events[-1]
             assert last["attributes"]["reason"] == "by parent close policy"
@@ -171,12 +172,3 @@ def _exists(handle) -> bool:
         return False
     except Exception:  # noqa: BLE001 - not found yet
         return False
-
-
-def _wait_until(condition, timeout: float = 60) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)

@@ -4,7 +4,6 @@ and a worker killed while one runs leaves it to the next worker, which runs it a
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -17,6 +16,7 @@ from streamproc.semantics.workflow_history import check_well_formed
 from streamproc.settings import Settings
 from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE, read_effects
 from tests.support.engines import EngineThread, combined_worker_process, workflow_setup
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -74,14 +74,6 @@ def test_ten_local_steps_complete_in_one_task(client):
     assert types.count("MARKER_RECORDED") == 10 and types.count("WORKFLOW_TASK_COMPLETED") == 1
 
 
-def _wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout} s")
-        time.sleep(0.05)
-
-
 def test_a_worker_sigkilled_mid_activity_leaves_it_to_the_next_worker_and_the_run_completes_once(
         bootstrap, namespace, tmp_path):
     from tests.support.local_activity_crash import SlowLocalStep
@@ -99,7 +91,7 @@ def test_a_worker_sigkilled_mid_activity_leaves_it_to_the_next_worker_and_the_ru
             first.start()
             first.wait_for_log("workflow_tasks_assigned")
             handle = client.start_workflow(SlowLocalStep.run, "crashy", id="crashy", task_queue="local-crash")
-            _wait_for(lambda: len(read_effects(effects)) == 1, 60, "the first worker did not start the activity")
+            wait_until(lambda: len(read_effects(effects)) == 1, 60, "the first worker did not start the activity")
             first.kill()
             (effects / "release").touch()
             second.start()

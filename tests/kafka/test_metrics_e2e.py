@@ -23,6 +23,7 @@ from streamproc.worker import Worker
 from streamproc.worker.job_worker import JobFailure, JobWorker
 from tests.support.engines import combined_worker_process, engine_process, worker_process
 from tests.support.metrics_scrape import Scrape, get
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -53,16 +54,6 @@ def _flaky_greeting(job) -> dict:
     return {"hello": job.payload}
 
 
-def _wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"{what} within {timeout} s")
-
-
 def test_every_metric_is_scraped_and_moves_under_load(bootstrap, namespace, tmp_path):
     settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path,
                         engine_id="metrics")
@@ -83,7 +74,7 @@ def test_every_metric_is_scraped_and_moves_under_load(bootstrap, namespace, tmp_
             assert engine.restoring.wait(30)
             assert get(engine_http.port, "/readyz")[0] == 503  # assigned, restore under way
             engine.release.set()
-            _wait_for(lambda: get(engine_http.port, "/readyz")[0] == 200, 30, "ready once restored")
+            wait_until(lambda: get(engine_http.port, "/readyz")[0] == 200, 30, "ready once restored")
             before = Scrape.of(engine_http.port)
             assert before.value("streamproc_partitions_owned") == 2
 
@@ -91,7 +82,7 @@ def test_every_metric_is_scraped_and_moves_under_load(bootstrap, namespace, tmp_
             with Client(bootstrap, namespace) as client, \
                     Worker(client, task_queue="orders", workflows=[OrderWorkflow], activities=[reserve, charge],
                            identity="metrics-worker", metrics=worker_metrics):
-                _wait_for(jobs.ready.is_set, 30, "the job worker got its partitions")
+                wait_until(jobs.ready.is_set, 30, "the job worker got its partitions")
                 assert get(worker_http.port, "/readyz")[0] == 200
                 for n in range(10):
                     client.create_job("greet", n)
@@ -99,11 +90,11 @@ def test_every_metric_is_scraped_and_moves_under_load(bootstrap, namespace, tmp_
                 client.flush()
                 order = client.start_workflow(OrderWorkflow.run, "o-1", id="metrics-order", task_queue="orders")
                 assert order.result(timeout=30)["charged"] is True
-                engine_scrape = _wait_for(
+                engine_scrape = wait_until(
                     lambda: (s := Scrape.of(engine_http.port)).value(
                         "streamproc_commands_processed_total", value_type="JOB", intent="COMPLETE") >= 11 and s,
                     30, "ten jobs completed (and the COMPLETE of no job refused)")
-                worker_scrape = _wait_for(
+                worker_scrape = wait_until(
                     lambda: (s := Scrape.of(worker_http.port)).labels(
                         "streamproc_task_queue_consumer_lag", "task_type") >= {"job", "activity", "workflow"} and s,
                     10, "the lag of every task queue consumer reported")
@@ -172,7 +163,7 @@ def test_consumer_lag_follows_the_committed_offset(bootstrap, namespace):
                 s = Scrape(_text(metrics))
                 value = s.value("streamproc_task_queue_consumer_lag", task_queue="lag", partition="0")
                 return s.labels("streamproc_task_queue_consumer_lag", "partition") == {"0"} and value == 10 - offset
-            _wait_for(reported, 20, f"lag {10 - offset} after committing {offset}")
+            wait_until(reported, 20, f"lag {10 - offset} after committing {offset}")
             return 10 - offset
 
         assert lag_after_commit(3) == 7
@@ -214,7 +205,7 @@ def test_the_cli_serves_metrics_on_its_port_and_refuses_a_port_in_use(bootstrap,
                                         options=("--metrics-port", str(workflow_port))).start()
     try:
         for port, what in ((engine_port, "engine"), (worker_port, "job worker"), (workflow_port, "workflow worker")):
-            _wait_for(lambda port=port: _answers(port, "/readyz") == 200, 60, f"the {what} process ready")
+            wait_until(lambda port=port: _answers(port, "/readyz") == 200, 60, f"the {what} process ready")
             assert _answers(port, "/healthz") == 200
         assert Scrape.of(engine_port).value("streamproc_partitions_owned") == 2
         assert "streamproc_task_queue_consumer_lag" in Scrape.of(worker_port).families
@@ -257,8 +248,8 @@ def test_a_batch_rewound_after_a_failed_commit_is_counted_once(bootstrap, namesp
                 time.sleep(0.02)
         scrape = lambda: Scrape(_text(engine.metrics))  # noqa: E731
         created = {"value_type": "JOB", "intent": "CREATE"}
-        _wait_for(lambda: scrape().value("streamproc_commands_processed_total", **created) >= 40, 30,
-                  "forty CREATEs counted")
+        wait_until(lambda: scrape().value("streamproc_commands_processed_total", **created) >= 40, 30,
+                   "forty CREATEs counted")
         time.sleep(0.5)  # a double count would show now
         assert failed.is_set()
         assert scrape().value("streamproc_commands_processed_total", **created) == 40

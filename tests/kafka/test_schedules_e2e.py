@@ -23,6 +23,7 @@ from streamproc.exceptions import InvalidArgument
 from streamproc.worker import Worker
 from tests.support.cli import cli_of, cli_settings
 from tests.support.engines import EngineThread
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -47,16 +48,6 @@ def env(bootstrap, namespace, tmp_path, monkeypatch):
         yield client, cli
 
 
-def _wait(predicate, timeout: float = 30.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _completed(client: Client, schedule_id: str) -> list:
     return [a for a in client.get_schedule_handle(schedule_id).describe().info.recent_actions
             if a.status == "COMPLETED"]
@@ -66,8 +57,8 @@ def test_a_schedule_every_2_s_runs_real_workflows_and_obeys_the_cli(env):
     client, cli = env
     cli("create", "-s", "every-2s", "--interval", "2s", "-w", "report", "--type", "Report", "-t", QUEUE,
         "-i", '"eu"')
-    done = _wait(lambda: len(_completed(client, "every-2s")) >= 2 and _completed(client, "every-2s"),
-                 what="two scheduled runs")
+    done = wait_until(lambda: len(_completed(client, "every-2s")) >= 2 and _completed(client, "every-2s"),
+                      what="two scheduled runs")
     first = done[0]
     assert first.workflow_id.startswith("report-") and first.workflow_id.endswith("Z")
     assert client.get_workflow_handle(first.workflow_id).result(timeout=30) == f"eu by {first.workflow_id}"
@@ -83,15 +74,15 @@ def test_a_schedule_every_2_s_runs_real_workflows_and_obeys_the_cli(env):
     assert orjson.loads(cli("describe", "-s", "every-2s", "-o", "json"))["info"]["action_count"] == count
 
     cli("trigger", "-s", "every-2s")  # runs while paused
-    _wait(lambda: client.get_schedule_handle("every-2s").describe().info.num_actions == count + 1,
-          what="the triggered action")
+    wait_until(lambda: client.get_schedule_handle("every-2s").describe().info.num_actions == count + 1,
+               what="the triggered action")
 
     past = int(time.time()) // 2 * 2 - 100  # an even second before the schedule existed
     at = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(past + s)) for s in (0, 4)]
     assert "backfill" in cli("backfill", "-s", "every-2s", "--start-time", at[0], "--end-time", at[1],
                              "--overlap-policy", "ALLOW_ALL")
-    backfilled = _wait(lambda: [a for a in client.get_schedule_handle("every-2s").describe().info.recent_actions
-                                if a.workflow_id <= f"report-{at[1]}"], what="the backfilled actions")
+    backfilled = wait_until(lambda: [a for a in client.get_schedule_handle("every-2s").describe().info.recent_actions
+                                     if a.workflow_id <= f"report-{at[1]}"], what="the backfilled actions")
     assert sorted(a.workflow_id for a in backfilled) == [
         "report-" + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(past + s)) for s in (0, 2, 4)]
     assert "unpaused" in cli("toggle", "-s", "every-2s", "--unpause", "--reason", "back")
@@ -117,7 +108,7 @@ def test_the_python_client_creates_updates_and_lists_schedules(env):
         client.create_schedule("py-hourly", schedule)
     with pytest.raises(InvalidArgument, match="memo is 10000008 bytes, more than the limit of 262144"):
         client.create_schedule("py-huge", schedule, memo={"x": "y" * 10_000_000})
-    done = _wait(lambda: _completed(client, "py-hourly"), what="the immediate trigger's run")
+    done = wait_until(lambda: _completed(client, "py-hourly"), what="the immediate trigger's run")
     assert client.get_workflow_handle(done[0].workflow_id).result(timeout=30).startswith("apac by py-report-")
 
     description = handle.describe()

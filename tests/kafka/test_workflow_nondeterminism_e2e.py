@@ -11,7 +11,6 @@ waits for what shows the previous one happened.
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -33,6 +32,7 @@ from tests.support.shipment_workflows import (
     ShipmentV2Broken,
     ShipmentV2Fixed,
 )
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -56,15 +56,6 @@ def wait_for_event(client: Client, workflow_id: str, event_type: str, timeout: f
             if event.event_type == event_type:
                 return event
     raise AssertionError("unreachable")
-
-
-def wait_until(condition, what: str, timeout: float = 60) -> None:
-    """Poll `condition` (state the worker's thread changes)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.005)
 
 
 @pytest.fixture
@@ -97,10 +88,10 @@ def test_incompatible_code_fails_the_task_the_run_stays_open_and_fixed_code_comp
         # Attempt 2 fails the same way and is left to time out: no answer, so no new
         # attempt until the clock passes its timeout (a reported failure would be retried
         # at once, and worker and engine would spin).
-        wait_until(lambda: stats.unanswered == 1, "attempt 2 never reached the broken worker")
+        wait_until(lambda: stats.unanswered == 1, what="attempt 2 never reached the broken worker")
         for attempt in (3, 4, 5):
             clock.advance(PAST_A_TASK_TIMEOUT)
-            wait_until(lambda: stats.unanswered == attempt - 1, f"attempt {attempt} never came")
+            wait_until(lambda: stats.unanswered == attempt - 1, what=f"attempt {attempt} never came")
         assert (stats.failed, stats.completed) == (1, 0)
         # the run is open and its history ends with the one failure: attempts 2.. are transient
         assert handle.describe().status is WorkflowExecutionStatus.RUNNING

@@ -16,8 +16,8 @@ from streamproc import activity, workflow
 from streamproc.client import Client, WorkflowContinuedAsNewError, WorkflowFailureError
 from streamproc.client.errors import WorkflowNotFoundError
 from streamproc.exceptions import ApplicationError
-from streamproc.settings import Settings
 from streamproc.worker import Worker
+from tests.support.countdown import Countdown
 from tests.support.engines import EngineThread
 
 pytestmark = pytest.mark.kafka
@@ -40,15 +40,6 @@ class Greeting:
 
 
 @workflow.defn
-class Countdown:
-    @workflow.run
-    async def run(self, left: int) -> str:
-        if left > 0:
-            workflow.continue_as_new(left - 1)
-        return f"done in run {workflow.info().run_id}"
-
-
-@workflow.defn
 class Gate:
     def __init__(self) -> None:
         self.opened_by = ""
@@ -65,9 +56,7 @@ class Gate:
 
 @pytest.fixture
 def engine(bootstrap, namespace, tmp_path):
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path,
-                        engine_id="results")
-    with EngineThread(settings, idle_poll_ms=10) as running:
+    with EngineThread.on(bootstrap, namespace, tmp_path, "results") as running:
         yield running
 
 

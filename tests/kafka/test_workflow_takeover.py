@@ -53,6 +53,7 @@ from tests.support.crash_workflow_checks import (
 from tests.support.crash_workflows import ThreeStepsAndATimer, expected_result
 from tests.support.engines import Process, combined_worker_process, engine_process, with_process_logs
 from tests.support.history import EventLog
+from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -105,15 +106,6 @@ def _owned(process: Process) -> set[int]:
         if '"event": "partitions_assigned"' in line or '"event": "partitions_revoked"' in line:
             owned = set(json.loads(line)["owned"])
     return owned
-
-
-def _wait_until(condition, timeout: float, what) -> None:
-    """Poll `condition` until true; `what` (a text, or a function making it) says what did not happen."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what() if callable(what) else what)
-        time.sleep(0.1)
 
 
 def _restored(process: Process, since: int) -> dict[int, int]:
@@ -185,8 +177,8 @@ def test_workflows_survive_an_engine_killed_without_its_disk_and_a_restore_of_ev
         a.start().wait_for_log("partitions_assigned")
         _compact_changelog_soon(bootstrap, namespace)
         b.start()
-        _wait_until(lambda: _owned(a) and _owned(b) and _owned(a) | _owned(b) == set(range(PARTITIONS)),
-                    60, "the two engines did not share the partitions")
+        wait_until(lambda: _owned(a) and _owned(b) and _owned(a) | _owned(b) == set(range(PARTITIONS)),
+                   60, "the two engines did not share the partitions")
         for w in workers:
             w.start()
         for w in workers:
@@ -223,9 +215,9 @@ def test_workflows_survive_an_engine_killed_without_its_disk_and_a_restore_of_ev
         def compacted() -> bool:
             changelog.append(_changelog_records(bootstrap, namespace))
             return changelog[-1][0] < 1.3 * changelog[-1][1]
-        _wait_until(compacted, 30, lambda: f"the changelog was not compacted: (records, keys) {changelog}")
+        wait_until(compacted, 30, lambda: f"the changelog was not compacted: (records, keys) {changelog}")
         c.start()
-        _wait_until(lambda: _owned(c) == set(range(PARTITIONS)), 60, "the fresh engine did not get every partition")
+        wait_until(lambda: _owned(c) == set(range(PARTITIONS)), 60, "the fresh engine did not get every partition")
         restored = _restored(c, 0)
         assert set(restored) == set(range(PARTITIONS)) and all(restored.values()), restored
         with with_process_logs([c, *workers]):

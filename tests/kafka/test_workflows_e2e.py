@@ -21,8 +21,8 @@ from streamproc.engine.processing import Limits
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history import check_well_formed
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus, WorkflowIdConflictPolicy
-from streamproc.settings import Settings
 from streamproc.worker import Worker
+from tests.support.countdown import Countdown
 from tests.support.engines import EngineThread
 
 pytestmark = pytest.mark.kafka
@@ -84,17 +84,6 @@ class ManySteps:
         return steps
 
 
-@workflow.defn
-class Countdown:
-    """Continues as new until its counter reaches zero."""
-
-    @workflow.run
-    async def run(self, left: int) -> str:
-        if left > 0:
-            workflow.continue_as_new(left - 1)
-        return f"done in run {workflow.info().run_id}"
-
-
 class Env:
     def __init__(self, engine, clock: ManualClock, client: Client) -> None:
         self.engine, self.clock, self.client = engine, clock, client
@@ -113,11 +102,9 @@ class Env:
 @pytest.fixture
 def env(bootstrap, namespace, tmp_path):
     clock = ManualClock()
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2,
-                        state_dir=tmp_path, engine_id="workflows")
     # Small pages, so that a history of a few dozen events already travels in several.
     limits = Limits(max_history_page_bytes=4 * 1024)
-    with EngineThread(settings, clock=clock, limits=limits, idle_poll_ms=10) as engine, \
+    with EngineThread.on(bootstrap, namespace, tmp_path, "workflows", clock=clock, limits=limits) as engine, \
             Client(bootstrap, namespace) as client, \
             worker(client) as running:
         e = Env(engine, clock, client)

@@ -21,6 +21,16 @@ class EngineThread:
         self.engine = Engine(settings, **kwargs)
         self.thread = threading.Thread(target=self.engine.run, daemon=True)
 
+    @classmethod
+    def on(cls, bootstrap: str, namespace: str, state_dir: Path, engine_id: str, *, partitions: int = 2,
+           idle_poll_ms: int = 10, **kwargs) -> EngineThread:
+        """An engine of `partitions` partitions that polls often (tests wait on it)."""
+        from streamproc.settings import Settings
+
+        settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=partitions, state_dir=state_dir,
+                            engine_id=engine_id)
+        return cls(settings, idle_poll_ms=idle_poll_ms, **kwargs)
+
     def __enter__(self) -> Engine:
         self.thread.start()
         if not self.engine.ready.wait(60):
@@ -39,12 +49,9 @@ def workflow_setup(bootstrap: str, namespace: str, state_dir: Path, queue: str, 
     yields the client."""
     from streamproc.client import Client
     from streamproc.clock import ManualClock
-    from streamproc.settings import Settings
     from streamproc.worker import Worker
 
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=partitions, state_dir=state_dir,
-                        engine_id=name)
-    with EngineThread(settings, clock=ManualClock(), idle_poll_ms=10), Client(bootstrap, namespace) as client, \
+    with EngineThread.on(bootstrap, namespace, state_dir, name, partitions=partitions, clock=ManualClock()), Client(bootstrap, namespace) as client, \
             Worker(client, task_queue=queue, workflows=workflows, identity=f"{name}-worker"):
         yield client
 

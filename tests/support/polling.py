@@ -1,0 +1,19 @@
+"""Waiting in a test for what another thread or process does: poll, with a deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 60.0, what: str | Callable[[], str] = "the condition",
+               *, every: float = 0.05) -> Any:
+    """Poll `condition` until it returns something true, and return that. After `timeout`
+    seconds, TimeoutError: `what` (a text, or a function making it) says what did not happen."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what() if callable(what) else what} within {timeout} s")
+        time.sleep(every)
+    return value
