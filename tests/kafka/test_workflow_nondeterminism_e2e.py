@@ -20,7 +20,6 @@ from streamproc.clock import ManualClock
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history import check_well_formed
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
-from streamproc.settings import Settings
 from streamproc.worker import Worker
 from streamproc.workflow.errors import NON_DETERMINISTIC_ERROR
 from tests.support.engines import EngineThread
@@ -32,7 +31,7 @@ from tests.support.shipment_workflows import (
     ShipmentV2Broken,
     ShipmentV2Fixed,
 )
-from tests.support.polling import wait_until
+from tests.support.polling import wait_for_event, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -50,20 +49,10 @@ def history_of(handle) -> list[tuple[int, EventType, dict]]:
     return [(e["event_id"], EventType[e["event_type"]], e["attributes"]) for e in handle.fetch_history().events]
 
 
-def wait_for_event(client: Client, workflow_id: str, event_type: str, timeout: float = 60):
-    with client.workflow_requests.scanner(workflow_id, None) as scanner:
-        for event in scanner.events(workflow_id, timeout):
-            if event.event_type == event_type:
-                return event
-    raise AssertionError("unreachable")
-
-
 @pytest.fixture
 def engine_and_client(bootstrap, namespace, tmp_path):
     clock = ManualClock()
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2,
-                        state_dir=tmp_path, engine_id="nondeterminism")
-    with EngineThread(settings, clock=clock, idle_poll_ms=10), Client(bootstrap, namespace) as client:
+    with EngineThread.on(bootstrap, namespace, tmp_path, "nondeterminism", clock=clock), Client(bootstrap, namespace) as client:
         yield clock, client
 
 

@@ -24,6 +24,7 @@ from streamproc.semantics.workflow_ids import WorkflowExecutionStatus, WorkflowI
 from streamproc.worker import Worker
 from tests.support.countdown import Countdown
 from tests.support.engines import EngineThread
+from tests.support.polling import wait_for_event
 
 pytestmark = pytest.mark.kafka
 
@@ -92,11 +93,7 @@ class Env:
         return self.client.start_workflow(workflow_run, arg, id=workflow_id, task_queue=QUEUE, **options)
 
     def wait_for_event(self, workflow_id: str, event_type: str, timeout: float = 60) -> WorkflowEvent:
-        with self.client.workflow_requests.scanner(workflow_id, None) as scanner:
-            for event in scanner.events(workflow_id, timeout):
-                if event.event_type == event_type:
-                    return event
-        raise AssertionError("unreachable")
+        return wait_for_event(self.client, workflow_id, event_type, timeout)
 
 
 @pytest.fixture
