@@ -13,7 +13,7 @@ from typing import Any
 
 from streamproc.engine.activities.processors import create_activity, normalise_schedule
 from streamproc.engine.processing import ProcessingContext
-from streamproc.engine.workflows.runs import append, deliver
+from streamproc.engine.workflows.runs import RunWriter
 from streamproc.protocol.failures import failure_to_record
 from streamproc.protocol.records import ActivityIntent
 from streamproc.semantics import ActivityState, InvalidArgument
@@ -58,31 +58,31 @@ def validate_schedule(ctx: ProcessingContext, run: WorkflowRun, command: dict[st
     return {**v, **timeouts_to_record(timeouts), "retry_policy": policy_to_record(policy)}
 
 
-def schedule(ctx: ProcessingContext, run_key: int, run: WorkflowRun, attributes: dict[str, Any],
-             completed_event_id: int, eager_for: str | None = None) -> None:
+def schedule(w: RunWriter, attributes: dict[str, Any], completed_event_id: int, eager_for: str | None = None) -> None:
     """ACTIVITY_TASK_SCHEDULED and the activity itself, its first attempt dispatched; or,
     if the command asked for eager execution and `eager_for` (the identity of the worker
     that completed the task and listens for replies) may have it, started by that worker.
     As in Temporal, only an activity on the workflow's own task queue runs eagerly."""
+    ctx, run = w.ctx, w.run
     eager = attributes.pop("request_eager_execution", False) and eager_for is not None \
         and attributes["task_queue"] == run.task_queue
-    scheduled_id = append(ctx, run_key, run, E.ACTIVITY_TASK_SCHEDULED,
-                          {**attributes, "workflow_task_completed_event_id": completed_event_id})
+    scheduled_id = w.append(E.ACTIVITY_TASK_SCHEDULED,
+                            {**attributes, "workflow_task_completed_event_id": completed_event_id})
     # Normalising again gives the same values; the activity keeps them as typed objects.
     key = create_activity(ctx, attributes, *normalise_schedule(attributes, ctx),
-                          workflow=WorkflowOwner(run_key, scheduled_id, run.workflow_id, run.run_id,
+                          workflow=WorkflowOwner(w.key, scheduled_id, run.workflow_id, run.run_id,
                                                  run.workflow_type),
                           started_by=eager_for if eager else None)
     run.activities[scheduled_id] = RunActivity(key, attributes["activity_id"], attributes["activity_type"])
 
 
-def request_cancel(ctx: ProcessingContext, run_key: int, run: WorkflowRun, scheduled_id: int,
-                   completed_event_id: int) -> bool:
+def request_cancel(w: RunWriter, scheduled_id: int, completed_event_id: int) -> bool:
     """ACTIVITY_TASK_CANCEL_REQUESTED; an activity that is not running (not started, or
     waiting out a retry backoff) is canceled at once. True if that needs a workflow task."""
+    ctx, run = w.ctx, w.run
     entry = run.activities[scheduled_id]
     entry.cancel_requested = True
-    request_id = append(ctx, run_key, run, E.ACTIVITY_TASK_CANCEL_REQUESTED, {
+    request_id = w.append(E.ACTIVITY_TASK_CANCEL_REQUESTED, {
         "scheduled_event_id": scheduled_id, "workflow_task_completed_event_id": completed_event_id})
     found = None if entry.closed else ctx.activities.get(entry.key)
     if found is None:  # its close is buffered already: the run learns about it anyway
@@ -91,7 +91,7 @@ def request_cancel(ctx: ProcessingContext, run_key: int, run: WorkflowRun, sched
     if state.started_time is None:
         ctx.activities.remove(entry.key, meta)
         del run.activities[scheduled_id]
-        append(ctx, run_key, run, E.ACTIVITY_TASK_CANCELED, {
+        w.append(E.ACTIVITY_TASK_CANCELED, {
             "scheduled_event_id": scheduled_id, "started_event_id": 0,
             "latest_cancel_requested_event_id": request_id, "details": '"ACTIVITY_ID_NOT_STARTED"'})
         return True
@@ -134,5 +134,5 @@ class WorkflowActivityOwner:
             run.activities[scheduled_id].closed = True  # forgotten when the buffer flushes
         else:
             del run.activities[scheduled_id]
-        deliver(ctx, run_key, run, events)
+        RunWriter(ctx, run_key, run).deliver(events)
         ctx.workflows.put(run_key, run)

@@ -22,7 +22,7 @@ from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.relatives import apply_parent_close_policy
 from streamproc.engine.workflows.requests import find_run
-from streamproc.engine.workflows.runs import WF, E, append, deliver
+from streamproc.engine.workflows.runs import WF, E, RunWriter
 from streamproc.engine.workflows.senders import command_attributes
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
@@ -82,10 +82,10 @@ def check_start_child(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_o
             "control": "", **({"cron_schedule": cron_schedule} if cron_schedule else {})}
 
 
-def start_child(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-                eager_for: str | None) -> bool:
-    initiated = append(ctx, run_key, run, E.START_CHILD_WORKFLOW_EXECUTION_INITIATED,
-                       {**a, "workflow_task_completed_event_id": completed_id})
+def start_child(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
+    ctx, run = w.ctx, w.run
+    initiated = w.append(E.START_CHILD_WORKFLOW_EXECUTION_INITIATED,
+                         {**a, "workflow_task_completed_event_id": completed_id})
     run.children[initiated] = RunChild(a["workflow_id"], a["workflow_type"], a["parent_close_policy"])
     ctx.out.command(WF, WorkflowIntent.START, -1, {
         "workflow_id": a["workflow_id"], "workflow_type": a["workflow_type"], "task_queue": a["task_queue"],
@@ -143,7 +143,7 @@ def child_started(cmd: Record, ctx: ProcessingContext, run_key: int, run: Workfl
         apply_parent_close_policy(ctx, child)
         del run.children[initiated]
     else:
-        deliver(ctx, run_key, run, [PendingEvent(E.CHILD_WORKFLOW_EXECUTION_STARTED.name, {
+        RunWriter(ctx, run_key, run).deliver([PendingEvent(E.CHILD_WORKFLOW_EXECUTION_STARTED.name, {
             "namespace": "", "initiated_event_id": initiated, "workflow_execution": started["workflow_execution"],
             "workflow_type": child.workflow_type})])
 
@@ -155,7 +155,7 @@ def child_start_failed(cmd: Record, ctx: ProcessingContext, run_key: int, run: W
         del run.children[initiated]
     else:
         child.closed = True
-        deliver(ctx, run_key, run, [PendingEvent(E.START_CHILD_WORKFLOW_EXECUTION_FAILED.name, {
+        RunWriter(ctx, run_key, run).deliver([PendingEvent(E.START_CHILD_WORKFLOW_EXECUTION_FAILED.name, {
             "namespace": "", "workflow_id": child.workflow_id, "workflow_type": child.workflow_type,
             "cause": command_attributes(cmd).get("cause") or ALREADY_EXISTS_CAUSE, "control": "",
             "initiated_event_id": initiated, "workflow_task_completed_event_id": 0})])
@@ -170,4 +170,4 @@ def child_closed(cmd: Record, ctx: ProcessingContext, run_key: int, run: Workflo
     else:
         child.closed = True
         event_type = closed.pop("event_type")
-        deliver(ctx, run_key, run, [PendingEvent(event_type, {"namespace": "", **closed})])
+        RunWriter(ctx, run_key, run).deliver([PendingEvent(event_type, {"namespace": "", **closed})])

@@ -17,7 +17,7 @@ from streamproc.engine.workflows import activities as workflow_activities
 from streamproc.engine.workflows import children, cron, externals, updates
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
-from streamproc.engine.workflows.runs import E, append, close
+from streamproc.engine.workflows.runs import E, RunWriter
 from streamproc.engine.workflows.start import start_run
 from streamproc.protocol.codec import excerpt
 from streamproc.protocol.failures import check_failure_record, failure_from_record
@@ -90,14 +90,13 @@ def validate(ctx: ProcessingContext, run: WorkflowRun, commands: Any) -> list[Va
     return out
 
 
-def apply(ctx: ProcessingContext, run_key: int, run: WorkflowRun, commands: list[Validated],
-          completed_id: int, eager_for: str | None = None) -> bool:
+def apply(writer: RunWriter, commands: list[Validated], completed_id: int, eager_for: str | None = None) -> bool:
     """Write the commands' events and effects; True if an event needs a new workflow task.
     `eager_for`: the worker that may run activities eagerly (see `workflow_activities.schedule`)."""
     needs_task = False
     for kind, attributes in commands:
         _, apply_one = _HANDLERS[kind]
-        needs_task |= bool(apply_one(ctx, run_key, run, attributes, completed_id, eager_for))
+        needs_task |= bool(apply_one(writer, attributes, completed_id, eager_for))
     return needs_task
 
 
@@ -187,69 +186,61 @@ def _check_continue_as_new(ctx: ProcessingContext, run: WorkflowRun, c: dict, st
 
 # applies: the events and effects; True if the run needs a new workflow task
 
-def _schedule_activity(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-                       eager_for: str | None) -> bool:
-    workflow_activities.schedule(ctx, run_key, run, a, completed_id, eager_for)
+def _schedule_activity(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
+    workflow_activities.schedule(w, a, completed_id, eager_for)
     return False
 
 
-def _request_cancel_activity(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-                             eager_for: str | None) -> bool:
-    return workflow_activities.request_cancel(ctx, run_key, run, a["scheduled_event_id"], completed_id)
+def _request_cancel_activity(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
+    return workflow_activities.request_cancel(w, a["scheduled_event_id"], completed_id)
 
 
-def _start_timer(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-                 eager_for: str | None) -> bool:
-    started_id = append(ctx, run_key, run, E.TIMER_STARTED, {**a, "workflow_task_completed_event_id": completed_id})
-    ctx.workflow_timers.start_timer(run_key, run, a["timer_id"], ctx.now_ms + a["start_to_fire_timeout_ms"],
-                                    started_id)
+def _start_timer(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
+    started_id = w.append(E.TIMER_STARTED, {**a, "workflow_task_completed_event_id": completed_id})
+    w.ctx.workflow_timers.start_timer(w.key, w.run, a["timer_id"], w.ctx.now_ms + a["start_to_fire_timeout_ms"],
+                                      started_id)
     return False
 
 
-def _record_marker(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-                   eager_for: str | None) -> bool:
-    append(ctx, run_key, run, E.MARKER_RECORDED, {**a, "workflow_task_completed_event_id": completed_id})
+def _record_marker(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
+    w.append(E.MARKER_RECORDED, {**a, "workflow_task_completed_event_id": completed_id})
     return False
 
 
-def _complete(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-              eager_for: str | None) -> bool:
+def _complete(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
     """WORKFLOW_EXECUTION_COMPLETED, and a cron workflow's next run, given this result."""
-    cron_backoff = cron.next_run_backoff(ctx, run)
+    cron_backoff = cron.next_run_backoff(w.ctx, w.run)
     new_run_id = str(uuid.uuid4()) if cron_backoff is not None else ""
-    close(ctx, run_key, run, Status.COMPLETED, E.WORKFLOW_EXECUTION_COMPLETED, {
+    w.close(Status.COMPLETED, E.WORKFLOW_EXECUTION_COMPLETED, {
         **a, "workflow_task_completed_event_id": completed_id, "new_execution_run_id": new_run_id})
     if cron_backoff is not None:
-        next_run(ctx, run_key, run, new_run_id, ContinueAsNewInitiator.CRON_SCHEDULE, attempt=1,
+        next_run(w.ctx, w.key, w.run, new_run_id, ContinueAsNewInitiator.CRON_SCHEDULE, attempt=1,
                  backoff_ms=to_ms(cron_backoff), last_completion_result=a["result"])
     return False
 
 
-def _cancel(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-            eager_for: str | None) -> bool:
-    close(ctx, run_key, run, Status.CANCELED, E.WORKFLOW_EXECUTION_CANCELED,
-          {**a, "workflow_task_completed_event_id": completed_id})
+def _cancel(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
+    w.close(Status.CANCELED, E.WORKFLOW_EXECUTION_CANCELED, {**a, "workflow_task_completed_event_id": completed_id})
     return False
 
 
-def _cancel_timer(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-                  eager_for: str | None) -> bool:
-    timer_id = a["timer_id"]
-    timer = ctx.workflow_timers.remove_timer(run_key, run, timer_id)
+def _cancel_timer(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
+    run, timer_id = w.run, a["timer_id"]
+    timer = w.ctx.workflow_timers.remove_timer(w.key, run, timer_id)
     if timer.fired:  # it fired while the task was out: the cancel wins, as in Temporal
         run.buffered = [e for e in run.buffered
                         if not (e.type_name == E.TIMER_FIRED.name and e.attributes["timer_id"] == timer_id)]
-    append(ctx, run_key, run, E.TIMER_CANCELED, {
+    w.append(E.TIMER_CANCELED, {
         "timer_id": timer_id, "started_event_id": timer.started_event_id,
         "workflow_task_completed_event_id": completed_id})
     return False
 
 
-def _fail(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-          eager_for: str | None) -> bool:
+def _fail(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
     """WORKFLOW_EXECUTION_FAILED, and a retry run if the policy asks for one (SEMANTICS 1.7),
     else a cron workflow's next run. A retry run gets no last completion result; a cron
     run gets the one this run was started with (Temporal reads it from the start event)."""
+    ctx, run_key, run = w.ctx, w.key, w.run
     failure = a["failure"]
     plan = plan_workflow_retry(
         policy_from_record(run.retry_policy) if run.retry_policy is not None else None,
@@ -260,7 +251,7 @@ def _fail(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, compl
     cron_backoff = None if retrying else cron.next_run_backoff(ctx, run)
     new_run_id = str(uuid.uuid4()) if retrying or cron_backoff is not None else ""
     last_result = cron.started_with_completion_result(ctx, run_key) if cron_backoff is not None else None
-    close(ctx, run_key, run, Status.FAILED, E.WORKFLOW_EXECUTION_FAILED, {
+    w.close(Status.FAILED, E.WORKFLOW_EXECUTION_FAILED, {
         "failure": failure, "retry_state": plan.retry_state.name,
         "workflow_task_completed_event_id": completed_id, "new_execution_run_id": new_run_id})
     if retrying:
@@ -285,15 +276,14 @@ def next_run(ctx: ProcessingContext, run_key: int, run: WorkflowRun, new_run_id:
     start_run(ctx, start)
 
 
-def _continue_as_new(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-                     eager_for: str | None) -> bool:
+def _continue_as_new(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
     new_run_id = str(uuid.uuid4())
     t = a["timeouts"]
-    close(ctx, run_key, run, Status.CONTINUED_AS_NEW, E.WORKFLOW_EXECUTION_CONTINUED_AS_NEW, {
+    w.close(Status.CONTINUED_AS_NEW, E.WORKFLOW_EXECUTION_CONTINUED_AS_NEW, {
         "new_execution_run_id": new_run_id, "workflow_type": a["workflow_type"], "task_queue": a["task_queue"],
         "input": a["input"], "workflow_run_timeout_ms": to_ms(t.run), "workflow_task_timeout_ms": to_ms(t.task),
         "initiator": ContinueAsNewInitiator.WORKFLOW.name, "workflow_task_completed_event_id": completed_id})
-    next_run(ctx, run_key, run, new_run_id, ContinueAsNewInitiator.WORKFLOW, attempt=1, **a)
+    next_run(w.ctx, w.key, w.run, new_run_id, ContinueAsNewInitiator.WORKFLOW, attempt=1, **a)
     return False
 
 

@@ -20,7 +20,7 @@ from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.requests import find_run
 from streamproc.engine.workflows.senders import command_attributes
-from streamproc.engine.workflows.runs import WF, E, append, deliver
+from streamproc.engine.workflows.runs import WF, E, RunWriter
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.semantics import InvalidArgument
 from streamproc.state.workflow_run import WorkflowRun
@@ -68,27 +68,26 @@ def _sender(run: WorkflowRun, initiated_id: int, child_only: bool) -> str:
                                       "initiated_event_id": initiated_id, "child_workflow_only": child_only}}).decode()
 
 
-def signal_external(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-                    eager_for: str | None) -> bool:
-    return _initiate(ctx, run_key, run, a, completed_id, E.SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED, _SIGNAL,
+def signal_external(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
+    return _initiate(w, a, completed_id, E.SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED, _SIGNAL,
                      WorkflowIntent.SIGNAL, {"signal_name": a["signal_name"], "input": a["input"]})
 
 
-def cancel_external(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-                    eager_for: str | None) -> bool:
-    return _initiate(ctx, run_key, run, a, completed_id, E.REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
+def cancel_external(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
+    return _initiate(w, a, completed_id, E.REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
                      _CANCEL, WorkflowIntent.REQUEST_CANCEL, {"reason": a["reason"]})
 
 
-def _initiate(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int, initiated_type: E,
-              kind: str, intent: WorkflowIntent, request: dict[str, Any]) -> bool:
+def _initiate(w: RunWriter, a: dict, completed_id: int, initiated_type: E, kind: str, intent: WorkflowIntent,
+              request: dict[str, Any]) -> bool:
     """Write the INITIATED event, remember that it waits for an answer of `kind`, and send
     `intent` with `request` to the target's partition, recorded once (its request id is
     `<run id>/<initiated event id>`)."""
-    initiated = append(ctx, run_key, run, initiated_type, {**a, "workflow_task_completed_event_id": completed_id})
+    run = w.run
+    initiated = w.append(initiated_type, {**a, "workflow_task_completed_event_id": completed_id})
     run.externals[initiated] = kind
     target = a["workflow_execution"]
-    ctx.out.command(WF, intent, -1, {
+    w.ctx.out.command(WF, intent, -1, {
         "workflow_id": target["workflow_id"], "run_id": target["run_id"], **request, "identity": "",
         "attributes": _sender(run, initiated, a["child_workflow_only"])}, request_id=f"{run.run_id}/{initiated}")
     return False
@@ -108,7 +107,7 @@ def _answered(cmd: Record, ctx: ProcessingContext, kind: str, event: E, **extra:
                                                          f"for an answer in run {run.run_id!r}")
         return
     del run.externals[initiated]
-    deliver(ctx, run_key, run, [PendingEvent(event.name, {
+    RunWriter(ctx, run_key, run).deliver([PendingEvent(event.name, {
         "initiated_event_id": initiated, "namespace": "", "workflow_execution": answer["workflow_execution"],
         "control": "", **extra})])
     ctx.workflows.put(run_key, run)

@@ -13,7 +13,7 @@ from streamproc.engine.workflows.result_waiters import (
     close_reply_problem,
     wait_for_close,
 )
-from streamproc.engine.workflows.runs import BACKOFF_START, WF, E, deliver, history_pages, terminate
+from streamproc.engine.workflows.runs import BACKOFF_START, WF, E, RunWriter, history_pages
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.protocol.wire_values import to_ms
 from streamproc.state.workflow_run import WorkflowRun
@@ -95,7 +95,7 @@ def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
         # The workflow decides now, not at the run's time: a cron, retry or delayed run
         # waiting for its first task gets it at once, as on a Temporal server.
         ctx.workflow_timers.disarm(run_key, run, BACKOFF_START)
-    deliver(ctx, run_key, run, [PendingEvent(E.WORKFLOW_EXECUTION_CANCEL_REQUESTED.name, attributes)])
+    RunWriter(ctx, run_key, run).deliver([PendingEvent(E.WORKFLOW_EXECUTION_CANCEL_REQUESTED.name, attributes)])
     ctx.workflows.put(run_key, run)
     _reply_event(ctx, run_key, run, E.WORKFLOW_EXECUTION_CANCEL_REQUESTED, attributes)
 
@@ -105,7 +105,7 @@ def terminate_request(cmd: Record, ctx: ProcessingContext) -> None:
     if found is None:
         return
     run_key, run = found
-    terminate(ctx, run_key, run, cmd.value["reason"], cmd.value["identity"])
+    RunWriter(ctx, run_key, run).terminate(cmd.value["reason"], cmd.value["identity"])
     ctx.workflows.put(run_key, run)
     _reply_event(ctx, run_key, run, E.WORKFLOW_EXECUTION_TERMINATED,
                  {"reason": cmd.value["reason"], "identity": cmd.value["identity"]})

@@ -64,39 +64,203 @@ class HistoryLimitExceeded(Exception):
         self.reason = reason
 
 
-def append(ctx: ProcessingContext, run_key: int, run: WorkflowRun, event_type: EventType,
-           attributes: dict[str, Any], event_time_ms: int | None = None) -> int:
-    """Append one event to the history and the events topic; returns its event id.
-    `event_time_ms` defaults to now (a transient task's Scheduled keeps the time its
-    worker was shown). Raises HistoryLimitExceeded when the history of a running
-    workflow grows too large."""
-    event_id = run.next_event_id
-    time_ms = ctx.now_ms if event_time_ms is None else event_time_ms
-    event = {"event_id": event_id, "event_type": event_type.name, "event_time_ms": time_ms,
-             "attributes": attributes}
-    run.take_event_id(ctx.history.append(run_key, event))
-    if run.is_open and event_type is not E.WORKFLOW_EXECUTION_TERMINATED:
-        _check_limits(ctx, run_key, run, event_id)
-    ctx.out.event(WF, event_type.name, run_key, history_record_value(run, event), reply=False)
-    return event_id
+class RunWriter:
+    """One command's writes to one run: its history appended (and buffered while a task is
+    out), its workflow tasks scheduled and ended, its close. A processor makes one for the
+    run it loaded and calls its methods; the run itself is the typed `WorkflowRun`."""
 
+    __slots__ = ("ctx", "key", "run")
 
-def append_all(ctx: ProcessingContext, run_key: int, run: WorkflowRun, events: list[PendingEvent]) -> None:
-    previous = 0
-    for event in events:
-        attributes = event.attributes
-        if event.links_started:
-            attributes = {**attributes, "started_event_id": previous}
-        child = run.children.get(attributes.get("initiated_event_id", 0)) if event.type_name in _CHILD_EVENTS else None
-        if child is not None and event.type_name in _CHILD_CLOSES:
-            # A child's close names its started event, whose id was known only once appended.
-            attributes = {**attributes, "started_event_id": child.started_event_id}
-        previous = append(ctx, run_key, run, E[event.type_name], attributes, event.event_time_ms)
-        if child is not None:
-            if event.type_name == E.CHILD_WORKFLOW_EXECUTION_STARTED.name:
-                child.started_event_id = previous
-            else:
-                del run.children[attributes["initiated_event_id"]]
+    def __init__(self, ctx: ProcessingContext, key: int, run: WorkflowRun) -> None:
+        self.ctx = ctx
+        self.key = key
+        self.run = run
+
+    # the history ---------------------------------------------------------------------------
+    def append(self, event_type: EventType, attributes: dict[str, Any], event_time_ms: int | None = None) -> int:
+        """Append one event to the history and the events topic; returns its event id.
+        `event_time_ms` defaults to now (a transient task's Scheduled keeps the time its
+        worker was shown). Raises HistoryLimitExceeded when the history of a running
+        workflow grows too large."""
+        ctx, run = self.ctx, self.run
+        event_id = run.next_event_id
+        time_ms = ctx.now_ms if event_time_ms is None else event_time_ms
+        event = {"event_id": event_id, "event_type": event_type.name, "event_time_ms": time_ms,
+                 "attributes": attributes}
+        run.take_event_id(ctx.history.append(self.key, event))
+        if run.is_open and event_type is not E.WORKFLOW_EXECUTION_TERMINATED:
+            self._check_limits(event_id)
+        ctx.out.event(WF, event_type.name, self.key, history_record_value(run, event), reply=False)
+        return event_id
+
+    def append_all(self, events: list[PendingEvent]) -> None:
+        run = self.run
+        previous = 0
+        for event in events:
+            attributes = event.attributes
+            if event.links_started:
+                attributes = {**attributes, "started_event_id": previous}
+            child = run.children.get(attributes.get("initiated_event_id", 0)) if event.type_name in _CHILD_EVENTS \
+                else None
+            if child is not None and event.type_name in _CHILD_CLOSES:
+                # A child's close names its started event, whose id was known only once appended.
+                attributes = {**attributes, "started_event_id": child.started_event_id}
+            previous = self.append(E[event.type_name], attributes, event.event_time_ms)
+            if child is not None:
+                if event.type_name == E.CHILD_WORKFLOW_EXECUTION_STARTED.name:
+                    child.started_event_id = previous
+                else:
+                    del run.children[attributes["initiated_event_id"]]
+
+    def deliver(self, events: list[PendingEvent]) -> None:
+        """Events from outside a workflow task (an activity closed, a timer fired, a cancel
+        request): appended with a new workflow task, or buffered while one is out."""
+        if self.run.task is not None:
+            self.run.buffered.extend(events)
+            return
+        self.append_all(events)
+        if BACKOFF_START not in self.run.deadlines:  # a run in its first-task backoff waits
+            self.schedule_task()
+
+    def flush_buffer(self) -> bool:
+        """Append what arrived while the task was out; True if there was anything."""
+        buffered = self.run.take_buffered()
+        self.append_all(buffered)
+        return bool(buffered)
+
+    def _check_limits(self, event_count: int) -> None:
+        run = self.run
+        verdict = check_history_limits(event_count, run.history_size_bytes, self.ctx.limits.history)
+        if verdict.action is LimitAction.TERMINATE:
+            raise HistoryLimitExceeded(self.key, verdict.termination_reason)
+        if verdict.warn and not run.limit_warned:
+            run.limit_warned = True
+            log.warning("workflow_history_large", workflow_id=run.workflow_id, run_id=run.run_id,
+                        events=event_count, history_size_bytes=run.history_size_bytes)
+
+    # workflow tasks ------------------------------------------------------------------------
+    def schedule_task(self, *, speculative: bool = False) -> None:
+        """WORKFLOW_TASK_SCHEDULED (or, for a retried attempt, its transient copy shown only to
+        the worker), its timeout armed, and the task published with the history and the
+        updates waiting for the code. A `speculative` task only carries updates: its
+        Scheduled is written (like a transient one's) only if it completes with more than
+        rejections, so a rejected update leaves no history, as in Temporal."""
+        ctx, run_key, run = self.ctx, self.key, self.run
+        attempt = run.task_attempt
+        attributes = _scheduled_attributes(run, attempt)
+        transient = attempt >= 2 or speculative
+        updates = run.admitted_updates()
+        if transient:
+            # Its id is the next one: nothing is appended while a task is out (events are
+            # buffered), so the id is still free when the attempt completes.
+            event_id = run.next_event_id
+            shown = [orjson.dumps({"event_id": event_id, "event_type": E.WORKFLOW_TASK_SCHEDULED.name,
+                                   "event_time_ms": ctx.now_ms, "attributes": attributes})]
+        else:
+            event_id = self.append(E.WORKFLOW_TASK_SCHEDULED, attributes)
+            shown = []
+        run.task = WorkflowTaskOut(event_id, attempt, ctx.now_ms, transient, updates, speculative)
+        ctx.workflow_timers.arm(run_key, run, TASK_TIME_OUT, ctx.now_ms + attributes["start_to_close_timeout_ms"])
+        first_event_id = run.task_history_from or 1
+        pages = history_pages(ctx, run_key, first_event_id, run.next_event_id - 1, shown)
+        for page, history in enumerate(pages):
+            ctx.out.task(run.task_queue, run_key, {
+                "workflow_id": run.workflow_id, "run_id": run.run_id,
+                "workflow_type": run.workflow_type, "task_queue": run.task_queue,
+                "attempt": attempt, "scheduled_event_id": event_id, "event_time_ms": ctx.now_ms,
+                "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages),
+                "attributes": _carried_updates(run, updates)},
+                WF, WorkflowIntent.WORKFLOW_TASK)
+        self._send_waiting_queries()
+
+    def _send_waiting_queries(self) -> None:
+        """The queries that waited for this task (or the close): after it, on the same partition."""
+        if self.run.waiting_queries:
+            send_query_tasks(self.ctx, self.key, self.run, self.run.waiting_queries)
+            self.run.waiting_queries = []
+
+    def end_task(self, identity: str) -> tuple[int, int]:
+        """The answer to the task arrived (or its timeout): WORKFLOW_TASK_STARTED, which we write
+        only now, after a transient attempt's Scheduled. Returns (scheduled, started) event ids."""
+        run = self.run
+        task = run.task
+        scheduled_id = task.scheduled_event_id
+        if task.transient:
+            written = self.append(E.WORKFLOW_TASK_SCHEDULED, _scheduled_attributes(run, task.attempt),
+                                  event_time_ms=task.scheduled_time_ms)
+            assert written == scheduled_id, f"transient task {scheduled_id} was written as event {written}"
+        verdict = check_history_limits(run.next_event_id, run.history_size_bytes, self.ctx.limits.history)
+        started_id = self.append(E.WORKFLOW_TASK_STARTED, {
+            "scheduled_event_id": scheduled_id, "identity": identity,
+            "history_size_bytes": run.history_size_bytes,
+            "suggest_continue_as_new": verdict.suggest_continue_as_new,
+            "suggest_continue_as_new_reasons": [r.name for r in verdict.suggest_continue_as_new_reasons]})
+        self.ctx.workflow_timers.disarm(self.key, run, TASK_TIME_OUT)
+        run.task = None
+        return scheduled_id, started_id
+
+    def end_failed_task(self, identity: str, end_type: EventType, attributes: dict[str, Any]) -> None:
+        """A task failed or timed out: WORKFLOW_TASK_STARTED and `end_type` (scheduled and
+        started ids added to `attributes`); a transient attempt leaves no event at all."""
+        run = self.run
+        run.task_history_from = 1  # the next worker may have run ahead of history: show it all
+        if run.task.transient:
+            self.ctx.workflow_timers.disarm(self.key, run, TASK_TIME_OUT)
+            run.task = None
+            return
+        scheduled_id, started_id = self.end_task(identity)
+        self.append(end_type, {"scheduled_event_id": scheduled_id, "started_event_id": started_id, **attributes})
+
+    def retry_task(self, next_attempt: int) -> None:
+        """After a failed or timed-out task: buffered events, then the next attempt. New events
+        make it a normal task again (attempt 1), as in Temporal: the workflow has something
+        new to see, and the events it is shown must be in history."""
+        self.run.task_attempt = 1 if self.flush_buffer() else next_attempt
+        self.schedule_task()
+
+    # the close -----------------------------------------------------------------------------
+    def close(self, status: WorkflowExecutionStatus, event_type: EventType, attributes: dict[str, Any]) -> int:
+        """Write the close event, send it to the clients waiting for it, and forget everything
+        that could still fire for the run: its deadlines, timers and open activities (closed
+        silently, as Temporal does)."""
+        ctx, run_key, run = self.ctx, self.key, self.run
+        event_id = self.append(event_type, attributes)
+        answer_waiters(ctx, run_key, run, {"event_id": event_id, "event_type": event_type.name,
+                                           "event_time_ms": ctx.now_ms, "attributes": attributes})
+        abort_updates(ctx, run_key, run)
+        on_run_closed(ctx, run, event_type, attributes)
+        self._send_waiting_queries()
+        ctx.workflow_timers.disarm_all(run_key, run)
+        for entry in run.activities.values():
+            found = ctx.activities.get(entry.key)
+            if found is not None:
+                ctx.activities.remove(entry.key, found[0])
+        run.closed(status, ctx.now_ms)
+        return event_id
+
+    def force_close(self, status: WorkflowExecutionStatus, event_type: EventType, attributes: dict[str, Any], *,
+                    fail_started_task: bool) -> int:
+        """Close the run from outside its workflow task (terminate, a workflow timeout, the history
+        limit), as Temporal does (SEMANTICS.md 3.3, 6.2): with `fail_started_task`, the task that
+        is out is failed first, WORKFLOW_TASK_STARTED + WORKFLOW_TASK_FAILED(FORCE_CLOSE_COMMAND)
+        (a transient attempt leaves nothing, as always); then what was buffered; then the close
+        event. A task counts as started once dispatched: we write its Started only when an
+        answer arrives, and a worker may be running it now. Its late answer finds the run closed
+        and is rejected."""
+        # The closing batch is not held to the history limits: Temporal checks them only while
+        # a run goes on, and terminating at the limit must be able to write its events.
+        self.run.status = status
+        if fail_started_task and self.run.task is not None:
+            self.end_failed_task("", E.WORKFLOW_TASK_FAILED, {
+                "cause": FORCE_CLOSE_COMMAND, "failure": None, "identity": HISTORY_SERVICE_IDENTITY})
+        self.flush_buffer()
+        return self.close(status, event_type, attributes)
+
+    def terminate(self, reason: str, identity: str, details: str | None = None) -> int:
+        """WORKFLOW_EXECUTION_TERMINATED, the task that was out failed first (`force_close`)."""
+        return self.force_close(WorkflowExecutionStatus.TERMINATED, E.WORKFLOW_EXECUTION_TERMINATED,
+                                {"reason": reason, "details": details, "identity": identity},
+                                fail_started_task=self.run.task is not None)
 
 
 #: Events about a child workflow that the run's `children` entry follows.
@@ -105,24 +269,6 @@ _CHILD_EVENTS = frozenset(e.name for e in (
     E.CHILD_WORKFLOW_EXECUTION_FAILED, E.CHILD_WORKFLOW_EXECUTION_CANCELED, E.CHILD_WORKFLOW_EXECUTION_TIMED_OUT,
     E.CHILD_WORKFLOW_EXECUTION_TERMINATED))
 _CHILD_CLOSES = _CHILD_EVENTS - {E.CHILD_WORKFLOW_EXECUTION_STARTED.name, E.START_CHILD_WORKFLOW_EXECUTION_FAILED.name}
-
-
-def deliver(ctx: ProcessingContext, run_key: int, run: WorkflowRun, events: list[PendingEvent]) -> None:
-    """Events from outside a workflow task (an activity closed, a timer fired, a cancel
-    request): appended with a new workflow task, or buffered while one is out."""
-    if run.task is not None:
-        run.buffered.extend(events)
-        return
-    append_all(ctx, run_key, run, events)
-    if BACKOFF_START not in run.deadlines:  # a run in its first-task backoff waits
-        schedule_task(ctx, run_key, run)
-
-
-def flush_buffer(ctx: ProcessingContext, run_key: int, run: WorkflowRun) -> bool:
-    """Append what arrived while the task was out; True if there was anything."""
-    buffered = run.take_buffered()
-    append_all(ctx, run_key, run, buffered)
-    return bool(buffered)
 
 
 def task_timeout_ms(run: WorkflowRun, attempt: int) -> int:
@@ -139,40 +285,6 @@ def _scheduled_attributes(run: WorkflowRun, attempt: int) -> dict[str, Any]:
             "attempt": attempt}
 
 
-def schedule_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, *, speculative: bool = False) -> None:
-    """WORKFLOW_TASK_SCHEDULED (or, for a retried attempt, its transient copy shown only to
-    the worker), its timeout armed, and the task published with the history and the
-    updates waiting for the code. A `speculative` task only carries updates: its
-    Scheduled is written (like a transient one's) only if it completes with more than
-    rejections, so a rejected update leaves no history, as in Temporal."""
-    attempt = run.task_attempt
-    attributes = _scheduled_attributes(run, attempt)
-    transient = attempt >= 2 or speculative
-    updates = run.admitted_updates()
-    if transient:
-        # Its id is the next one: nothing is appended while a task is out (events are
-        # buffered), so the id is still free when the attempt completes.
-        event_id = run.next_event_id
-        shown = [orjson.dumps({"event_id": event_id, "event_type": E.WORKFLOW_TASK_SCHEDULED.name,
-                               "event_time_ms": ctx.now_ms, "attributes": attributes})]
-    else:
-        event_id = append(ctx, run_key, run, E.WORKFLOW_TASK_SCHEDULED, attributes)
-        shown = []
-    run.task = WorkflowTaskOut(event_id, attempt, ctx.now_ms, transient, updates, speculative)
-    ctx.workflow_timers.arm(run_key, run, TASK_TIME_OUT, ctx.now_ms + attributes["start_to_close_timeout_ms"])
-    first_event_id = run.task_history_from or 1
-    pages = history_pages(ctx, run_key, first_event_id, run.next_event_id - 1, shown)
-    for page, history in enumerate(pages):
-        ctx.out.task(run.task_queue, run_key, {
-            "workflow_id": run.workflow_id, "run_id": run.run_id,
-            "workflow_type": run.workflow_type, "task_queue": run.task_queue,
-            "attempt": attempt, "scheduled_event_id": event_id, "event_time_ms": ctx.now_ms,
-            "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages),
-            "attributes": _carried_updates(run, updates)},
-            WF, WorkflowIntent.WORKFLOW_TASK)
-    _send_waiting_queries(ctx, run_key, run)
-
-
 def send_query_tasks(ctx: ProcessingContext, run_key: int, run: WorkflowRun, queries: list[dict]) -> None:
     """QUERY_TASKs for the run's task queue, each answered by a worker to its caller."""
     for query in queries:
@@ -181,13 +293,6 @@ def send_query_tasks(ctx: ProcessingContext, run_key: int, run: WorkflowRun, que
             "task_queue": run.task_queue, "query_type": query["query_type"], "input": query["input"]},
             WF, WorkflowIntent.QUERY_TASK, reply_partition=query["reply_partition"],
             request_id=query["request_id"])
-
-
-def _send_waiting_queries(ctx: ProcessingContext, run_key: int, run: WorkflowRun) -> None:
-    """The queries that waited for this task (or the close): after it, on the same partition."""
-    if run.waiting_queries:
-        send_query_tasks(ctx, run_key, run, run.waiting_queries)
-        run.waiting_queries = []
 
 
 def _carried_updates(run: WorkflowRun, update_ids: list[str]) -> str | None:
@@ -216,107 +321,8 @@ def history_pages(ctx: ProcessingContext, run_key: int, first_event_id: int, las
     return [(b"[" + b",".join(page) + b"]").decode() for page in pages]
 
 
-def end_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, identity: str) -> tuple[int, int]:
-    """The answer to the task arrived (or its timeout): WORKFLOW_TASK_STARTED, which we write
-    only now, after a transient attempt's Scheduled. Returns (scheduled, started) event ids."""
-    task = run.task
-    scheduled_id = task.scheduled_event_id
-    if task.transient:
-        written = append(ctx, run_key, run, E.WORKFLOW_TASK_SCHEDULED,
-                         _scheduled_attributes(run, task.attempt), event_time_ms=task.scheduled_time_ms)
-        assert written == scheduled_id, f"transient task {scheduled_id} was written as event {written}"
-    verdict = check_history_limits(run.next_event_id, run.history_size_bytes, ctx.limits.history)
-    started_id = append(ctx, run_key, run, E.WORKFLOW_TASK_STARTED, {
-        "scheduled_event_id": scheduled_id, "identity": identity,
-        "history_size_bytes": run.history_size_bytes,
-        "suggest_continue_as_new": verdict.suggest_continue_as_new,
-        "suggest_continue_as_new_reasons": [r.name for r in verdict.suggest_continue_as_new_reasons]})
-    ctx.workflow_timers.disarm(run_key, run, TASK_TIME_OUT)
-    run.task = None
-    return scheduled_id, started_id
-
-
-def end_failed_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, identity: str,
-                    end_type: EventType, attributes: dict[str, Any]) -> None:
-    """A task failed or timed out: WORKFLOW_TASK_STARTED and `end_type` (scheduled and
-    started ids added to `attributes`); a transient attempt leaves no event at all."""
-    run.task_history_from = 1  # the next worker may have run ahead of history: show it all
-    if run.task.transient:
-        ctx.workflow_timers.disarm(run_key, run, TASK_TIME_OUT)
-        run.task = None
-        return
-    scheduled_id, started_id = end_task(ctx, run_key, run, identity)
-    append(ctx, run_key, run, end_type, {"scheduled_event_id": scheduled_id, "started_event_id": started_id,
-                                         **attributes})
-
-
-def retry_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, next_attempt: int) -> None:
-    """After a failed or timed-out task: buffered events, then the next attempt. New events
-    make it a normal task again (attempt 1), as in Temporal: the workflow has something
-    new to see, and the events it is shown must be in history."""
-    run.task_attempt = 1 if flush_buffer(ctx, run_key, run) else next_attempt
-    schedule_task(ctx, run_key, run)
-
-
-def close(ctx: ProcessingContext, run_key: int, run: WorkflowRun, status: WorkflowExecutionStatus,
-          event_type: EventType, attributes: dict[str, Any]) -> int:
-    """Write the close event, send it to the clients waiting for it, and forget everything
-    that could still fire for the run: its deadlines, timers and open activities (closed
-    silently, as Temporal does)."""
-    event_id = append(ctx, run_key, run, event_type, attributes)
-    answer_waiters(ctx, run_key, run, {"event_id": event_id, "event_type": event_type.name,
-                                       "event_time_ms": ctx.now_ms, "attributes": attributes})
-    abort_updates(ctx, run_key, run)
-    on_run_closed(ctx, run, event_type, attributes)
-    _send_waiting_queries(ctx, run_key, run)
-    ctx.workflow_timers.disarm_all(run_key, run)
-    for entry in run.activities.values():
-        found = ctx.activities.get(entry.key)
-        if found is not None:
-            ctx.activities.remove(entry.key, found[0])
-    run.closed(status, ctx.now_ms)
-    return event_id
-
-
-def force_close(ctx: ProcessingContext, run_key: int, run: WorkflowRun, status: WorkflowExecutionStatus,
-                event_type: EventType, attributes: dict[str, Any], *, fail_started_task: bool) -> int:
-    """Close the run from outside its workflow task (terminate, a workflow timeout, the history
-    limit), as Temporal does (SEMANTICS.md 3.3, 6.2): with `fail_started_task`, the task that
-    is out is failed first, WORKFLOW_TASK_STARTED + WORKFLOW_TASK_FAILED(FORCE_CLOSE_COMMAND)
-    (a transient attempt leaves nothing, as always); then what was buffered; then the close
-    event. A task counts as started once dispatched: we write its Started only when an
-    answer arrives, and a worker may be running it now. Its late answer finds the run closed
-    and is rejected."""
-    # The closing batch is not held to the history limits: Temporal checks them only while
-    # a run goes on, and terminating at the limit must be able to write its events.
-    run.status = status
-    if fail_started_task and run.task is not None:
-        end_failed_task(ctx, run_key, run, "", E.WORKFLOW_TASK_FAILED, {
-            "cause": FORCE_CLOSE_COMMAND, "failure": None, "identity": HISTORY_SERVICE_IDENTITY})
-    flush_buffer(ctx, run_key, run)
-    return close(ctx, run_key, run, status, event_type, attributes)
-
-
-def terminate(ctx: ProcessingContext, run_key: int, run: WorkflowRun, reason: str, identity: str,
-              details: str | None = None) -> int:
-    """WORKFLOW_EXECUTION_TERMINATED, the task that was out failed first (`force_close`)."""
-    return force_close(ctx, run_key, run, WorkflowExecutionStatus.TERMINATED, E.WORKFLOW_EXECUTION_TERMINATED,
-                       {"reason": reason, "details": details, "identity": identity},
-                       fail_started_task=run.task is not None)
-
-
-def _check_limits(ctx: ProcessingContext, run_key: int, run: WorkflowRun, event_count: int) -> None:
-    verdict = check_history_limits(event_count, run.history_size_bytes, ctx.limits.history)
-    if verdict.action is LimitAction.TERMINATE:
-        raise HistoryLimitExceeded(run_key, verdict.termination_reason)
-    if verdict.warn and not run.limit_warned:
-        run.limit_warned = True
-        log.warning("workflow_history_large", workflow_id=run.workflow_id, run_id=run.run_id,
-                    events=event_count, history_size_bytes=run.history_size_bytes)
-
-
 def terminate_at_history_limit(ctx: ProcessingContext, exceeded: HistoryLimitExceeded) -> None:
     """After the command's writes were discarded: terminate the run as it was before it."""
     run = ctx.workflows.get(exceeded.run_key)
-    terminate(ctx, exceeded.run_key, run, exceeded.reason, HISTORY_SERVICE_IDENTITY)
+    RunWriter(ctx, exceeded.run_key, run).terminate(exceeded.reason, HISTORY_SERVICE_IDENTITY)
     ctx.workflows.put(exceeded.run_key, run)

@@ -15,7 +15,7 @@ from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.requests import find_target
 from streamproc.engine.workflows.senders import answer_sender, external_sender
-from streamproc.engine.workflows.runs import WF, E, deliver
+from streamproc.engine.workflows.runs import WF, E, RunWriter
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.state.workflow_run import WorkflowRun
 from streamproc.state.workflow_run_parts import PendingEvent
@@ -83,7 +83,7 @@ def signal_run(cmd: Record, ctx: ProcessingContext, run_key: int, run: WorkflowR
     if run.signal_count >= ctx.limits.max_signals_per_run:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, SIGNAL_LIMIT_MESSAGE)
         return False
-    deliver(ctx, run_key, run, [request.event(ctx, run_key, run)])
+    RunWriter(ctx, run_key, run).deliver([request.event(ctx, run_key, run)])
     ctx.workflows.put(run_key, run)
     return True
 

@@ -23,10 +23,7 @@ from streamproc.engine.workflows.runs import (
     RUN_TIME_OUT,
     WF,
     BACKOFF_START,
-    append,
-    append_all,
-    schedule_task,
-    terminate,
+    RunWriter,
 )
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.protocol.topics import check_task_queue
@@ -121,7 +118,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         return
     if decision.action is WorkflowIdAction.TERMINATE_EXISTING_AND_START:
         run_key, run = current
-        terminate(ctx, run_key, run, decision.reason, decision.identity, details=decision.details)
+        RunWriter(ctx, run_key, run).terminate(decision.reason, decision.identity, details=decision.details)
         ctx.workflows.put(run_key, run)
     expiration = workflow_execution_expiration(to_datetime(ctx.now_ms), timeouts.execution)
     cron_schedule = v["cron_schedule"]  # a cron workflow's first run waits for its first time
@@ -173,7 +170,8 @@ def start_run(ctx: ProcessingContext, start: RunStart, signal: SignalRequest | N
         first_workflow_task_backoff=duration_from_ms(start.first_task_backoff_ms))
     run = WorkflowRun.begin(start, ctx.now_ms, run_expiration_ms=to_ms(deadlines.run_expiration),
                             execution_time_ms=to_ms(deadlines.execution_time))
-    append(ctx, run_key, run, EventType.WORKFLOW_EXECUTION_STARTED, {
+    writer = RunWriter(ctx, run_key, run)
+    writer.append(EventType.WORKFLOW_EXECUTION_STARTED, {
         "workflow_id": run.workflow_id, "workflow_type": run.workflow_type, "task_queue": run.task_queue,
         "input": run.input, "workflow_execution_timeout_ms": run.timeouts.execution_ms,
         "workflow_run_timeout_ms": run.timeouts.run_ms, "workflow_task_timeout_ms": run.timeouts.task_ms,
@@ -190,7 +188,7 @@ def start_run(ctx: ProcessingContext, start: RunStart, signal: SignalRequest | N
             "parent_workflow_execution": {"workflow_id": start.parent["workflow_id"], "run_id": start.parent["run_id"]},
             "parent_initiated_event_id": start.parent["initiated_event_id"]})})
     if signal is not None:
-        append_all(ctx, run_key, run, [signal.event(ctx, run_key, run)])
+        writer.append_all([signal.event(ctx, run_key, run)])
     if run.run_expiration_ms:
         kind = EXECUTION_TIME_OUT if run.run_expiration_ms == expiration_ms else RUN_TIME_OUT
         ctx.workflow_timers.arm(run_key, run, kind, run.run_expiration_ms)
@@ -199,6 +197,6 @@ def start_run(ctx: ProcessingContext, start: RunStart, signal: SignalRequest | N
     if start.first_task_backoff_ms > 0:
         ctx.workflow_timers.arm(run_key, run, BACKOFF_START, run.execution_time_ms)
     else:
-        schedule_task(ctx, run_key, run)
+        writer.schedule_task()
     ctx.workflows.add(run_key, run)
     return run_key, run

@@ -13,16 +13,7 @@ import orjson
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.workflows import updates
 from streamproc.engine.workflows.commands import BadCommand, apply, validate
-from streamproc.engine.workflows.runs import (
-    TASK_TIME_OUT,
-    E,
-    append,
-    end_failed_task,
-    end_task,
-    flush_buffer,
-    retry_task,
-    schedule_task,
-)
+from streamproc.engine.workflows.runs import TASK_TIME_OUT, E, RunWriter
 from streamproc.protocol.failures import check_failure_record
 from streamproc.protocol.records import Record, RejectionType, ValueType, WorkflowIntent
 from streamproc.protocol.workflow_commands import WorkflowCommandType
@@ -64,29 +55,29 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"commands is not valid JSON: {exc}")
         return
     identity = cmd.value["identity"]
+    writer = RunWriter(ctx, cmd.key, run)
     try:
         validated = validate(ctx, run, commands)
     except BadCommand as bad:
-        fail_task(ctx, cmd.key, run, bad.cause, {"message": bad.message, "kind": "APPLICATION",
-                                                 "type": bad.cause, "non_retryable": False}, identity)
+        fail_task(writer, bad.cause, {"message": bad.message, "kind": "APPLICATION", "type": bad.cause,
+                                      "non_retryable": False}, identity)
     else:
         carried = list(run.task.updates)
         if run.task.speculative and all(kind is WorkflowCommandType.REJECT_UPDATE for kind, _ in validated) \
                 and not _forces_new_task(cmd):
-            _drop_speculative_task(ctx, cmd.key, run, validated)
+            _drop_speculative_task(writer, validated)
         else:
-            scheduled_id, started_id = end_task(ctx, cmd.key, run, identity)
-            completed_id = append(ctx, cmd.key, run, E.WORKFLOW_TASK_COMPLETED, {
+            scheduled_id, started_id = writer.end_task(identity)
+            completed_id = writer.append(E.WORKFLOW_TASK_COMPLETED, {
                 "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
             run.task_attempt = 1
             run.task_history_from = scheduled_id  # the next task shows the worker what follows its answer
             eager_for = identity if ctx.out.caller_listens else None
-            needs_task = apply(ctx, cmd.key, run, validated, completed_id, eager_for)
+            needs_task = apply(writer, validated, completed_id, eager_for)
             if run.is_open:
-                updates.reject_unhandled(ctx, cmd.key, run, carried)
-                if flush_buffer(ctx, cmd.key, run) or needs_task or run.admitted_updates() \
-                        or _forces_new_task(cmd):
-                    schedule_task(ctx, cmd.key, run)
+                updates.reject_unhandled(writer, carried)
+                if writer.flush_buffer() or needs_task or run.admitted_updates() or _forces_new_task(cmd):
+                    writer.schedule_task()
     ctx.workflows.put(cmd.key, run)
     # The last answer to a worker that listens: the eager activity tasks it got (if any)
     # came before, so it can give back the slots it held for the others.
@@ -106,29 +97,28 @@ def _forces_new_task(cmd: Record) -> bool:
     return isinstance(attributes, dict) and attributes.get("force_create_new_workflow_task") is True
 
 
-def _drop_speculative_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, rejections: list) -> None:
+def _drop_speculative_task(writer: RunWriter, rejections: list) -> None:
     """A task scheduled only for updates, whose answer rejected every one: it leaves no
     event (Temporal's speculative task). What came in meanwhile gets a task of its own."""
+    run = writer.run
     carried = list(run.task.updates)
-    ctx.workflow_timers.disarm(run_key, run, TASK_TIME_OUT)
+    writer.ctx.workflow_timers.disarm(writer.key, run, TASK_TIME_OUT)
     run.task = None
-    apply(ctx, run_key, run, rejections, 0)
-    updates.reject_unhandled(ctx, run_key, run, carried)
+    apply(writer, rejections, 0)
+    updates.reject_unhandled(writer, carried)
     if run.buffered:
-        flush_buffer(ctx, run_key, run)
-        schedule_task(ctx, run_key, run)
+        writer.flush_buffer()
+        writer.schedule_task()
     elif run.admitted_updates():
-        schedule_task(ctx, run_key, run, speculative=True)
+        writer.schedule_task(speculative=True)
 
 
-def fail_task(ctx: ProcessingContext, run_key: int, run: WorkflowRun, cause: str, failure: dict | None,
-              identity: str) -> None:
+def fail_task(writer: RunWriter, cause: str, failure: dict | None, identity: str) -> None:
     """WORKFLOW_TASK_FAILED (none for a transient attempt), then what was buffered and the
     next attempt (SEMANTICS 3.4)."""
-    attempt = run.task.attempt
-    end_failed_task(ctx, run_key, run, identity, E.WORKFLOW_TASK_FAILED,
-                    {"cause": cause, "failure": failure, "identity": identity})
-    retry_task(ctx, run_key, run, fail_workflow_task(attempt=attempt, sticky=False).next_attempt)
+    attempt = writer.run.task.attempt
+    writer.end_failed_task(identity, E.WORKFLOW_TASK_FAILED, {"cause": cause, "failure": failure, "identity": identity})
+    writer.retry_task(fail_workflow_task(attempt=attempt, sticky=False).next_attempt)
 
 
 def task_fail(cmd: Record, ctx: ProcessingContext) -> None:
@@ -140,7 +130,7 @@ def task_fail(cmd: Record, ctx: ProcessingContext) -> None:
     if problem:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
         return
-    fail_task(ctx, cmd.key, run, cmd.value["cause"] or "UNSPECIFIED", failure, cmd.value["identity"])
+    fail_task(RunWriter(ctx, cmd.key, run), cmd.value["cause"] or "UNSPECIFIED", failure, cmd.value["identity"])
     ctx.workflows.put(cmd.key, run)
 
 
@@ -156,6 +146,7 @@ def task_time_out(cmd: Record, ctx: ProcessingContext) -> None:
                        f"but its deadline is {run.deadlines.get(TASK_TIME_OUT)} (now {ctx.now_ms})")
         return
     retry = fire_workflow_task_timeout(TimeoutType.START_TO_CLOSE, attempt=run.task.attempt, sticky=False)
-    end_failed_task(ctx, cmd.key, run, "", E.WORKFLOW_TASK_TIMED_OUT, {"timeout_type": retry.timeout_type.name})
-    retry_task(ctx, cmd.key, run, retry.next_attempt)
+    writer = RunWriter(ctx, cmd.key, run)
+    writer.end_failed_task("", E.WORKFLOW_TASK_TIMED_OUT, {"timeout_type": retry.timeout_type.name})
+    writer.retry_task(retry.next_attempt)
     ctx.workflows.put(cmd.key, run)

@@ -16,9 +16,7 @@ from streamproc.engine.workflows.runs import (
     EXECUTION_TIME_OUT,
     RUN_TIME_OUT,
     E,
-    deliver,
-    force_close,
-    schedule_task,
+    RunWriter,
 )
 from streamproc.protocol.failures import failure_to_record
 from streamproc.protocol.records import Record, RejectionType
@@ -71,7 +69,7 @@ def timer_fire(cmd: Record, ctx: ProcessingContext) -> None:
     ctx.workflow_timers.remove_timer(cmd.key, run, timer_id)
     if run.task is not None:  # a CANCEL_TIMER in the task's answer may still win
         run.timers[timer_id] = replace(timer, fired=True)
-    deliver(ctx, cmd.key, run, [PendingEvent(E.TIMER_FIRED.name, {
+    RunWriter(ctx, cmd.key, run).deliver([PendingEvent(E.TIMER_FIRED.name, {
         "timer_id": timer_id, "started_event_id": timer.started_event_id})])
     ctx.workflows.put(cmd.key, run)
 
@@ -82,7 +80,7 @@ def backoff_start(cmd: Record, ctx: ProcessingContext) -> None:
     if run is None:
         return
     ctx.workflow_timers.disarm(cmd.key, run, BACKOFF_START)
-    schedule_task(ctx, cmd.key, run)
+    RunWriter(ctx, cmd.key, run).schedule_task()
     ctx.workflows.put(cmd.key, run)
 
 
@@ -113,9 +111,10 @@ def _timed_out(run_key: int, run: WorkflowRun, outcome: WorkflowTimedOut, ctx: P
     with. A dispatched task counts as started (`force_close`)."""
     new_run_id = str(uuid.uuid4()) if outcome.new_run is not None else ""
     last_result = cron.started_with_completion_result(ctx, run_key) if outcome.new_run is not None else None
-    force_close(ctx, run_key, run, outcome.status, E.WORKFLOW_EXECUTION_TIMED_OUT,
-                {"retry_state": outcome.retry_state.name, "new_execution_run_id": new_run_id},
-                fail_started_task=outcome.fail_started_workflow_task)
+    RunWriter(ctx, run_key, run).force_close(
+        outcome.status, E.WORKFLOW_EXECUTION_TIMED_OUT,
+        {"retry_state": outcome.retry_state.name, "new_execution_run_id": new_run_id},
+        fail_started_task=outcome.fail_started_workflow_task)
     if outcome.new_run is not None:
         next_run(ctx, run_key, run, new_run_id, outcome.new_run.initiator, attempt=outcome.new_run.attempt,
                  backoff_ms=to_ms(outcome.new_run.first_workflow_task_backoff),

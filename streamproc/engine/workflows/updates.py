@@ -18,7 +18,7 @@ from typing import Any
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.requests import find_run, valid_run
-from streamproc.engine.workflows.runs import BACKOFF_START, E, append, schedule_task
+from streamproc.engine.workflows.runs import BACKOFF_START, E, RunWriter
 from streamproc.engine.workflows.update_answers import ACCEPTED, COMPLETED, answer_waiters, update_failure
 from streamproc.protocol.failures import check_failure_record
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
@@ -66,7 +66,7 @@ def update(cmd: Record, ctx: ProcessingContext) -> None:
         run.updates[update_id] = RunUpdate(v["update_name"], v["input"], v["identity"],
                                            waiters=[waiter] if cmd.reply_partition >= 0 else [])
         if run.task is None and BACKOFF_START not in run.deadlines:
-            schedule_task(ctx, run_key, run, speculative=True)
+            RunWriter(ctx, run_key, run).schedule_task(speculative=True)
     ctx.workflows.put(run_key, run)
 
 
@@ -129,32 +129,30 @@ def check_reject(ctx: ProcessingContext, run: WorkflowRun, c: dict, still_open: 
     return {"update_id": c["update_id"], "failure": c["failure"]}
 
 
-def accept(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-           eager_for: str | None) -> bool:
+def accept(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
     update_id = a["update_id"]
-    entry = run.updates[update_id]
+    entry = w.run.updates[update_id]
     entry.state = ACCEPTED
     # The task's Scheduled, Started and Completed are consecutive ids: nothing is appended
     # while a task is out, and a speculative task's three are written together.
-    entry.accepted_event_id = append(ctx, run_key, run, E.WORKFLOW_EXECUTION_UPDATE_ACCEPTED, {
+    entry.accepted_event_id = w.append(E.WORKFLOW_EXECUTION_UPDATE_ACCEPTED, {
         "protocol_instance_id": update_id, "accepted_request_message_id": f"{update_id}/request",
         "accepted_request_sequencing_event_id": completed_id - 2,
         "accepted_request": {"meta": {"update_id": update_id, "identity": entry.identity},
                              "input": {"name": entry.name, "args": entry.input}}})
-    answer_waiters(ctx, run_key, run, update_id, entry, WorkflowIntent.UPDATE_ACCEPTED, (ACCEPTED,))
+    answer_waiters(w.ctx, w.key, w.run, update_id, entry, WorkflowIntent.UPDATE_ACCEPTED, (ACCEPTED,))
     return False
 
 
-def complete(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-             eager_for: str | None) -> bool:
+def complete(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
     update_id = a["update_id"]
-    entry = run.updates[update_id]
+    entry = w.run.updates[update_id]
     entry.state = COMPLETED
-    entry.completed_event_id = append(ctx, run_key, run, E.WORKFLOW_EXECUTION_UPDATE_COMPLETED, {
+    entry.completed_event_id = w.append(E.WORKFLOW_EXECUTION_UPDATE_COMPLETED, {
         "meta": {"update_id": update_id, "identity": entry.identity}, "update_id": update_id,
         "accepted_event_id": entry.accepted_event_id, "outcome": a["outcome"]})
     entry.input = None  # the outcome is in history; the input is in the accepted event
-    answer_waiters(ctx, run_key, run, update_id, entry, WorkflowIntent.UPDATE_COMPLETED, (ACCEPTED, COMPLETED),
+    answer_waiters(w.ctx, w.key, w.run, update_id, entry, WorkflowIntent.UPDATE_COMPLETED, (ACCEPTED, COMPLETED),
                    **_outcome_fields(a["outcome"]))
     return False
 
@@ -164,20 +162,19 @@ def _outcome_fields(outcome: dict[str, Any]) -> dict[str, Any]:
     return {"failure": outcome["failure"]} if "failure" in outcome else {"result": outcome["success"]}
 
 
-def reject(ctx: ProcessingContext, run_key: int, run: WorkflowRun, a: dict, completed_id: int,
-           eager_for: str | None) -> bool:
-    entry = run.updates.pop(a["update_id"])
-    answer_waiters(ctx, run_key, run, a["update_id"], entry, WorkflowIntent.UPDATE_REJECTED, (ACCEPTED, COMPLETED),
+def reject(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
+    entry = w.run.updates.pop(a["update_id"])
+    answer_waiters(w.ctx, w.key, w.run, a["update_id"], entry, WorkflowIntent.UPDATE_REJECTED, (ACCEPTED, COMPLETED),
                    failure=a["failure"])
     return False
 
 
-def reject_unhandled(ctx: ProcessingContext, run_key: int, run: WorkflowRun, carried: list[str]) -> None:
+def reject_unhandled(w: RunWriter, carried: list[str]) -> None:
     """Updates a completed task carried that its answer neither accepted nor rejected:
     the code did not take them (an SDK without update support), so they fail."""
     for update_id in carried:
-        entry = run.updates.get(update_id)
+        entry = w.run.updates.get(update_id)
         if entry is not None and entry.state == "ADMITTED":
-            reject(ctx, run_key, run, {"update_id": update_id, "failure": update_failure(
+            reject(w, {"update_id": update_id, "failure": update_failure(
                 f"update {entry.name!r} ({update_id}) was not handled by the workflow", "UpdateNotHandled")},
                    0, None)
