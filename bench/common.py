@@ -300,7 +300,7 @@ def wait_group_stable(bench: Bench, group: str, members: int, partitions: int, t
 class CpuMeter:
     """CPU seconds used by named groups of processes between `start()` and `read()`.
 
-    `pids` maps a role to process ids; role "bench" is this process (all its threads)."""
+    `pids` maps a role to process ids; role "client" is this process (all its threads)."""
 
     def __init__(self, pids: dict[str, list[int | None]]) -> None:
         self.pids = pids
@@ -308,7 +308,7 @@ class CpuMeter:
 
     def _now(self) -> dict[str, float]:
         out = {role: sum(pid_cpu_seconds(pid) for pid in pids) for role, pids in self.pids.items()}
-        out["bench"] = time.process_time()
+        out["client"] = time.process_time()
         return out
 
     def start(self) -> None:
