@@ -1,4 +1,4 @@
-"""`python bench/peers.py --vs restate|temporal`: the same phases on a peer and on streamproc, alternately.
+"""`python bench/peers.py --vs restate,temporal`: the same phases on a peer and on streamproc, alternately.
 
 For each phase, N pairs (default 3) of runs one after the other, never two at once: the
 peer's bench (which starts its own server), then ours (`bench/run.py` with the scenario that
@@ -20,8 +20,9 @@ Every ratio is written so that above 1 means streamproc did better: ours / peer 
 peer / ours for what is better lower (latency, CPU per workflow).
 
 The peer's bench command (its python and bench.py, with any wrapper such as a network
-namespace) comes from --peer-bench or BENCH_PEER_RESTATE / BENCH_PEER_TEMPORAL; this file
-adds `--only <phase>` and the sizes. Our runs use the broker STREAMPROC_BOOTSTRAP names,
+namespace) comes from BENCH_PEER_RESTATE / BENCH_PEER_TEMPORAL, or --peer-bench for one
+peer; this file adds `--only <phase>` and the sizes. With both peers, all of Restate's
+phases run first, then Temporal's. Our runs use the broker STREAMPROC_BOOTSTRAP names,
 or one started here for the whole comparison (idle while the peer runs: its CPU then is
 reported as `streamproc_broker_cpu_seconds`).
 """
@@ -73,10 +74,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n".join(__doc__.splitlines()[2:]))
-    parser.add_argument("--vs", choices=PEERS, required=True, help="the peer")
+    parser.add_argument("--vs", required=True, metavar="PEER[,PEER]",
+                        help=f"the peers, in order: {', '.join(PEERS)} or both comma-separated")
     parser.add_argument("--peer-bench", metavar="CMD",
-                        help="the peer's bench command, e.g. '<venv>/bin/python <peers>/temporal/bench.py' "
-                             "(default $BENCH_PEER_RESTATE / $BENCH_PEER_TEMPORAL)")
+                        help="the peer's bench command, e.g. '<venv>/bin/python <peers>/temporal/bench.py', "
+                             "with one peer only (default $BENCH_PEER_RESTATE / $BENCH_PEER_TEMPORAL)")
     parser.add_argument("--phases", default=PHASES, help="which phases, in order (default abl)")
     parser.add_argument("--pairs", type=int, default=3, help="pairs of runs per phase (default 3)")
     parser.add_argument("--n", type=int, default=1000, help="workflows of phase a (default 1000)")
@@ -90,10 +92,16 @@ def main() -> int:
     if args.smoke:
         for name, value in SMOKE.items():
             setattr(args, name, value)
-    peer_command = args.peer_bench or os.environ.get(f"BENCH_PEER_{args.vs.upper()}", "")
-    error = _invalid(args, peer_command)
-    if error:
-        parser.error(error)
+    peers = [p.strip() for p in args.vs.split(",")]
+    if any(p not in PEERS for p in peers) or len(set(peers)) != len(peers):
+        parser.error(f"--vs takes {' or '.join(PEERS)}, or both comma-separated; got {args.vs!r}")
+    if args.peer_bench and len(peers) > 1:
+        parser.error("--peer-bench names one peer's command: with both, set BENCH_PEER_RESTATE and BENCH_PEER_TEMPORAL")
+    commands = {p: args.peer_bench or os.environ.get(f"BENCH_PEER_{p.upper()}", "") for p in peers}
+    for peer, command in commands.items():
+        error = _invalid(args, peer, command)
+        if error:
+            parser.error(error)
 
     # Only JSON lines on stdout: whatever libraries print goes to stderr.
     result_fd = os.dup(1)
@@ -107,15 +115,16 @@ def main() -> int:
 
     bootstrap, broker = ensure_broker()
     try:
-        return Comparison(args, shlex.split(peer_command), bootstrap, emit).run()
+        return max([Comparison(args, peer, shlex.split(command), bootstrap, emit).run()
+                    for peer, command in commands.items()])
     finally:
         if broker is not None and getattr(broker, "launched", True):
             broker.stop()
 
 
-def _invalid(args: argparse.Namespace, peer_command: str) -> str | None:
+def _invalid(args: argparse.Namespace, peer: str, peer_command: str) -> str | None:
     if not peer_command.strip():
-        return (f"no bench command for {args.vs}: pass --peer-bench or set BENCH_PEER_{args.vs.upper()} "
+        return (f"no bench command for {peer}: set BENCH_PEER_{peer.upper()} or pass --peer-bench "
                 f"(see docs/performance.md, 'Comparing with peers')")
     if not args.phases or set(args.phases) - set(PHASES):
         return f"--phases takes letters of {PHASES!r}, got {args.phases!r}"
@@ -128,9 +137,9 @@ def _invalid(args: argparse.Namespace, peer_command: str) -> str | None:
 
 
 class Comparison:
-    def __init__(self, args: argparse.Namespace, peer_command: list[str], bootstrap: str, emit) -> None:
+    def __init__(self, args: argparse.Namespace, peer: str, peer_command: list[str], bootstrap: str, emit) -> None:
         self.args = args
-        self.peer = args.vs
+        self.peer = peer
         self.peer_command = peer_command
         self.bootstrap = bootstrap
         self.emit = emit

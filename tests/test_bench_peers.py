@@ -56,8 +56,8 @@ def test_restate_b_runs_both_local_modes_and_temporal_remote_activities():
 
 
 def test_bad_arguments_are_one_line():
-    args = argparse.Namespace(vs="temporal", phases="abl", pairs=3, n=1000, n_seq=200, latency_n=100, warmup=None)
-    assert "BENCH_PEER_TEMPORAL" in _invalid(args, "")
-    assert _invalid(args, "python bench.py") is None
-    assert "--phases" in _invalid(argparse.Namespace(**{**vars(args), "phases": "ax"}), "python bench.py")
-    assert "--pairs" in _invalid(argparse.Namespace(**{**vars(args), "pairs": 0}), "python bench.py")
+    args = argparse.Namespace(phases="abl", pairs=3, n=1000, n_seq=200, latency_n=100, warmup=None)
+    assert "BENCH_PEER_TEMPORAL" in _invalid(args, "temporal", "")
+    assert _invalid(args, "temporal", "python bench.py") is None
+    assert "--phases" in _invalid(argparse.Namespace(**{**vars(args), "phases": "ax"}), "temporal", "python bench.py")
+    assert "--pairs" in _invalid(argparse.Namespace(**{**vars(args), "pairs": 0}), "temporal", "python bench.py")
