@@ -24,7 +24,7 @@ namespace) comes from BENCH_PEER_RESTATE / BENCH_PEER_TEMPORAL, or --peer-bench 
 peer; this file adds `--only <phase>` and the sizes. With both peers, all of Restate's
 phases run first, then Temporal's. Our runs use the broker STREAMPROC_BOOTSTRAP names,
 or one started here for the whole comparison (idle while the peer runs: its CPU then is
-reported as `streamproc_broker_cpu_seconds`).
+reported as `streamproc_broker_cpu_seconds`), warmed up first by one unmeasured run of ours.
 """
 
 from __future__ import annotations
@@ -86,6 +86,8 @@ def main() -> int:
     parser.add_argument("--latency-n", type=int, default=100, help="workflows of phase l (default 100)")
     parser.add_argument("--warmup", type=int, default=None,
                         help="unmeasured workflows first, both sides (default: each side's own)")
+    parser.add_argument("--no-broker-warmup", action="store_true",
+                        help="skip the unmeasured run that first warms the broker (a fresh JVM) up")
     parser.add_argument("--smoke", action="store_true",
                         help=f"tiny sizes ({SMOKE}): shows the plumbing works, measures nothing")
     args = parser.parse_args()
@@ -115,6 +117,8 @@ def main() -> int:
 
     bootstrap, broker = ensure_broker()
     try:
+        if not args.no_broker_warmup:
+            _warm_broker(bootstrap, args.smoke)
         return max([Comparison(args, peer, shlex.split(command), bootstrap, emit).run()
                     for peer, command in commands.items()])
     finally:
@@ -149,6 +153,7 @@ class Comparison:
 
         self.broker_pid = listener_pid(int(port)) if port.isdigit() else None
         self.failures = 0
+        self.commit = _commit()
 
     def run(self) -> int:
         runs = sum(self.args.pairs * (1 + len(OURS[self.peer][p])) for p in self.args.phases)
@@ -204,7 +209,32 @@ class Comparison:
                    "--workflows", str(self.sizes[phase]), *options]
         if self.args.warmup is not None:
             command += ["--warmup", str(self.args.warmup)]
-        return ours_measurement(_json_of(command, {**os.environ, "STREAMPROC_BOOTSTRAP": self.bootstrap}))
+        return {**ours_measurement(_json_of(command, {**os.environ, "STREAMPROC_BOOTSTRAP": self.bootstrap})),
+                "commit": self.commit}
+
+
+def _warm_broker(bootstrap: str, smoke: bool) -> None:
+    """One unmeasured run of ours first: a broker just started is a cold JVM, and the peers'
+    servers (Rust, Go) have nothing to warm up, so pair 1 would be unfair to us otherwise."""
+    _say("warming the broker up (one unmeasured run of ours)")
+    command = [sys.executable, str(REPO / "bench" / "run.py"), "workflows_1_activity",
+               "--workflows", "20" if smoke else "1000"]
+    try:
+        _json_of(command, {**os.environ, "STREAMPROC_BOOTSTRAP": bootstrap})
+    except RunFailed as exc:
+        _say(f"the warm-up run failed (the comparison goes on): {exc}")
+
+
+def _commit() -> str | None:
+    """The commit of this checkout (with '+' when it has changes), to tell which code was measured."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "") if head.returncode == 0 else None
 
 
 def _json_of(command: list[str], env: dict[str, str]) -> dict:
