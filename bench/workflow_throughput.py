@@ -18,13 +18,13 @@ from __future__ import annotations
 from bench.common import Bench, loadavg
 from bench.workflow_common import (
     PARTITIONS,
-    sized,
     WorkflowRig,
     closed_loop,
     cost,
     latencies,
     measured_loop,
     report,
+    sized,
     stage_breakdown,
 )
 
