@@ -16,7 +16,8 @@ import time
 import uuid
 
 from bench.activity_common import ACT, Reader, ScriptedWorker, schedule_value, send_command, send_schedule
-from bench.common import Bench, cpu_seconds, loadavg, now_ms, peak_rss_mb, percentiles, say, stop, wait_log
+from bench.common import (Bench, CpuMeter, engine_counters, loadavg, now_ms, peak_rss_mb, percentiles, say, stop,
+                          wait_log)
 from streamproc.client import SyncClient
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record
@@ -58,7 +59,8 @@ def _start_and_complete(task: Record, worker: ScriptedWorker) -> None:
 def _measure(client: SyncClient, worker: ScriptedWorker, bench: Bench, tag: str, count: int, engine) -> dict:
     events = Reader(bench, bench.topics.events, list(range(PARTITIONS)), from_end=True)
     tasks_before = len(worker.tasks)
-    cpu_before = cpu_seconds(engine)
+    transactions_before = engine_counters(engine)["transactions"]
+    cpu_meter = CpuMeter({"engine": [engine.pid], "broker": [bench.broker_pid]})  # client: this process
     sent: dict[str, float] = {}
     first_send = now_ms()
     deadline = time.monotonic() + 60 + count / 50
@@ -80,7 +82,9 @@ def _measure(client: SyncClient, worker: ScriptedWorker, bench: Bench, tag: str,
     send_seconds = (now_ms() - first_send) / 1000
     time.sleep(0.3)
     events.poll(0.3)  # duplicates or rejections would show up now
-    cpu = cpu_seconds(engine) - cpu_before
+    cpu_by_role = cpu_meter.read()
+    cpu = cpu_by_role["engine"]
+    transactions = engine_counters(engine)["transactions"] - transactions_before
     completed = {e.value["activity_id"]: e.timestamp_ms for e in events.decode(A.COMPLETED)
                  if e.record_type == "EVENT"}
     scheduled = {e.value["activity_id"]: e.timestamp_ms for e in events.decode(A.SCHEDULED)
@@ -98,6 +102,9 @@ def _measure(client: SyncClient, worker: ScriptedWorker, bench: Bench, tag: str,
                                                              if a in scheduled])},
         "engine_cpu_seconds": round(cpu, 2),
         "engine_cpu_ms_per_activity": round(cpu * 1000 / count, 3),
+        # the scripted worker is a thread of the client
+        "cpu_seconds_by_role": cpu_by_role,
+        "transactions": transactions, "transactions_per_sec": round(transactions / seconds, 1),
         "completed_events": len(completed), "tasks_received": len(tasks),
         "distinct_tasks_received": len({(t.key, t.value["attempt"]) for t in tasks}), "event_counts": events.summary(), "rejections": events.rejections(),
         "scheduler_loop_seconds": round(send_seconds, 2),

@@ -153,6 +153,14 @@ def wait_log(proc: subprocess.Popen, event: str, timeout: float = 60, count: int
         time.sleep(0.02)
 
 
+def engine_counters(proc: subprocess.Popen, timeout: float = 30) -> dict:
+    """An engine process's counters now (transactions committed, commands processed): it logs
+    them as `engine_stats` when sent SIGUSR2."""
+    asked = sum(1 for line in log_lines(proc) if line.get("event") == "engine_stats")
+    proc.send_signal(signal.SIGUSR2)
+    return wait_log(proc, "engine_stats", timeout, count=asked + 1)[-1]
+
+
 def log_time_ms(line: dict) -> float:
     """Epoch ms of a structlog JSON line's ISO timestamp."""
     return datetime.fromisoformat(line["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
@@ -292,7 +300,7 @@ def wait_group_stable(bench: Bench, group: str, members: int, partitions: int, t
 class CpuMeter:
     """CPU seconds used by named groups of processes between `start()` and `read()`.
 
-    `pids` maps a role to process ids; role "bench" is this process (all its threads)."""
+    `pids` maps a role to process ids; role "client" is this process (all its threads)."""
 
     def __init__(self, pids: dict[str, list[int | None]]) -> None:
         self.pids = pids
@@ -300,7 +308,7 @@ class CpuMeter:
 
     def _now(self) -> dict[str, float]:
         out = {role: sum(pid_cpu_seconds(pid) for pid in pids) for role, pids in self.pids.items()}
-        out["bench"] = time.process_time()
+        out["client"] = time.process_time()
         return out
 
     def start(self) -> None:

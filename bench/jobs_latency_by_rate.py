@@ -39,6 +39,7 @@ def _step(measured: dict) -> dict:
         "created_to_started_ms": measured["stages_ms"]["created_to_started"],
         "cpu_seconds": cpu,
         "cores_busy": round(sum(cpu.values()) / seconds, 2),
+        "transactions_per_sec": measured["transactions_per_sec"],
         "event_transactions_per_sec": round(measured["event_transactions"] / seconds, 1),
         "rejections": measured["rejections"],
     }

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 import uuid
 
-from bench.common import (Bench, CpuMeter, EventTap, group_assignment, now_ms, peak_rss_mb, percentiles, say, stop,
-                          wait_group_stable, wait_log)
+from bench.common import (Bench, CpuMeter, EventTap, engine_counters, group_assignment, now_ms, peak_rss_mb,
+                          percentiles, say, stop, wait_group_stable, wait_log)
 from streamproc.client import SyncClient
 
 QUEUE = "bench"
@@ -58,7 +58,11 @@ class JobsRig:
     def measure(self, jobs: int, rate: float | None) -> dict:
         """Create `jobs` jobs, as fast as the client can (rate None) or at `rate` per second,
         and wait until all are COMPLETED."""
-        return _measure(self.client, self.tap, jobs, rate, self.cpu)
+        transactions_before = engine_counters(self.engine)["transactions"]
+        result = _measure(self.client, self.tap, jobs, rate, self.cpu)
+        transactions = engine_counters(self.engine)["transactions"] - transactions_before
+        result.update(transactions=transactions, transactions_per_sec=round(transactions / result["seconds"], 1))
+        return result
 
 
 def _measure(client: SyncClient, tap: EventTap, jobs: int, rate: float | None, cpu_meter: CpuMeter) -> dict:
@@ -104,6 +108,7 @@ def _measure(client: SyncClient, tap: EventTap, jobs: int, rate: float | None, c
         "stages_ms": {name: percentiles(values) for name, values in stages.items()},
         # from the first send until the last COMPLETED was read, plus 0.4 s
         "cpu_seconds": cpu,
+        # commit markers on the events topic: a transaction writing to k of its partitions is k
         "event_transactions": tap.markers,
         "completed_events": tap.count("COMPLETED"),
         "created_events": tap.count("CREATED"),

@@ -28,6 +28,7 @@ SCENARIOS = {
     "workflows_1_local_activity": "bench.workflow_throughput:run_one_local_activity",
     "workflows_10_sequential_local": "bench.workflow_throughput:run_sequential_local",
     "workflow_latency_single": "bench.workflow_latency:run",
+    "workflow_latency_single_local": "bench.workflow_latency:run_local",
     "timer_accuracy": "bench.workflow_timers:run",
     "broker_restart_recovery": "bench.broker_restart_recovery",
     "signal_throughput": "bench.workflow_messages:run_signals",
@@ -38,8 +39,11 @@ SCENARIOS = {
 }
 #: Scenarios that take --workers and --profile (worker processes; py-spy files prefix).
 WORKFLOW_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflows_1_local_activity",
-                      "workflows_10_sequential_local", "workflow_latency_single",
+                      "workflows_10_sequential_local", "workflow_latency_single", "workflow_latency_single_local",
                       "timer_accuracy", "signal_throughput", "query_latency", "child_workflows"}
+#: Scenarios that take --workflows and --warmup (how many runs are measured and warm up first).
+SIZED_SCENARIOS = {"workflows_1_activity", "workflows_10_sequential", "workflows_1_local_activity",
+                   "workflows_10_sequential_local", "workflow_latency_single", "workflow_latency_single_local"}
 
 
 def main() -> int:
@@ -69,7 +73,16 @@ def main() -> int:
     parser.add_argument("--checkpoint-local-activities", action="store_true",
                         help="workflow workers answer a task after each local activity, so each step is on the "
                              "log before the next runs (workflow scenarios; default: Temporal's way, one task)")
+    parser.add_argument("--workflows", type=int, default=None,
+                        help="workflows measured, instead of the scenario's own count (throughput and latency "
+                             "workflow scenarios; e.g. the sizes a peer's bench uses)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="workflows run first and not measured (default: the scenario's, at most --workflows)")
     args = parser.parse_args()
+    for flag, value in (("--workflows", args.workflows), ("--warmup", args.warmup)):
+        if value is not None and (args.scenario not in SIZED_SCENARIOS or value < (1 if flag == "--workflows" else 0)):
+            parser.error(f"{flag} takes a count (>= {1 if flag == '--workflows' else 0}) and one of: "
+                         f"{', '.join(sorted(SIZED_SCENARIOS))}")
 
     # Only the result goes to stdout: anything else printed here or by libraries goes to stderr.
     result_fd = os.dup(1)
@@ -101,6 +114,10 @@ def main() -> int:
                       "profile_idle": args.profile_idle}
             if args.partitions:
                 kwargs["partitions"] = args.partitions
+            if args.workflows is not None:
+                kwargs["workflows"] = args.workflows
+            if args.warmup is not None:
+                kwargs["warmup_workflows"] = args.warmup
             if args.no_eager_activities:  # read by the worker processes
                 from bench.workflow_worker_main import NO_EAGER_ENV
                 os.environ[NO_EAGER_ENV] = "1"

@@ -23,10 +23,12 @@ from bench.common import (
     REPO,
     Bench,
     cpu_seconds,
+    engine_counters,
     now_ms,
     peak_rss_mb,
     peek,
     percentiles,
+    pid_cpu_seconds,
     say,
     stop,
     wait_group_stable,
@@ -96,8 +98,16 @@ class WorkflowRig:
                          partition_for(workflow_id, self.partitions))
 
     def cpu(self) -> dict[str, float]:
+        """CPU seconds so far by role: engines, workers, the local broker (0 for a remote one)
+        and the client (this process: the bench's producer, readers and loop)."""
         return {"engine": sum(cpu_seconds(e) for e in self.engines),
-                "workers": sum(cpu_seconds(w) for w in self.workers)}
+                "workers": sum(cpu_seconds(w) for w in self.workers),
+                "broker": pid_cpu_seconds(self.bench.broker_pid),
+                "client": time.process_time()}
+
+    def transactions(self) -> int:
+        """Transactions the engines committed so far."""
+        return sum(engine_counters(e)["transactions"] for e in self.engines)
 
     def check_alive(self) -> None:
         for proc in [*self.engines, *self.workers]:
@@ -126,7 +136,7 @@ def closed_loop(rig: WorkflowRig, tag: str, count: int, in_flight: int, workflow
     events = rig.events
     events.poll(0.05)
     events.forget()
-    cpu_before = rig.cpu()
+    window = Window(rig)
     sent: dict[str, float] = {}
     seen: dict[str, float] = {}
     not_completed: list[str] = []
@@ -150,10 +160,10 @@ def closed_loop(rig: WorkflowRig, tag: str, count: int, in_flight: int, workflow
             rig.check_alive()
             raise TimeoutError(f"{tag}: {len(seen)} of {count} closed in {timeout_s} s; {events.summary()}")
     seconds = (max(seen.values()) - first_send) / 1000
-    cpu_after = rig.cpu()
+    spent = window.end()
     runs = events_by_run(events.decode())
     return {"sent": sent, "seen": seen, "not_completed": not_completed, "runs": runs, "seconds": seconds,
-            "cpu": {k: cpu_after[k] - cpu_before[k] for k in cpu_after}, "counts": events.summary()}
+            **spent, "counts": events.summary()}
 
 
 def measured_loop(rig: WorkflowRig, out: dict, profile: str | None, profile_idle: bool, count: int,
@@ -221,8 +231,44 @@ def latencies(loop: dict) -> dict:
             "close_event_time": percentiles([closed_at[w] - sent[w] for w in seen if w in closed_at])}
 
 
-def cpu_per_workflow(loop: dict, count: int) -> dict:
-    return {name: round(seconds * 1000 / count, 3) for name, seconds in loop["cpu"].items()}
+class Window:
+    """CPU seconds by role and transactions the engines committed, from its creation to `end()`.
+
+    The transactions are the engines' own count (each logs it when sent SIGUSR2), asked just
+    before the CPU is read at the start and just after at the end."""
+
+    def __init__(self, rig: WorkflowRig) -> None:
+        self.rig = rig
+        self._transactions = rig.transactions()
+        self._cpu = rig.cpu()
+
+    def end(self) -> dict:
+        cpu = self.rig.cpu()
+        return {"cpu": {role: cpu[role] - self._cpu[role] for role in cpu},
+                "transactions": self.rig.transactions() - self._transactions}
+
+
+def cost(spent: dict, seconds: float, count: int, unit: str = "workflow") -> dict:
+    """Where a measurement's cost went (`spent` from `Window.end`, over `seconds`, for `count`
+    units of work): CPU seconds by role (engine, workers, broker, client) and per unit, and the
+    engines' committed transactions, per second and per unit."""
+    cpu, transactions = spent["cpu"], spent["transactions"]
+    return {"cpu_seconds_by_role": {role: round(s, 2) for role, s in cpu.items()},
+            f"cpu_ms_per_{unit}": {role: round(s * 1000 / count, 3) for role, s in cpu.items()},
+            "transactions": transactions,
+            "transactions_per_sec": round(transactions / seconds, 1),
+            f"transactions_per_{unit}": round(transactions / count, 2)}
+
+
+def sized(count: int, warmup: int, workflows: int | None, warmup_workflows: int | None) -> tuple[int, int]:
+    """(measured, warm-up) runs: the scenario's own unless --workflows / --warmup say otherwise;
+    --workflows alone keeps the warm-up no longer than the measurement."""
+    if workflows is not None:
+        count = workflows
+        warmup = min(warmup, workflows)
+    if warmup_workflows is not None:
+        warmup = warmup_workflows
+    return count, warmup
 
 
 def report(tag: str, result: dict) -> dict:

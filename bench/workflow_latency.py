@@ -1,4 +1,5 @@
-"""One workflow at a time (one trivial activity): latency from START sent to the result read.
+"""One workflow at a time (one trivial activity, remote or local): latency from START sent to
+the result read.
 
 One engine (4 partitions unless --partitions), one worker process. Each run starts when the previous one's
 close event was read, so nothing queues: this is the path's own latency. After a
@@ -9,7 +10,10 @@ The floor: a run takes 5 engine transactions (START; the first task's answer, wh
 schedules the activity; the activity's START; its COMPLETE, which schedules the second
 task; that task's answer, which completes the run) and 10 hops through Kafka. The bench
 times a Kafka transaction on this broker (one record, commit; like the engine's, after
-an idle moment) and reports 5 of them as `transaction_floor_ms`.
+an idle moment) and reports 5 of them as `transaction_floor_ms`. With a local activity
+(`workflow_latency_single_local`) a run takes 2 transactions (START; the first task's
+answer, which carries the activity's marker and completes the run) and 4 hops: the floor
+is 2 of them.
 """
 
 from __future__ import annotations
@@ -24,40 +28,52 @@ from bench.workflow_common import (
     PARTITIONS,
     WorkflowRig,
     closed_loop,
-    cpu_per_workflow,
+    cost,
     latencies,
     measured_loop,
     report,
+    sized,
     stage_breakdown,
 )
-from bench.workflow_throughput import ONE_ACTIVITY_STAGES
+from bench.workflow_throughput import ONE_ACTIVITY_STAGES, ONE_LOCAL_ACTIVITY_STAGES
 from streamproc.kafka.config import producer_config
 
 TRANSACTIONS_PER_WORKFLOW = 5
+TRANSACTIONS_PER_LOCAL_WORKFLOW = 2
 
 
-def run(bench: Bench, quick: bool, workers: int = 1, engines: int = 1,
-        profile: str | None = None, profile_idle: bool = False,
-        partitions: int = PARTITIONS) -> dict:
-    count = 100 if quick else 500
-    out: dict = {"workflows": count, "partitions": partitions, "worker_processes": workers,
-                 "engine_processes": engines,
+def run(bench: Bench, quick: bool, **options) -> dict:
+    return _run(bench, quick, "BenchOneActivity", ONE_ACTIVITY_STAGES, TRANSACTIONS_PER_WORKFLOW, **options)
+
+
+def run_local(bench: Bench, quick: bool, **options) -> dict:
+    return _run(bench, quick, "BenchOneLocalActivity", ONE_LOCAL_ACTIVITY_STAGES, TRANSACTIONS_PER_LOCAL_WORKFLOW,
+                **options)
+
+
+def _run(bench: Bench, quick: bool, workflow_type: str, stages: list[str], transactions_each: int,
+         workers: int = 1, engines: int = 1, profile: str | None = None, profile_idle: bool = False,
+         partitions: int = PARTITIONS, workflows: int | None = None, warmup_workflows: int | None = None) -> dict:
+    count, warmup = sized(100 if quick else 500, 30, workflows, warmup_workflows)
+    out: dict = {"workflows": count, "local_activities": workflow_type == "BenchOneLocalActivity",
+                 "partitions": partitions, "worker_processes": workers, "engine_processes": engines,
                  "load1_at_start": loadavg()}
     rig = WorkflowRig(bench, partitions, workers, engines)
     try:
-        closed_loop(rig, "warmup", 30, 1, "BenchOneActivity", 1, 120)
-        loop = measured_loop(rig, out, profile, profile_idle, count, 1, "BenchOneActivity", 1, 60 + count)
+        if warmup:
+            closed_loop(rig, "warmup", warmup, 1, workflow_type, 1, 120)
+        loop = measured_loop(rig, out, profile, profile_idle, count, 1, workflow_type, 1, 60 + count)
         lat = latencies(loop)
         out.update({
             "p50_ms": lat["client_seen"]["p50"], "p99_ms": lat["client_seen"]["p99"],
             "latency_ms": lat,
-            "stages_ms": stage_breakdown(loop, ONE_ACTIVITY_STAGES),
-            "cpu_ms_per_workflow": cpu_per_workflow(loop, count),
+            "stages_ms": stage_breakdown(loop, stages),
+            **cost(loop, loop["seconds"], count),
             "not_completed": loop["not_completed"][:10],
         })
         transaction = transaction_ms(bench, 30 if quick else 100)
         out["transaction_ms"] = transaction
-        out["transaction_floor_ms"] = round(TRANSACTIONS_PER_WORKFLOW * transaction["p50"], 1)
+        out["transaction_floor_ms"] = round(transactions_each * transaction["p50"], 1)
     finally:
         rig.close()
     return report("measured", out)

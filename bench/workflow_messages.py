@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 
 from bench.common import Bench, loadavg, now_ms, peek, percentiles
-from bench.workflow_common import PARTITIONS, WorkflowRig, report
+from bench.workflow_common import PARTITIONS, Window, WorkflowRig, cost, report
 from streamproc.activity.payloads import encode_args
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
@@ -133,7 +133,7 @@ def run_signals(bench: Bench, quick: bool, workers: int = 1, engines: int = 1, p
             tracker.wait_all(60)
         out.update(_latencies(tracker.done, "single"))
         tracker.done = []
-        cpu_before = rig.cpu()
+        window = Window(rig)
         first = now_ms()
         sent = 0
         while sent < saturated or tracker.in_flight:
@@ -142,10 +142,9 @@ def run_signals(bench: Bench, quick: bool, workers: int = 1, engines: int = 1, p
                 sent += 1
             tracker.poll()
         seconds = (max(e["handled"] for e in tracker.done) - first) / 1000
-        cpu = {k: round(v - cpu_before[k], 2) for k, v in rig.cpu().items()}
         out.update({"signals": saturated, "signals_per_sec": round(saturated / seconds, 1),
                     **_latencies(tracker.done, "saturated"),
-                    "cpu_ms_per_signal": {k: round(v * 1000 / saturated, 3) for k, v in cpu.items()},
+                    **cost(window.end(), seconds, saturated, "signal"),
                     "peak_rss_mb": rig.peak_rss()})
     finally:
         rig.close()
@@ -189,15 +188,14 @@ def run_children(bench: Bench, quick: bool, workers: int = 1, engines: int = 1, 
         sent, seen, _ = _parent_loop(rig, "single", 20 if quick else 50, 1, children, 120)
         single = percentiles([seen[w] - sent[w] for w in sent])
         out.update(single_p50_ms=single["p50"], single_p99_ms=single["p99"])
-        cpu_before = rig.cpu()
+        window = Window(rig)
         sent, seen, not_completed = _parent_loop(rig, "measured", parents, in_flight, children, 600)
         seconds = (max(seen.values()) - min(sent.values())) / 1000
-        cpu = {k: round(v - cpu_before[k], 2) for k, v in rig.cpu().items()}
         p = percentiles([seen[w] - sent[w] for w in sent])
         total = parents * (1 + children)
         out.update({"workflows_per_sec": round(total / seconds, 1), "parents_per_sec": round(parents / seconds, 1),
                     "p50_ms": p["p50"], "p99_ms": p["p99"], "not_completed": not_completed[:10],
-                    "cpu_ms_per_workflow": {k: round(v * 1000 / total, 2) for k, v in cpu.items()},
+                    **cost(window.end(), seconds, total),
                     "peak_rss_mb": rig.peak_rss()})
     finally:
         rig.close()

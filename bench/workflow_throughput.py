@@ -20,10 +20,11 @@ from bench.workflow_common import (
     PARTITIONS,
     WorkflowRig,
     closed_loop,
-    cpu_per_workflow,
+    cost,
     latencies,
     measured_loop,
     report,
+    sized,
     stage_breakdown,
 )
 
@@ -60,7 +61,9 @@ def run_sequential_local(bench: Bench, quick: bool, **options) -> dict:
 def _run(bench: Bench, workflow_type: str, activities_each: int, count: int, warmup: int,
          stages: list[str], workers: int = 1, engines: int = 1, profile: str | None = None,
          profile_idle: bool = False, partitions: int = PARTITIONS,
-         step_event: str = "ACTIVITY_TASK_COMPLETED") -> dict:
+         step_event: str = "ACTIVITY_TASK_COMPLETED", workflows: int | None = None,
+         warmup_workflows: int | None = None) -> dict:
+    count, warmup = sized(count, warmup, workflows, warmup_workflows)
     out: dict = {"workflows": count, "activities_per_workflow": activities_each,
                  "local_activities": step_event == "MARKER_RECORDED", "in_flight": IN_FLIGHT,
                  "partitions": partitions, "worker_processes": workers, "engine_processes": engines,
@@ -68,7 +71,8 @@ def _run(bench: Bench, workflow_type: str, activities_each: int, count: int, war
     rig = WorkflowRig(bench, partitions, workers, engines)
     try:
         # Warm-up: topic metadata, transactions' partitions, the workers' imports and caches.
-        closed_loop(rig, "warmup", warmup, IN_FLIGHT, workflow_type, activities_each, 120)
+        if warmup:
+            closed_loop(rig, "warmup", warmup, IN_FLIGHT, workflow_type, activities_each, 120)
         loop = measured_loop(rig, out, profile, profile_idle, count, IN_FLIGHT, workflow_type, activities_each,
                              60 + count * activities_each / 20)
         lat = latencies(loop)
@@ -80,7 +84,7 @@ def _run(bench: Bench, workflow_type: str, activities_each: int, count: int, war
             "seconds": round(loop["seconds"], 3),
             "latency_ms": lat,
             "stages_ms": stage_breakdown(loop, stages),
-            "cpu_ms_per_workflow": cpu_per_workflow(loop, count),
+            **cost(loop, loop["seconds"], count),
             "not_completed": loop["not_completed"][:10],
             "event_counts": loop["counts"],
         })

@@ -20,7 +20,7 @@ from bench.workflow_common import (
     PARTITIONS,
     WorkflowRig,
     closed_loop,
-    cpu_per_workflow,
+    cost,
     measured_loop,
     report,
     stage_breakdown,
@@ -57,7 +57,7 @@ def run(bench: Bench, quick: bool, workers: int = 1, engines: int = 1,
             "stages_ms": stage_breakdown(loop, ["TIMER_STARTED", "TIMER_FIRED", "WORKFLOW_TASK_COMPLETED",
                                                 "WORKFLOW_EXECUTION_COMPLETED", "seen"]),
             "timers_per_sec": round(count / loop["seconds"], 1),
-            "cpu_ms_per_workflow": cpu_per_workflow(loop, count),
+            **cost(loop, loop["seconds"], count),
             "not_completed": loop["not_completed"][:10],
         })
     finally:

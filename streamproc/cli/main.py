@@ -56,11 +56,17 @@ def main(log_format: str | None, bootstrap: str | None, namespace: str | None, c
 
 
 def _run_until_signal(engine) -> None:
-    """Run the engine in this thread; SIGINT/SIGTERM stop it cleanly."""
+    """Run the engine in this thread; SIGINT/SIGTERM stop it cleanly; SIGUSR2 logs its
+    counters (`engine_stats`: transactions committed, commands processed)."""
     def handle(signum, frame):
         engine.stop()
+
+    def report(signum, frame):
+        # From a thread of its own: the signal may come while this thread is inside a log write.
+        threading.Thread(target=engine.log_stats, name="engine-stats", daemon=True).start()
     signal.signal(signal.SIGINT, handle)
     signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGUSR2, report)
     engine.run()
 
 

@@ -143,6 +143,11 @@ class Engine:
     def stop(self) -> None:
         self._stop.set()
 
+    def log_stats(self) -> None:
+        """One `engine_stats` line with the counters so far (a benchmark reads the
+        transactions committed over its measured window from two of them)."""
+        log.info("engine_stats", **self.stats.summary())
+
     # health -------------------------------------------------------------------------------
     def alive(self) -> bool:
         """Liveness: `run()` has not ended (a broker outage is waited out, not a death)."""
