@@ -10,7 +10,8 @@ from confluent_kafka import KafkaError, KafkaException
 from streamproc.kafka.recovery import FaultPolicy, Recovery
 from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.client_log import ClientLog
-from streamproc.kafka.errors import ClientFailure, CommitTimedOut, Fault, IdentityConflict, Origin, classify
+from streamproc.kafka.errors import (ClientFailure, CommitTimedOut, Fault, IdentityConflict, Origin,
+                                     ProducerCallUnfinished, classify)
 
 
 class Clock:
@@ -64,6 +65,30 @@ def test_the_dead_client_and_only_it_is_replaced():
     d = r.failed(ClientFailure(Origin.PRODUCER, _exc(KafkaError._TIMED_OUT, retriable=True)), 100, [0])
     assert d.producers and not d.consumer
     assert r.failed(CommitTimedOut("x"), 100, [0]).producers
+
+
+def test_an_unfinished_producer_call_is_resumed_on_the_same_producers():
+    r = _recovery(Clock())
+    resume = _exc(KafkaError._TIMED_OUT, "Timed out waiting for operation to finish, retry call to resume",
+                  retriable=True)
+    d = r.failed(ProducerCallUnfinished(resume), producer_age_s=100, partitions=[0])
+    assert (d.producer, d.producers, d.consumer) == (False, False, False)
+    # the same timeout from a commit still means the broker went away: both are replaced
+    assert r.failed(ClientFailure(Origin.PRODUCER, resume), 100, [0]).producers
+
+
+def test_a_consumer_whose_calls_keep_timing_out_is_replaced():
+    r = _recovery(Clock())
+    timeout = ClientFailure(Origin.CONSUMER, _exc(KafkaError._TIMED_OUT, "Failed to get committed offsets",
+                                                  retriable=True))
+    assert [r.failed(timeout, 100, [0]).consumer for _ in range(4)] == [False, True, False, True]
+    r.failed(timeout, 100, [0])
+    r.committed()  # a commit between: the count starts again
+    assert not r.failed(timeout, 100, [0]).consumer
+    # other failures of the consumer do not count
+    other = ClientFailure(Origin.CONSUMER, _exc(KafkaError._STATE, "not assigned"))
+    assert not r.failed(other, 100, [0]).consumer
+    assert r.failed(timeout, 100, [0]).consumer
 
 
 def test_backoff_grows_to_its_bound_and_a_commit_resets_it():
