@@ -4,12 +4,15 @@ Time is a manual clock throughout."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from streamproc.kafka.recovery import FaultPolicy, Recovery
 from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.client_log import ClientLog
+from streamproc.kafka.group_standing import GroupStanding
 from streamproc.kafka.errors import (ClientFailure, CommitTimedOut, Fault, IdentityConflict, Origin,
                                      ProducerCallUnfinished, classify)
 
@@ -174,3 +177,21 @@ def test_client_lines_are_throttled_per_kind_with_a_count_of_what_was_left_out()
     assert client_log.due("error:-187") == 0  # another kind shows at once
     clock.t += 30
     assert client_log.due("log:FAIL") == 99
+
+
+def test_a_consumer_out_of_its_group_is_noticed_from_its_statistics():
+    standing = GroupStanding()
+
+    def stats(state: str, join_state: str, assigned: int = 0) -> str:
+        return json.dumps({"cgrp": {"state": state, "join_state": join_state, "assignment_size": assigned}})
+    standing.on_stats(stats("up", "steady"))
+    assert standing.left_out_for(100.0) == 0.0  # settled, even with nothing assigned
+    standing.on_stats(stats("query-coord", "init"))
+    assert standing.left_out_for(101.0) == 0.0  # the clock starts
+    assert standing.left_out_for(131.0) == 30.0
+    standing.on_stats(stats("up", "wait-join", assigned=2))  # a rebalance while holding partitions
+    assert standing.left_out_for(132.0) == 0.0
+    standing.on_stats(stats("up", "wait-join"))
+    assert standing.left_out_for(140.0) == 0.0 and standing.left_out_for(150.0) == 10.0
+    standing.on_stats("not json")  # ignored
+    assert standing.left_out_for(151.0) == 11.0
