@@ -315,6 +315,15 @@ class LocalBroker:
             log.info("broker pid %d killed", pid)
             return True
 
+    def freeze(self, frozen: bool = True) -> bool:
+        """Hang the broker (SIGSTOP) or let it go on (SIGCONT), as a JVM stalled by its disk or
+        its host would: connections stay open and nothing answers.  False if nothing ran."""
+        with self._lock():
+            pid = self._running_pid()
+            if pid is not None:
+                send_signal(pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+            return pid is not None
+
     def reset(self, timeout: float = 30.0) -> None:
         """Stop the broker and delete its data and logs: the next start() formats a new cluster."""
         if not self.state_dir.is_dir():

@@ -311,6 +311,7 @@ class Engine:
                 commands.append(msg)
         if self._session.fatal is not None:
             raise ClientFailure(Origin.CONSUMER, KafkaException(self._session.fatal))
+        self._session.check_in_group()
         fresh = [msg for msg in commands if not is_echo(msg)]
         self.stats.echoes += len(commands) - len(fresh)
         # 1. Processors only stage writes (over the committing batch's) and follow-ups.

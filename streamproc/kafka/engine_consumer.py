@@ -19,6 +19,7 @@ from streamproc.kafka.batching import close_in_background
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.engine_clients import engine_consumer_config
 from streamproc.kafka.errors import ClientFailure, Origin
+from streamproc.kafka.group_standing import GroupStanding
 from streamproc.protocol.topics import Topics
 from streamproc.settings import Settings
 
@@ -26,6 +27,11 @@ log = structlog.get_logger("streamproc.engine")
 
 #: Bound of the consumer calls of a rewind.
 COMMITTED_TIMEOUT_S = 10.0
+#: A consumer out of its group this long is replaced (see `group_standing`): 30 s, as the
+#: task workers' rejoin, since a broker just restarted loads its groups before it answers.
+LEFT_OUT_REPLACE_S = 30.0
+#: How often librdkafka reports the consumer's statistics (served by `poll`).
+STATS_INTERVAL_MS = 1000
 
 Rebalanced = Callable[[Consumer, list[TopicPartition]], None]
 
@@ -53,9 +59,24 @@ class EngineConsumer:
     def needs_replacing(self) -> bool:
         return self.consumer is None or self.dead or self.fatal is not None
 
+    def check_in_group(self) -> None:
+        """Raise (and mark the consumer dead) when it has been out of its group for
+        `LEFT_OUT_REPLACE_S`: nothing else would tell, since such a consumer fails nothing."""
+        standing = self.standing
+        if standing is not None and standing.left_out_for(time.monotonic()) >= LEFT_OUT_REPLACE_S:
+            self.dead = True
+            raise ClientFailure(Origin.CONSUMER, RuntimeError(
+                f"the consumer has been out of its group for {LEFT_OUT_REPLACE_S:.0f} s "
+                f"({standing.describe()}): replacing it"))
+
+    #: Where the consumer stands in its group (fed by its statistics).
+    standing: GroupStanding | None = None
+
     def open(self) -> None:
         logging = self.client_log.config(on_fatal=self._on_fatal, on_all_brokers_down=self._on_brokers_down)
-        self.consumer = Consumer(engine_consumer_config(self.settings, self.topics, logging))
+        standing = self.standing = GroupStanding()
+        self.consumer = Consumer({**engine_consumer_config(self.settings, self.topics, logging),
+                                  "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": standing.on_stats})
         self.consumer.subscribe([self.topics.commands], on_assign=self.on_assign,
                                 on_revoke=self.on_revoke, on_lost=self.on_revoke)
 

@@ -25,3 +25,5 @@ class FaultPolicy:
     conflict_window_s: float = 60.0
     #: A consumer fencing counts towards a conflict only this long after every broker was lost.
     consumer_fencing_after_s: float = 30.0
+    #: The consumer is replaced after this many timed-out calls without a commit between.
+    consumer_timeouts_limit: int = 2

@@ -8,8 +8,13 @@ that must be replaced (see `streamproc.kafka.errors`):
 
 - the producer, on a fatal or fenced error of a transactional call (a new instance with
   the same transactional id gets a new epoch from init_transactions);
-- the consumer, on a fatal error (a static consumer fenced by its own rejoin is one): a
-  new instance with the same `group.instance.id` takes the member's place.
+- the consumer, on a fatal error (a static consumer fenced by its own rejoin is one), or
+  when its calls timed out twice without a commit between (a broker frozen for 20 s and
+  back left the consumer's committed() timing out until it was replaced): a new instance
+  with the same `group.instance.id` takes the member's place.
+
+A producer call that timed out inside the producer (init or abort: "retry call to resume")
+is made again on the same producer, not on a new one (see ProducerCallUnfinished).
 
 Fenced more than `conflict_limit` times within `conflict_window_s` means another live
 process has this engine's identity: a producer counts when it was fenced sooner after
@@ -34,11 +39,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
+from confluent_kafka import KafkaError
 
 from streamproc.kafka.fault_policy import FaultPolicy
 from streamproc.kafka.watchdog import Progress
 from streamproc.kafka.errors import (CONSUMER_FENCED_CODES, PRODUCER_FENCED_CODES, ClientFailure, CommitTimedOut, Fault,
-                                     IdentityConflict, Origin, classify, describe, kafka_error)
+                                     IdentityConflict, Origin, ProducerCallUnfinished, classify, describe,
+                                     kafka_error)
 
 log = structlog.get_logger("streamproc.engine")
 
@@ -69,6 +76,8 @@ class Recovery:
         self.pending = True
         self._next_attempt = 0.0
         self._fencings: collections.deque[float] = collections.deque()
+        #: timeouts of the consumer's calls since the last commit (see `_consumer_stuck`)
+        self._consumer_timeouts = 0
 
     # the loop ------------------------------------------------------------------------------
     def wait(self, stop: threading.Event) -> bool:
@@ -96,15 +105,31 @@ class Recovery:
         self._next_attempt = now + min(self.policy.backoff_max_s,
                                        self.policy.backoff_min_s * 2 ** min(p.attempts - 1, 16))
         dead = fault in (Fault.FATAL, Fault.FENCED)
-        unreachable = isinstance(exc, CommitTimedOut) or (origin is Origin.PRODUCER and fault is Fault.RETRIABLE)
+        # A producer call left unfinished is resumed on the same instance (see the class).
+        unreachable = isinstance(exc, CommitTimedOut) or (
+            origin is Origin.PRODUCER and fault is Fault.RETRIABLE and not isinstance(exc, ProducerCallUnfinished))
         decision = Decision(producer=dead and origin is Origin.PRODUCER, producers=unreachable,
-                            consumer=dead and origin is Origin.CONSUMER)
+                            consumer=(dead or self._consumer_stuck(exc, origin)) and origin is Origin.CONSUMER)
         if fault is Fault.FENCED:
             self._count_fencing(origin, producer_age_s, connected_s, now)
         if not first and (decision.producer or decision.consumer):
             # A client replaced is news even while the watchdog sums up the retries.
             log.warning("kafka_client_dead", client=origin.value, fault=fault.value, error=p.last_error)
         return decision
+
+    def _consumer_stuck(self, exc: BaseException, origin: Origin) -> bool:
+        """The consumer's calls timed out `consumer_timeouts_limit` times since the last commit:
+        replace it. Seen in CI after a broker stalled for 20 s and came back: the consumer's
+        committed() timed out on every attempt for 45 s, until the watchdog replaced every
+        client, and the new consumer answered at once."""
+        error = kafka_error(exc)
+        if origin is not Origin.CONSUMER or error is None or error.code() != KafkaError._TIMED_OUT:
+            return False
+        self._consumer_timeouts += 1
+        if self._consumer_timeouts < self.policy.consumer_timeouts_limit:
+            return False
+        self._consumer_timeouts = 0
+        return True
 
     def reconnected(self) -> None:
         self.pending = False
@@ -116,6 +141,7 @@ class Recovery:
         p.failing_since = None
         p.attempts = 0
         p.last_error = ""
+        self._consumer_timeouts = 0
 
     # identity ------------------------------------------------------------------------------
     def _count_fencing(self, origin: Origin, producer_age_s: float, connected_s: float, now: float) -> None:

@@ -25,7 +25,7 @@ from concurrent.futures import Future
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from streamproc.kafka.errors import ClientFailure, Origin, describe
+from streamproc.kafka.errors import ClientFailure, Origin, ProducerCallUnfinished, describe
 from streamproc.settings import ENGINE_ID_SEPARATOR
 
 log = structlog.get_logger("streamproc.engine")
@@ -35,6 +35,11 @@ log = structlog.get_logger("streamproc.engine")
 #: out is retriable and is made again on the same producer, as librdkafka documents.
 INIT_TIMEOUT_S = 10.0
 ABORT_TIMEOUT_S = 5.0
+
+
+def _unfinished(exc: KafkaException) -> bool:
+    error = exc.args[0]
+    return error.code() == KafkaError._TIMED_OUT and error.retriable() and not error.fatal()
 
 
 def transactional_ids(base: str) -> list[str]:
@@ -77,6 +82,8 @@ class TransactionalProducers:
                 try:
                     self._producers[i].init_transactions(INIT_TIMEOUT_S)
                 except KafkaException as exc:
+                    if _unfinished(exc):
+                        raise ProducerCallUnfinished(exc) from exc
                     if not exc.args[0].retriable():  # fatal or fenced: only a new instance goes on
                         self._producers[i] = None
                     raise
@@ -103,7 +110,8 @@ class TransactionalProducers:
 
     def abort(self, rebuild: bool) -> None:
         """Abort the transaction that began last, if it is still open; a producer whose abort
-        fails, or that `rebuild` says is dead (fatal, fenced), is replaced."""
+        fails, or that `rebuild` says is dead (fatal, fenced), is replaced. An abort that
+        timed out raises ProducerCallUnfinished and is resumed by the next call."""
         i = self._turn
         producer = self._producers[i]
         if producer is not None and self._ready[i] and not rebuild:
@@ -112,6 +120,8 @@ class TransactionalProducers:
             except KafkaException as abort_error:
                 # _STATE: no transaction was open (the failure came before one began,
                 # e.g. while a partition was being opened): nothing to abort.
+                if _unfinished(abort_error):
+                    raise ProducerCallUnfinished(abort_error) from abort_error
                 if abort_error.args[0].code() != KafkaError._STATE:
                     log.warning("transaction_abort_failed", error=describe(abort_error))
                     rebuild = True

@@ -2,15 +2,10 @@
 it leaves while an attempt of it is overdue and another member can take its partitions,
 and it gets itself back into the group when its consumer stops taking part in it.
 
-The second part is about librdkafka, not about us. After repeated broker restarts a
-worker's consumer was seen never getting back into its group: its requests to the group
-coordinator stayed queued on a connection that was never re-established
-("GroupCoordinator: Timed out 0 in-flight, 0 retry-queued, N out-queue"), and a new
-subscription queued behind them. It polled on, assigned nothing, while its queue filled.
-The consumer's own statistics say where its group membership stands (`cgrp.state`,
-`cgrp.join_state`); a member that has not been settled in the group ("up" and "steady")
-for `unsettled_rejoin_s` subscribes again, and if that does not settle it either, goes on
-with a new consumer, which has new connections. A member that is settled but holds no
+The second part is about librdkafka, not about us (see `streamproc.kafka.group_standing`):
+a member that has not been settled in the group ("up" and "steady") for
+`unsettled_rejoin_s` subscribes again, and if that does not settle it either, goes on with
+a new consumer, which has new connections. A member that is settled but holds no
 partition (more workers than partitions) is left alone. The interval is 30 s: a broker just
 restarted loads its groups before it answers for them, and a rebalance waits for every
 member; renewing every 10 s was measured to start joins over and over during an ordinary
@@ -19,7 +14,6 @@ recovery.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 
 from streamproc.kafka.batching import close_in_background
 from streamproc.kafka.config import admin_config
+from streamproc.kafka.group_standing import GroupStanding
 from streamproc.worker.task_leases import OverdueAttempts
 
 log = structlog.get_logger("streamproc.worker")
@@ -47,25 +42,6 @@ STATS_INTERVAL_MS = 1000
 #: (handlers run on other threads), so 30 s bounds that wait without ever evicting a
 #: healthy worker.
 GROUP_TIMING = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 30_000}
-
-
-class GroupStanding:
-    """Where a consumer's group membership stands, from its latest statistics."""
-
-    def __init__(self) -> None:
-        self.state: str | None = None
-        self.join_state: str | None = None
-
-    def on_stats(self, stats_json: str) -> None:
-        try:
-            cgrp = json.loads(stats_json).get("cgrp") or {}
-        except ValueError:
-            return
-        self.state, self.join_state = cgrp.get("state"), cgrp.get("join_state")
-
-    def settled(self) -> bool:
-        """In the group, no rebalance under way (an assignment may still be empty)."""
-        return self.state == "up" and self.join_state == "steady"
 
 
 class TaskQueueMembership:

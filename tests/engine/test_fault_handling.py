@@ -4,13 +4,17 @@ Time is a manual clock throughout."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from streamproc.kafka.recovery import FaultPolicy, Recovery
 from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.client_log import ClientLog
-from streamproc.kafka.errors import ClientFailure, CommitTimedOut, Fault, IdentityConflict, Origin, classify
+from streamproc.kafka.group_standing import GroupStanding
+from streamproc.kafka.errors import (ClientFailure, CommitTimedOut, Fault, IdentityConflict, Origin,
+                                     ProducerCallUnfinished, classify)
 
 
 class Clock:
@@ -64,6 +68,30 @@ def test_the_dead_client_and_only_it_is_replaced():
     d = r.failed(ClientFailure(Origin.PRODUCER, _exc(KafkaError._TIMED_OUT, retriable=True)), 100, [0])
     assert d.producers and not d.consumer
     assert r.failed(CommitTimedOut("x"), 100, [0]).producers
+
+
+def test_an_unfinished_producer_call_is_resumed_on_the_same_producers():
+    r = _recovery(Clock())
+    resume = _exc(KafkaError._TIMED_OUT, "Timed out waiting for operation to finish, retry call to resume",
+                  retriable=True)
+    d = r.failed(ProducerCallUnfinished(resume), producer_age_s=100, partitions=[0])
+    assert (d.producer, d.producers, d.consumer) == (False, False, False)
+    # the same timeout from a commit still means the broker went away: both are replaced
+    assert r.failed(ClientFailure(Origin.PRODUCER, resume), 100, [0]).producers
+
+
+def test_a_consumer_whose_calls_keep_timing_out_is_replaced():
+    r = _recovery(Clock())
+    timeout = ClientFailure(Origin.CONSUMER, _exc(KafkaError._TIMED_OUT, "Failed to get committed offsets",
+                                                  retriable=True))
+    assert [r.failed(timeout, 100, [0]).consumer for _ in range(4)] == [False, True, False, True]
+    r.failed(timeout, 100, [0])
+    r.committed()  # a commit between: the count starts again
+    assert not r.failed(timeout, 100, [0]).consumer
+    # other failures of the consumer do not count
+    other = ClientFailure(Origin.CONSUMER, _exc(KafkaError._STATE, "not assigned"))
+    assert not r.failed(other, 100, [0]).consumer
+    assert r.failed(timeout, 100, [0]).consumer
 
 
 def test_backoff_grows_to_its_bound_and_a_commit_resets_it():
@@ -149,3 +177,21 @@ def test_client_lines_are_throttled_per_kind_with_a_count_of_what_was_left_out()
     assert client_log.due("error:-187") == 0  # another kind shows at once
     clock.t += 30
     assert client_log.due("log:FAIL") == 99
+
+
+def test_a_consumer_out_of_its_group_is_noticed_from_its_statistics():
+    standing = GroupStanding()
+
+    def stats(state: str, join_state: str, assigned: int = 0) -> str:
+        return json.dumps({"cgrp": {"state": state, "join_state": join_state, "assignment_size": assigned}})
+    standing.on_stats(stats("up", "steady"))
+    assert standing.left_out_for(100.0) == 0.0  # settled, even with nothing assigned
+    standing.on_stats(stats("query-coord", "init"))
+    assert standing.left_out_for(101.0) == 0.0  # the clock starts
+    assert standing.left_out_for(131.0) == 30.0
+    standing.on_stats(stats("up", "wait-join", assigned=2))  # a rebalance while holding partitions
+    assert standing.left_out_for(132.0) == 0.0
+    standing.on_stats(stats("up", "wait-join"))
+    assert standing.left_out_for(140.0) == 0.0 and standing.left_out_for(150.0) == 10.0
+    standing.on_stats("not json")  # ignored
+    assert standing.left_out_for(151.0) == 11.0

@@ -1,4 +1,4 @@
-"""The broker SIGKILLed under load and restarted, or away for two minutes: the engine and the
+"""The broker SIGKILLed under load and restarted, frozen, or away for two minutes: the engine and the
 workers recover by themselves, and every job and workflow completes exactly once.
 
 One engine process, a job worker and a workflow worker (`streamproc worker start`) run
@@ -89,4 +89,37 @@ def test_the_broker_away_for_2_minutes(tmp_path):
         assert len(outage) < 40, f"{len(outage)} engine log lines in a 2-minute outage: {dict(kinds)}"
         assert "engine_stalled" in kinds, "the outage was not reported"
     finally:
+        rig.close()
+
+
+@pytest.mark.timeout(600)
+def test_the_broker_frozen_for_20_s_under_load_3_times(tmp_path):
+    """A broker that stops answering without going away (its JVM stalled by its disk or host;
+    CI saw 20-30 s stalls) and then goes on: the engine resumes its unfinished producer
+    calls and replaces a consumer whose calls keep timing out, so it is back on its own,
+    well before the watchdog's last resort (new clients after 60 s of failing)."""
+    rng = random.Random(20261127)
+    rig = Rig(tmp_path, _broker(tmp_path, 29116))
+    recoveries = []
+    try:
+        rig.start()
+        rig.start_workflows("before", 40)
+        for n in range(3):
+            time.sleep(rng.uniform(1.0, 3.0))  # the stall finds transactions and workflows in flight
+            rig.start_workflows(f"during-{n}", 20)
+            mark = len(rig.engine.log_text())
+            rig.broker.freeze()
+            time.sleep(20)
+            rig.broker.freeze(False)
+            recoveries.append(round(rig.probe(f"thaw-{n}", timeout=RECOVERY_S), 1))
+            rig.assert_alive()
+            kinds = collections.Counter(line.get("event") for line in _engine_log_lines(rig, mark))
+            assert "engine_clients_rebuild_requested" not in kinds, (
+                f"stall {n}: the engine needed the watchdog's rebuild: {dict(kinds)}")
+        rig.check_everything_once()
+        print(f"\n3 broker stalls of 20 s: engine and workers back (probe job and workflow done) after "
+              f"{recoveries} s of the broker going on; {rig.jobs} jobs and {len(rig.workflow_ids)} workflows "
+              f"completed once each")
+    finally:
+        rig.broker.freeze(False)
         rig.close()
