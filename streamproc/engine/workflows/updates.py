@@ -18,7 +18,7 @@ from typing import Any
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.requests import find_run, valid_run
-from streamproc.engine.workflows.runs import BACKOFF_START, E, append, schedule_task
+from streamproc.engine.workflows.runs import BACKOFF_START, E, append, end_backoff_now, schedule_task
 from streamproc.engine.workflows.update_answers import ACCEPTED, COMPLETED, answer_waiters, update_failure
 from streamproc.protocol.failures import check_failure_record
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
@@ -64,7 +64,11 @@ def update(cmd: Record, ctx: ProcessingContext) -> None:
     else:
         run.updates[update_id] = RunUpdate(v["update_name"], v["input"], v["identity"],
                                            waiters=[waiter] if cmd.reply_partition >= 0 else [])
-        if run.task is None and BACKOFF_START not in run.deadlines:
+        if BACKOFF_START in run.deadlines:
+            # Its first task, now and not speculative: it must be written whatever the
+            # validator says, the run's code has to start (as on a Temporal server).
+            end_backoff_now(ctx, run_key, run)
+        elif run.task is None:
             schedule_task(ctx, run_key, run, speculative=True)
     ctx.workflows.put(run_key, run)
 
