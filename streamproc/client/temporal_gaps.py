@@ -28,7 +28,7 @@ CONNECT_OPTIONS = {
 
 #: `start_workflow` / `execute_workflow` options.
 START_OPTIONS = {
-    "start_delay": "delayed workflow start", "request_eager_start": "eager workflow start",
+    "request_eager_start": "eager workflow start",
     "priority": "task priorities", "versioning_override": "worker versioning",
     "static_summary": "user metadata", "static_details": "user metadata", "rpc_metadata": "gRPC metadata",
     "links": "Nexus links", "callbacks": "Nexus callbacks",

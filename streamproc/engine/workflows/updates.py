@@ -9,6 +9,8 @@ COMPLETE_UPDATE (WORKFLOW_EXECUTION_UPDATE_COMPLETED, the handler's result or fa
 or REJECT_UPDATE (the validator refused: no event, so a rejected update leaves no
 history). Each caller is answered at the stage it asked for (ACCEPTED or COMPLETED); the
 same update id sent again joins the waiters, or gets the recorded outcome at once.
+POLL_UPDATE does the same for a caller that knows only the update id (another client,
+another process): Temporal's PollWorkflowExecutionUpdate, answered when the outcome is.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.semantics import InvalidArgument
 from streamproc.state.workflow_run import RunUpdate, WorkflowRun
 
-__all__ = ["update", "check_accept", "check_complete", "check_reject", "accept", "complete", "reject",
+__all__ = ["update", "poll_update", "check_accept", "check_complete", "check_reject", "accept", "complete", "reject",
            "reject_unhandled"]
 
 
@@ -73,6 +75,30 @@ def update(cmd: Record, ctx: ProcessingContext) -> None:
     ctx.workflows.put(run_key, run)
 
 
+def poll_update(cmd: Record, ctx: ProcessingContext) -> None:
+    """The caller waits for the outcome of update `update_id` of the run, at its stage:
+    answered now if it is there, else when it is. A run that closed keeps the outcomes of
+    its completed updates; a rejected update left nothing, so it is not found, as in
+    Temporal (`update "<id>" not found`)."""
+    v = cmd.value
+    problem = ("UpdateId is not set on request." if not v["update_id"] else None) or (
+        None if v["update_stage"] in ("", ACCEPTED, COMPLETED)
+        else f"update_stage must be ACCEPTED or COMPLETED, got {v['update_stage']!r}") or (
+        None if cmd.reply_partition >= 0 else "POLL_UPDATE needs a reply partition: its answer is only ever a reply")
+    found = valid_run(cmd, ctx, problem, running=False)
+    if found is None:
+        return
+    run_key, run = found
+    update_id = v["update_id"]
+    existing = run.updates.get(update_id)
+    if existing is None:
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND, f'update "{update_id}" not found')
+        return
+    _join(ctx, run_key, run, update_id, existing, [cmd.request_id or "", cmd.reply_partition,
+                                                   v["update_stage"] or COMPLETED])
+    ctx.workflows.put(run_key, run)
+
+
 def _join(ctx: ProcessingContext, run_key: int, run: WorkflowRun, update_id: str, existing: RunUpdate,
           waiter: list) -> None:
     """The same update id again: answer from where it stands, or wait with the others."""
@@ -84,7 +110,7 @@ def _join(ctx: ProcessingContext, run_key: int, run: WorkflowRun, update_id: str
     elif existing.state == ACCEPTED and waiter[2] == ACCEPTED:
         existing.waiters.append(waiter)
         answer_waiters(ctx, run_key, run, update_id, existing, WorkflowIntent.UPDATE_ACCEPTED, (ACCEPTED,))
-    elif waiter[1] >= 0:
+    elif waiter[1] >= 0 and waiter not in existing.waiters:  # a caller that asks again waits once
         existing.waiters.append(waiter)
 
 
