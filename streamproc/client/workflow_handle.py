@@ -45,7 +45,6 @@ from streamproc.client.errors import (
 )
 from streamproc.client.requests import RequestChannel
 from streamproc.client.sync_bridge import sync_proxied
-from streamproc.client.temporal_gaps import HANDLE_METHODS, missing_methods
 from streamproc.client.workflow_events import WorkflowEvent, WorkflowEventScanner
 from streamproc.client.workflow_results import CloseWaiter, last_close
 from streamproc.protocol.partitioning import partition_for
@@ -187,8 +186,6 @@ class WorkflowHandle:
     """A workflow execution, as Temporal's ``WorkflowHandle``: every call is a coroutine
     (``await handle.result()``); `SyncClient` gives the blocking form."""
 
-    __getattr__ = missing_methods("WorkflowHandle", HANDLE_METHODS)
-
     def __init__(self, requests: WorkflowRequests, workflow_id: str, *, run_id: str | None,
                  result_run_id: str | None, first_execution_run_id: str | None,
                  started_log_time_ms: int | None, result_type: type | None = None,
@@ -318,8 +315,22 @@ class WorkflowHandle:
         finished = record.intent in (WorkflowIntent.UPDATE_COMPLETED, WorkflowIntent.UPDATE_REJECTED)
         if record.intent == WorkflowIntent.UPDATE_REJECTED:
             update_outcome(record, self, update_id, name)  # raises
-        return WorkflowUpdateHandle(self, update_id, name, encoded, record if finished else None,
-                                    result_type if result_type is not None else result_type_of(update))
+        return WorkflowUpdateHandle(self, update_id, name, workflow_run_id=record.value["run_id"],
+                                    outcome=record if finished else None,
+                                    result_type=result_type if result_type is not None else result_type_of(update))
+
+    def get_update_handle(self, id: str, *, workflow_run_id: str | None = None,
+                          result_type: type | None = None) -> WorkflowUpdateHandle:
+        """A handle on update `id` of this workflow, sent by anyone (another client,
+        another process): ``await result()`` waits for its outcome. `workflow_run_id`:
+        the run it was sent to (default: this handle's run, else the current one)."""
+        return WorkflowUpdateHandle(self, id, workflow_run_id=workflow_run_id or self.run_id, result_type=result_type)
+
+    def get_update_handle_for(self, update: Callable[..., Any], id: str, *,
+                              workflow_run_id: str | None = None) -> WorkflowUpdateHandle:
+        """`get_update_handle` typed by the ``@workflow.update`` method, as Temporal's."""
+        return WorkflowUpdateHandle(self, id, update_name_of(update), workflow_run_id=workflow_run_id or self.run_id,
+                                    result_type=result_type_of(update))
 
     async def execute_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
                              args: Sequence[Any] = (), id: str | None = None, rpc_timeout: float = 30,
