@@ -9,6 +9,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from streamproc.protocol import codec
 from tests.engine.workflow_driver import S, rejections
 
 T0 = 1_000_000  # the driver's start time
@@ -135,3 +136,14 @@ def test_an_update_during_the_delay_gives_the_run_its_first_task_at_once_and_it_
     assert d.types(key)[-1] == "WORKFLOW_TASK_COMPLETED"
     assert [r.intent for r in d.replies if r.request_id == "r-1"] == ["UPDATE_REJECTED"]
     assert not d.run_until(T0 + DELAY + S)
+
+
+def test_a_json_start_carries_the_delay_in_milliseconds(d):
+    body = {"value_type": "WORKFLOW", "intent": "START", "request_id": "r-2", "reply_partition": 0,
+            "workflow": {"workflow_id": "report-1", "workflow_type": "Report", "task_queue": "reports",
+                         "input": '["eu"]', "start_delay_ms": 1_800_000}}
+    d.h.proc.process(orjson.dumps(body), [("content-type", codec.JSON_CONTENT_TYPE)], d.h.position)
+    d.h.position += 1
+    d.h.commit()
+    key = d.current_key("report-1")
+    assert d.types(key) == STARTED_ONLY and started(d, key)["first_workflow_task_backoff_ms"] == 1_800_000

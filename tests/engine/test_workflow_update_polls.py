@@ -6,20 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.test_workflow_updates import FAILURE, TIMER, _answers, _update
+from tests.engine.test_workflow_updates import FAILURE, _answers, _update
 from tests.engine.workflow_driver import rejections
 
 
 def _poll(d, update_id="u-1", request_id="p-1", stage="", reply_partition=7, **value):
     return d.send("POLL_UPDATE", request_id=request_id, reply_partition=reply_partition,
                   **{"workflow_id": "w1", "update_id": update_id, "update_stage": stage, **value})
-
-
-@pytest.fixture
-def running(d):
-    key, _ = d.start()
-    d.complete(key, [TIMER])
-    return key
 
 
 def test_a_poll_waits_for_an_update_someone_else_sent_and_hears_its_result(d, running):
