@@ -51,10 +51,8 @@ from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType, WorkflowIntent
 from streamproc.semantics import TimeoutType
 from streamproc.semantics.workflow_ids import QueryRejectCondition, WorkflowExecutionStatus
-from streamproc.client.workflow_updates import WorkflowUpdateHandle, WorkflowUpdateStage
-from streamproc.client.workflow_updates import outcome_of as update_outcome
-from streamproc.client.workflow_updates import send as send_update
-from streamproc.workflow.definition import query_name_of, result_type_of, signal_name_of, update_name_of
+from streamproc.client.workflow_updates import WorkflowUpdates
+from streamproc.workflow.definition import query_name_of, result_type_of, signal_name_of
 
 if TYPE_CHECKING:
     from streamproc.kafka.replies import Reply
@@ -68,10 +66,11 @@ _CONTINUED = "WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
 #: Requests the engine answers alike however often they arrive with one request id: a
 #: START (the run that request id started), a SIGNAL (recorded once per request id), an
 #: UPDATE (applied once per update id), WAIT_RESULT (one waiter per close request id),
-#: DESCRIBE and QUERY (read only). They are sent again
-#: when a copy reached the log without an answer; the others only when a copy did not.
+#: POLL_UPDATE (one waiter per request id), DESCRIBE and QUERY (read only). They are sent
+#: again when a copy reached the log without an answer; the others only when a copy did not.
 IDEMPOTENT_INTENTS = frozenset({WorkflowIntent.START, WorkflowIntent.DESCRIBE, WorkflowIntent.QUERY,
-                                WorkflowIntent.SIGNAL, WorkflowIntent.UPDATE, WorkflowIntent.WAIT_RESULT})
+                                WorkflowIntent.SIGNAL, WorkflowIntent.UPDATE, WorkflowIntent.POLL_UPDATE,
+                                WorkflowIntent.WAIT_RESULT})
 
 
 @sync_proxied
@@ -182,7 +181,7 @@ class WorkflowExecutionDescription:
 
 
 @sync_proxied
-class WorkflowHandle:
+class WorkflowHandle(WorkflowUpdates):
     """A workflow execution, as Temporal's ``WorkflowHandle``: every call is a coroutine
     (``await handle.result()``); `SyncClient` gives the blocking form."""
 
@@ -299,47 +298,6 @@ class WorkflowHandle:
         if record.value.get("failure") is not None:
             raise WorkflowQueryFailedError(record.value["failure"].get("message") or "query failed")
         return converter.decode(record.value["result"], result_type or result_type_of(query))
-
-    async def start_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
-                           args: Sequence[Any] = (), id: str | None = None,
-                           wait_for_stage: WorkflowUpdateStage = WorkflowUpdateStage.ACCEPTED,
-                           rpc_timeout: float = 30, result_type: type | None = None) -> WorkflowUpdateHandle:
-        """Send an update (a name, or the ``@workflow.update`` method) and wait until it
-        reaches `wait_for_stage` (ACCEPTED: its validator accepted it; COMPLETED: its
-        handler returned). Raises `WorkflowUpdateFailedError` if it was rejected. `id` (a
-        new uuid by default) makes sending it again safe: it is applied once."""
-        name = update_name_of(update)
-        update_id = id or str(uuid.uuid4())
-        encoded = self._requests.client.data_converter.encode_args(call_arguments(arg, args))
-        record = await send_update(self, update_id, name, encoded, WorkflowUpdateStage(wait_for_stage), rpc_timeout)
-        finished = record.intent in (WorkflowIntent.UPDATE_COMPLETED, WorkflowIntent.UPDATE_REJECTED)
-        if record.intent == WorkflowIntent.UPDATE_REJECTED:
-            update_outcome(record, self, update_id, name)  # raises
-        return WorkflowUpdateHandle(self, update_id, name, workflow_run_id=record.value["run_id"],
-                                    outcome=record if finished else None,
-                                    result_type=result_type if result_type is not None else result_type_of(update))
-
-    def get_update_handle(self, id: str, *, workflow_run_id: str | None = None,
-                          result_type: type | None = None) -> WorkflowUpdateHandle:
-        """A handle on update `id` of this workflow, sent by anyone (another client,
-        another process): ``await result()`` waits for its outcome. `workflow_run_id`:
-        the run it was sent to (default: this handle's run, else the current one)."""
-        return WorkflowUpdateHandle(self, id, workflow_run_id=workflow_run_id or self.run_id, result_type=result_type)
-
-    def get_update_handle_for(self, update: Callable[..., Any], id: str, *,
-                              workflow_run_id: str | None = None) -> WorkflowUpdateHandle:
-        """`get_update_handle` typed by the ``@workflow.update`` method, as Temporal's."""
-        return WorkflowUpdateHandle(self, id, update_name_of(update), workflow_run_id=workflow_run_id or self.run_id,
-                                    result_type=result_type_of(update))
-
-    async def execute_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
-                             args: Sequence[Any] = (), id: str | None = None, rpc_timeout: float = 30,
-                             timeout: float | None = None, result_type: type | None = None) -> Any:
-        """Send an update and wait for its result (`timeout` seconds at most; None: as long
-        as it takes). Raises `WorkflowUpdateFailedError` when it was rejected or failed."""
-        handle = await self.start_update(update, arg, args=args, id=id, rpc_timeout=rpc_timeout,
-                                         wait_for_stage=WorkflowUpdateStage.COMPLETED, result_type=result_type)
-        return await handle.result(timeout)
 
     @property
     def requests(self) -> WorkflowRequests:

@@ -20,18 +20,21 @@ from __future__ import annotations
 import time
 import uuid
 from enum import IntEnum
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streamproc.activity.failures import exception_from_failure
+from streamproc.call_arguments import NO_ARG, call_arguments
 from streamproc.client.errors import RequestOutcomeUnknownError, WorkflowUpdateFailedError
 from streamproc.client.sync_bridge import sync_proxied
 from streamproc.exceptions import WorkflowUpdateNotFoundError
 from streamproc.protocol.records import Record, RecordType, RejectionType, WorkflowIntent
+from streamproc.workflow.definition import result_type_of, update_name_of
 
 if TYPE_CHECKING:
     from streamproc.client.workflow_handle import WorkflowHandle
 
-__all__ = ["WorkflowUpdateStage", "WorkflowUpdateHandle"]
+__all__ = ["WorkflowUpdateStage", "WorkflowUpdateHandle", "WorkflowUpdates"]
 
 #: One request's wait for the COMPLETED stage, before asking again.
 _POLL_S = 30.0
@@ -96,6 +99,64 @@ class WorkflowUpdateHandle:
 
     def __repr__(self) -> str:
         return f"WorkflowUpdateHandle(id={self.id!r}, name={self.name!r}, workflow_id={self.workflow_handle.id!r})"
+
+
+class WorkflowUpdates:
+    """The update methods of `WorkflowHandle` (`id`, `run_id`, `requests` are the handle's)."""
+
+    id: str
+    run_id: str | None
+
+    async def start_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
+                           args: Sequence[Any] = (), id: str | None = None,
+                           wait_for_stage: WorkflowUpdateStage = WorkflowUpdateStage.ACCEPTED,
+                           rpc_timeout: float = 30, result_type: type | None = None) -> WorkflowUpdateHandle:
+        """Send an update (a name, or the ``@workflow.update`` method) and wait until it
+        reaches `wait_for_stage` (ACCEPTED: its validator accepted it; COMPLETED: its
+        handler returned). Raises `WorkflowUpdateFailedError` if it was rejected. `id` (a
+        new uuid by default) makes sending it again safe: it is applied once. A handler
+        that runs longer than `rpc_timeout` (waiting for COMPLETED) gives a handle whose
+        `result()` waits on, as Temporal's per-call `rpc_timeout`."""
+        name = update_name_of(update)
+        update_id = id or str(uuid.uuid4())
+        stage = WorkflowUpdateStage(wait_for_stage)
+        result_type = result_type if result_type is not None else result_type_of(update)
+        encoded = self.requests.client.data_converter.encode_args(call_arguments(arg, args))
+        try:
+            record = await send(self, update_id, name, encoded, stage, rpc_timeout)
+        except RequestOutcomeUnknownError as exc:
+            if stage is not WorkflowUpdateStage.COMPLETED or not exc.delivered:
+                raise
+            # It is on the log and its handler still runs: the handle's POLL_UPDATE goes to
+            # the same partition after it, so it finds the update and waits for its outcome.
+            return WorkflowUpdateHandle(self, update_id, name, workflow_run_id=self.run_id, result_type=result_type)
+        finished = record.intent in _OUTCOMES
+        if record.intent == WorkflowIntent.UPDATE_REJECTED:
+            outcome_of(record, self, update_id, name)  # raises
+        return WorkflowUpdateHandle(self, update_id, name, workflow_run_id=record.value["run_id"],
+                                    outcome=record if finished else None, result_type=result_type)
+
+    def get_update_handle(self, id: str, *, workflow_run_id: str | None = None,
+                          result_type: type | None = None) -> WorkflowUpdateHandle:
+        """A handle on update `id` of this workflow, sent by anyone (another client,
+        another process): ``await result()`` waits for its outcome. `workflow_run_id`:
+        the run it was sent to (default: this handle's run, else the current one)."""
+        return WorkflowUpdateHandle(self, id, workflow_run_id=workflow_run_id or self.run_id, result_type=result_type)
+
+    def get_update_handle_for(self, update: Callable[..., Any], id: str, *,
+                              workflow_run_id: str | None = None) -> WorkflowUpdateHandle:
+        """`get_update_handle` typed by the ``@workflow.update`` method, as Temporal's."""
+        return WorkflowUpdateHandle(self, id, update_name_of(update), workflow_run_id=workflow_run_id or self.run_id,
+                                    result_type=result_type_of(update))
+
+    async def execute_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
+                             args: Sequence[Any] = (), id: str | None = None, rpc_timeout: float = 30,
+                             timeout: float | None = None, result_type: type | None = None) -> Any:
+        """Send an update and wait for its result (`timeout` seconds at most; None: as long
+        as it takes). Raises `WorkflowUpdateFailedError` when it was rejected or failed."""
+        handle = await self.start_update(update, arg, args=args, id=id, rpc_timeout=rpc_timeout,
+                                         wait_for_stage=WorkflowUpdateStage.COMPLETED, result_type=result_type)
+        return await handle.result(timeout, rpc_timeout=rpc_timeout)
 
 
 async def poll(handle: WorkflowHandle, update_id: str, run_id: str | None, request_id: str,

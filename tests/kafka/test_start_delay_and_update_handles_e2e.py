@@ -170,6 +170,23 @@ def test_an_update_handle_by_id_waits_for_an_update_another_process_sent(engine,
     assert unknown.rejection_type == "NOT_FOUND"
 
 
+def test_an_update_whose_handler_outlives_its_rpc_timeout_is_still_waited_for(engine, bootstrap, namespace):
+    async def scenario(client: Client):
+        handle = await client.start_workflow(Gate.run, id="gate-slow", task_queue=QUEUE)
+
+        async def open_later():
+            await asyncio.sleep(3)
+            await handle.signal(Gate.open)
+
+        opener = asyncio.ensure_future(open_later())
+        result = await handle.execute_update(Gate.pass_gate, "dan", rpc_timeout=1)  # Temporal's: per request
+        await opener
+        await handle.terminate("enough")
+        return result
+
+    assert on_worker(bootstrap, namespace, scenario) == "dan passed"
+
+
 def test_the_sync_client_takes_update_handles_by_id_too(engine, bootstrap, namespace):
     with SyncClient(bootstrap, namespace=namespace) as client, Worker(client, task_queue=QUEUE, workflows=[Gate]):
         handle = client.start_workflow(Gate.run, id="gate-sync", task_queue=QUEUE)
