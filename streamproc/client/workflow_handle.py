@@ -291,6 +291,8 @@ class WorkflowHandle(WorkflowUpdates):
                 f"worker polling the workflow's task queue? ({message})"))
         record = reply.record
         if record.record_type is RecordType.COMMAND_REJECTION:
+            if record.rejection_type == RejectionType.INVALID_STATE:  # the run has not run its code yet
+                raise WorkflowQueryFailedError(record.rejection_reason or "")
             raise _rejection(record, self.id)
         if record.intent == WorkflowIntent.QUERY_REJECTED:
             status = orjson.loads(record.value["attributes"] or "{}").get("status", "UNSPECIFIED")

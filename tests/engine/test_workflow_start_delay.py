@@ -138,6 +138,17 @@ def test_an_update_during_the_delay_gives_the_run_its_first_task_at_once_and_it_
     assert not d.run_until(T0 + DELAY + S)
 
 
+def test_a_query_during_the_delay_is_refused_at_once_as_temporal_refuses_it(d):
+    key, _ = d.start(start_delay_ms=DELAY)
+    events, (reply,) = d.send("QUERY", reply_partition=3, workflow_id="w1", query_type="state", input="[]")
+    assert (reply.rejection_type, reply.rejection_reason) == ("INVALID_STATE", "Workflow task is not scheduled yet.")
+    assert [r for r in d.workflow_tasks() if r.intent == "QUERY_TASK"] == []
+    d.run_until(T0 + DELAY)
+    d.complete(key, [])
+    d.send("QUERY", reply_partition=3, workflow_id="w1", query_type="state", input="[]")
+    assert [r.intent for r in d.workflow_tasks()][-1] == "QUERY_TASK"
+
+
 def test_a_json_start_carries_the_delay_in_milliseconds(d):
     body = {"value_type": "WORKFLOW", "intent": "START", "request_id": "r-2", "reply_partition": 0,
             "workflow": {"workflow_id": "report-1", "workflow_type": "Report", "task_queue": "reports",

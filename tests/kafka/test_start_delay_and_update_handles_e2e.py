@@ -18,6 +18,7 @@ from streamproc.client import (
     Client,
     SyncClient,
     WorkflowUpdateFailedError,
+    WorkflowQueryFailedError,
     WorkflowUpdateNotFoundError,
     WorkflowUpdateStage,
 )
@@ -54,6 +55,10 @@ class Gate:
     def finish(self) -> None:
         self.done = True
 
+    @workflow.query
+    def passers(self) -> list[str]:
+        return self.passed
+
     @workflow.update
     async def pass_gate(self, who: str) -> str:
         await workflow.wait_condition(lambda: self.opened)
@@ -89,6 +94,8 @@ def test_a_delayed_start_runs_after_the_delay_and_an_update_does_not_wait_for_it
         handle = await client.start_workflow(Gate.run, id="gate-delayed", task_queue=QUEUE,
                                              start_delay=timedelta(seconds=2))
         during = await handle.describe()
+        with pytest.raises(WorkflowQueryFailedError, match=r"^Workflow task is not scheduled yet\.$"):
+            await handle.query(Gate.passers)  # no code has run yet: Temporal refuses too
         await handle.signal(Gate.open)  # recorded; it does not end the wait
         await handle.signal(Gate.finish)
         result = await handle.result(timeout=30)
