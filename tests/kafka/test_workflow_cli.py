@@ -163,6 +163,9 @@ def test_signal_query_and_stack(cli):
     assert "Query handler for 'nope' expected but not found" in unknown and "Traceback" not in unknown
     cli("signal", "-w", "mail-1", "--name", "post", "-i", '"junk"')
     assert cli("update", "-w", "mail-1", "--name", "burn", "-i", "2", "--update-id", "b-1").strip() == "2"
+    assert cli("update-result", "-w", "mail-1", "--update-id", "b-1").strip() == "2"  # anyone may ask, by id
+    unknown = cli("update-result", "-w", "mail-1", "--update-id", "b-0", code=1)
+    assert 'update "b-0" not found' in unknown and "Traceback" not in unknown
     refused = cli("update", "-w", "mail-1", "--name", "burn", "-i", "7", code=1)
     assert "Workflow update failed: no letter 7" in refused and "Traceback" not in refused
     assert "not waiting" in cli("signal", "-w", "mail-1", "--name", "post", "-i", '"stop"', "--no-wait")
