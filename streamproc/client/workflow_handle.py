@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -172,6 +172,24 @@ class WorkflowExecutionDescription:
         if isinstance(status, int):
             return WorkflowExecutionStatus(status)
         return WorkflowExecutionStatus[status.removeprefix("WORKFLOW_EXECUTION_STATUS_")]
+
+    @property
+    def id(self) -> str:
+        return self.raw.get("workflow_id", "")
+
+    @property
+    def start_time(self) -> datetime | None:
+        return _utc(self.raw.get("start_time_ms"))
+
+    @property
+    def execution_time(self) -> datetime | None:
+        """When the run's code first ran or will run: the start plus its first-task backoff
+        (a start delay, a cron time, a retry backoff)."""
+        return _utc(self.raw.get("execution_time_ms"))
+
+    @property
+    def close_time(self) -> datetime | None:
+        return _utc(self.raw.get("close_time_ms"))
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -329,6 +347,10 @@ class WorkflowHandle(WorkflowUpdates):
     def __repr__(self) -> str:
         return f"WorkflowHandle(id={self.id!r}, run_id={self.run_id!r})"
 
+
+
+def _utc(ms: int | None) -> datetime | None:
+    return None if not ms else datetime.fromtimestamp(ms / 1000, UTC)
 
 
 def outcome_of_close(event: WorkflowEvent, converter: DataConverter | None = None,

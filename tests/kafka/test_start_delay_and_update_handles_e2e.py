@@ -114,6 +114,7 @@ def test_a_delayed_start_runs_after_the_delay_and_an_update_does_not_wait_for_it
     sent, during, result, done, events, updated, update_took = on_worker(bootstrap, namespace, scenario)
     assert during.status is WorkflowExecutionStatus.RUNNING and during.history_length == 1
     assert during.execution_time_ms - during.start_time_ms == 2000 and during.pending_workflow_task is None
+    assert during.execution_time - during.start_time == timedelta(seconds=2) and during.close_time is None
     assert result == [] and done - sent >= 2
     started, scheduled = events[0], events[3]
     assert started["attributes"]["first_workflow_task_backoff_ms"] == 2000
