@@ -119,8 +119,8 @@ def deliver(ctx: ProcessingContext, run_key: int, run: WorkflowRun, events: list
 
 def end_backoff_now(ctx: ProcessingContext, run_key: int, run: WorkflowRun) -> None:
     """A run waiting out its first-task backoff (a start delay, a cron time, a retry
-    backoff) gets its first workflow task now, as a Temporal server does for a cancel
-    request, a signal-with-start that finds the run, and an update (SEMANTICS.md 13).
+    backoff) gets its first workflow task now, as a Temporal server (1.32, observed) does
+    for a cancel request, a signal-with-start that finds the run, and an update.
     The backoff's due date is disarmed: when it comes, it is stale."""
     if BACKOFF_START in run.deadlines:
         ctx.workflow_timers.disarm(run_key, run, BACKOFF_START)
