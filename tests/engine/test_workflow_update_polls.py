@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.engine.test_workflow_updates import FAILURE, _answers, _update
+from streamproc.engine.workflows.updates import MAX_UPDATE_WAITERS
 from tests.engine.workflow_driver import rejections
 
 
@@ -60,6 +61,15 @@ def test_an_unknown_or_rejected_update_id_is_not_found_with_temporals_words(d, r
     assert refused.rejection_reason == 'update "u-1" not found'
     (refused,) = rejections(_poll(d, workflow_id="no-such-workflow")[0])
     assert refused.rejection_type == "NOT_FOUND" and "workflow execution not found" in refused.rejection_reason
+
+
+def test_the_callers_waiting_on_one_update_are_limited(d, running):
+    _update(d)
+    for n in range(MAX_UPDATE_WAITERS - 1):  # the sender waits too
+        _poll(d, request_id=f"p-{n}")
+    (refused,) = rejections(_poll(d, request_id="one-too-many")[0])
+    assert refused.rejection_type == "RESOURCE_EXHAUSTED"
+    assert rejections(_poll(d, request_id="p-0")[0]) == []  # one that waits already asks again
 
 
 @pytest.mark.parametrize("value, message", [

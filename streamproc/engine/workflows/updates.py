@@ -27,6 +27,10 @@ from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.semantics import InvalidArgument
 from streamproc.state.workflow_run import RunUpdate, WorkflowRun
 
+#: Callers one unfinished update keeps waiting (as a run keeps its result waiters); a
+#: POLL_UPDATE beyond is refused (RESOURCE_EXHAUSTED).
+MAX_UPDATE_WAITERS = 64
+
 __all__ = ["update", "poll_update", "check_accept", "check_complete", "check_reject", "accept", "complete", "reject",
            "reject_unhandled"]
 
@@ -94,8 +98,13 @@ def poll_update(cmd: Record, ctx: ProcessingContext) -> None:
     if existing is None:
         ctx.out.reject(cmd, RejectionType.NOT_FOUND, f'update "{update_id}" not found')
         return
-    _join(ctx, run_key, run, update_id, existing, [cmd.request_id or "", cmd.reply_partition,
-                                                   v["update_stage"] or COMPLETED])
+    waiter = [cmd.request_id or "", cmd.reply_partition, v["update_stage"] or COMPLETED]
+    if existing.state != COMPLETED and waiter not in existing.waiters \
+            and len(existing.waiters) >= MAX_UPDATE_WAITERS:
+        ctx.out.reject(cmd, RejectionType.RESOURCE_EXHAUSTED,
+                       f"update {update_id!r} already has {MAX_UPDATE_WAITERS} callers waiting for its outcome")
+        return
+    _join(ctx, run_key, run, update_id, existing, waiter)
     ctx.workflows.put(run_key, run)
 
 
