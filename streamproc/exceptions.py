@@ -19,7 +19,8 @@
     ├── WorkflowQueryRejectedError        the run's status met the query's reject condition
     ├── CommandRejectedError              the engine refused a command (rejection type and reason)
     │   ├── ScheduleAlreadyRunningError   a schedule id in use
-    │   └── ActivityNotFoundError         an async completion's attempt is over (timed out, retried, closed)
+    │   ├── ActivityNotFoundError         an async completion's attempt is over (timed out, retried, closed)
+    │   └── WorkflowUpdateNotFoundError   an update handle's id the run does not know
     ├── RequestNotSentError               certainly not on the log: sending again is safe
     │   └── WorkflowNotStartedError
     ├── NonDeterminismError               workflow code no longer matches its history
@@ -91,6 +92,7 @@ __all__ = [
     "WorkflowUpdateFailedError",
     "ScheduleAlreadyRunningError",
     "ActivityNotFoundError",
+    "WorkflowUpdateNotFoundError",
     "AsyncActivityCancelledError",
     "InvalidArgument",
     "RetryState",
@@ -240,6 +242,16 @@ class ActivityNotFoundError(CommandRejectedError):
     longer runs: it timed out or was retried (a task token names one attempt), the activity
     closed, its workflow closed, or no open activity has that id. Temporal answers
     these with an RPCError whose status is NOT_FOUND; ``rejection_type`` is "NOT_FOUND"."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("NOT_FOUND", reason)
+
+
+class WorkflowUpdateNotFoundError(CommandRejectedError):
+    """An update handle (`get_update_handle(id)`) named an update id the run does not know:
+    never sent to it, or rejected by its validator (a rejected update leaves nothing).
+    Temporal answers with an RPCError whose status is NOT_FOUND and the same words,
+    ``update "<id>" not found``; ``rejection_type`` is "NOT_FOUND"."""
 
     def __init__(self, reason: str) -> None:
         super().__init__("NOT_FOUND", reason)

@@ -74,18 +74,22 @@ def workflow() -> None:
 @click.option("--cron", "cron_schedule", default="",
               help="Cron schedule of a cron workflow, e.g. '0 9 * * MON-FRI', '@every 1h', "
                    "'CRON_TZ=Europe/Berlin 0 2 * * *' (robfig/cron syntax, UTC by default).")
+@click.option("--start-delay", type=DURATION, default=None,
+              help="Run the workflow's code only after this delay, e.g. 30s, 1h (the run starts at once; "
+                   "not with --cron).")
 @OUTPUT
 def workflow_start(workflow_type: str, task_queue: str, workflow_id: str, inputs: tuple[str, ...],
                    execution_timeout: timedelta | None, run_timeout: timedelta | None,
-                   task_timeout: timedelta | None,
-                   id_reuse_policy: str, id_conflict_policy: str | None, cron_schedule: str, output: str) -> None:
-    """Start a run of a workflow (a chain of runs with --cron); prints its workflow id and run id."""
+                   task_timeout: timedelta | None, id_reuse_policy: str, id_conflict_policy: str | None,
+                   cron_schedule: str, start_delay: timedelta | None, output: str) -> None:
+    """Start a run of a workflow (a chain of runs with --cron, a delayed first task with
+    --start-delay); prints its workflow id and run id."""
     with connected_client() as client:
         handle = _guarded(lambda: client.start_workflow(
             workflow_type, args=[json_value(text) for text in inputs], id=workflow_id, task_queue=task_queue,
             execution_timeout=execution_timeout, run_timeout=run_timeout, task_timeout=task_timeout, id_reuse_policy=WorkflowIdReusePolicy[id_reuse_policy],
             id_conflict_policy=WorkflowIdConflictPolicy[id_conflict_policy or "UNSPECIFIED"],
-            cron_schedule=cron_schedule, identity="streamproc-cli"))
+            cron_schedule=cron_schedule, start_delay=start_delay, identity="streamproc-cli"))
     if output != "table":
         echo_json({"workflow_id": handle.id, "run_id": handle.run_id, "workflow_type": workflow_type}, output)
     else:

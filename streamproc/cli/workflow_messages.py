@@ -1,9 +1,10 @@
-"""`streamproc workflow signal|query|update|stack`: talk to a running (or, for queries,
-closed) run.
+"""`streamproc workflow signal|query|update|update-result|stack`: talk to a running (or, for
+queries and update results, closed) run.
 
 Named as Temporal's CLI names them: ``signal --name``, ``query --type``, ``update --name``
-(``--update-id``), ``stack`` (the built-in ``__stack_trace`` query); arguments are JSON
-values, one ``--input`` each.
+(``--update-id``), ``update-result --update-id`` (Temporal's ``workflow update result``),
+``stack`` (the built-in ``__stack_trace`` query); arguments are JSON values, one
+``--input`` each.
 """
 
 from __future__ import annotations
@@ -86,6 +87,21 @@ def workflow_update(workflow_id: str, run_id: str | None, name: str, inputs: tup
         result = _guarded(lambda: handle.execute_update(name, args=[json_value(text) for text in inputs],
                                                         id=update_id, timeout=timeout.total_seconds()))
     _echo_answer(output, {"workflow_id": workflow_id, "update_name": name, "result": result})
+
+
+@workflow.command("update-result")
+@_which_run
+@click.option("--update-id", required=True, help="The update's id.")
+@click.option("--timeout", type=DURATION, default="60s", show_default=True,
+              help="How long to wait for the update's outcome.")
+@OUTPUT
+def workflow_update_result(workflow_id: str, run_id: str | None, update_id: str, timeout: timedelta,
+                           output: str) -> None:
+    """Wait for the result of an update sent before, by anyone (Temporal's `workflow update result`)."""
+    with connected_client() as client:
+        update = client.get_workflow_handle(workflow_id, run_id=run_id).get_update_handle(update_id)
+        result = _guarded(lambda: update.result(timeout=timeout.total_seconds()))
+    _echo_answer(output, {"workflow_id": workflow_id, "update_id": update_id, "result": result})
 
 
 @workflow.command("stack")

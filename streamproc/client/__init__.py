@@ -42,7 +42,12 @@ from streamproc.client.schedules import (
     ScheduleUpdate,
     ScheduleUpdateInput,
 )
-from streamproc.exceptions import ActivityNotFoundError, AsyncActivityCancelledError, ScheduleAlreadyRunningError
+from streamproc.exceptions import (
+    ActivityNotFoundError,
+    AsyncActivityCancelledError,
+    ScheduleAlreadyRunningError,
+    WorkflowUpdateNotFoundError,
+)
 from streamproc.client.workflow_handle import WorkflowExecutionDescription, WorkflowHandle, WorkflowHistory
 from streamproc.client.workflow_listing import ExecutionSummary, WorkflowExecutionCount
 
@@ -53,7 +58,7 @@ __all__ = ["Client", "SyncClient", "EventReader", "ActivityClient", "ActivityHan
            "WorkflowStartOutcomeUnknownError", "WorkflowNotStartedError", "RequestOutcomeUnknownError",
            "RequestNotSentError", "CommandsNotDeliveredError",
            "WorkflowQueryFailedError", "WorkflowQueryRejectedError", "QueryRejectCondition",
-           "WorkflowUpdateFailedError", "WorkflowUpdateHandle", "WorkflowUpdateStage",
+           "WorkflowUpdateFailedError", "WorkflowUpdateHandle", "WorkflowUpdateStage", "WorkflowUpdateNotFoundError",
            "Schedule", "ScheduleActionStartWorkflow", "ScheduleBackfill", "ScheduleCalendarSpec",
            "ScheduleIntervalSpec", "ScheduleOverlapPolicy", "SchedulePolicy", "ScheduleRange", "ScheduleSpec",
            "ScheduleState", "ScheduleActionResult", "ScheduleDescription", "ScheduleHandle", "ScheduleInfo",

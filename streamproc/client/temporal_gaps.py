@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["CONNECT_OPTIONS", "START_OPTIONS", "LIST_OPTIONS", "WORKER_OPTIONS", "CLIENT_METHODS",
-           "HANDLE_METHODS", "refuse_options", "missing_methods"]
+           "refuse_options", "missing_methods"]
 
 _KAFKA_SECURITY = "connection security: set STREAMPROC_KAFKA_* properties (README, Secured clusters)"
 
@@ -28,7 +28,7 @@ CONNECT_OPTIONS = {
 
 #: `start_workflow` / `execute_workflow` options.
 START_OPTIONS = {
-    "start_delay": "delayed workflow start", "request_eager_start": "eager workflow start",
+    "request_eager_start": "eager workflow start",
     "priority": "task priorities", "versioning_override": "worker versioning",
     "static_summary": "user metadata", "static_details": "user metadata", "rpc_metadata": "gRPC metadata",
     "links": "Nexus links", "callbacks": "Nexus callbacks",
@@ -65,12 +65,6 @@ CLIENT_METHODS = {
     "update_worker_build_id_compatibility": "worker versioning", "get_worker_build_id_compatibility": "worker versioning",
     "get_worker_task_reachability": "worker versioning",
 }
-
-#: `WorkflowHandle` methods.
-HANDLE_METHODS = {
-    "get_update_handle": "update handles by id", "get_update_handle_for": "update handles by id",
-}
-
 
 def refuse_options(where: str, given: Mapping[str, Any], gaps: Mapping[str, str]) -> None:
     """NotImplementedError for the first of Temporal's options in `given` (None counts as not

@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -45,17 +45,14 @@ from streamproc.client.errors import (
 )
 from streamproc.client.requests import RequestChannel
 from streamproc.client.sync_bridge import sync_proxied
-from streamproc.client.temporal_gaps import HANDLE_METHODS, missing_methods
 from streamproc.client.workflow_events import WorkflowEvent, WorkflowEventScanner
 from streamproc.client.workflow_results import CloseWaiter, last_close
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, RecordType, RejectionType, ValueType, WorkflowIntent
 from streamproc.semantics import TimeoutType
 from streamproc.semantics.workflow_ids import QueryRejectCondition, WorkflowExecutionStatus
-from streamproc.client.workflow_updates import WorkflowUpdateHandle, WorkflowUpdateStage
-from streamproc.client.workflow_updates import outcome_of as update_outcome
-from streamproc.client.workflow_updates import send as send_update
-from streamproc.workflow.definition import query_name_of, result_type_of, signal_name_of, update_name_of
+from streamproc.client.workflow_updates import WorkflowUpdates
+from streamproc.workflow.definition import query_name_of, result_type_of, signal_name_of
 
 if TYPE_CHECKING:
     from streamproc.kafka.replies import Reply
@@ -69,10 +66,11 @@ _CONTINUED = "WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
 #: Requests the engine answers alike however often they arrive with one request id: a
 #: START (the run that request id started), a SIGNAL (recorded once per request id), an
 #: UPDATE (applied once per update id), WAIT_RESULT (one waiter per close request id),
-#: DESCRIBE and QUERY (read only). They are sent again
-#: when a copy reached the log without an answer; the others only when a copy did not.
+#: POLL_UPDATE (one waiter per request id), DESCRIBE and QUERY (read only). They are sent
+#: again when a copy reached the log without an answer; the others only when a copy did not.
 IDEMPOTENT_INTENTS = frozenset({WorkflowIntent.START, WorkflowIntent.DESCRIBE, WorkflowIntent.QUERY,
-                                WorkflowIntent.SIGNAL, WorkflowIntent.UPDATE, WorkflowIntent.WAIT_RESULT})
+                                WorkflowIntent.SIGNAL, WorkflowIntent.UPDATE, WorkflowIntent.POLL_UPDATE,
+                                WorkflowIntent.WAIT_RESULT})
 
 
 @sync_proxied
@@ -175,6 +173,24 @@ class WorkflowExecutionDescription:
             return WorkflowExecutionStatus(status)
         return WorkflowExecutionStatus[status.removeprefix("WORKFLOW_EXECUTION_STATUS_")]
 
+    @property
+    def id(self) -> str:
+        return self.raw.get("workflow_id", "")
+
+    @property
+    def start_time(self) -> datetime | None:
+        return _utc(self.raw.get("start_time_ms"))
+
+    @property
+    def execution_time(self) -> datetime | None:
+        """When the run's code first ran or will run: the start plus its first-task backoff
+        (a start delay, a cron time, a retry backoff)."""
+        return _utc(self.raw.get("execution_time_ms"))
+
+    @property
+    def close_time(self) -> datetime | None:
+        return _utc(self.raw.get("close_time_ms"))
+
     def __getattr__(self, name: str) -> Any:
         try:
             return self.raw[name]
@@ -183,11 +199,9 @@ class WorkflowExecutionDescription:
 
 
 @sync_proxied
-class WorkflowHandle:
+class WorkflowHandle(WorkflowUpdates):
     """A workflow execution, as Temporal's ``WorkflowHandle``: every call is a coroutine
     (``await handle.result()``); `SyncClient` gives the blocking form."""
-
-    __getattr__ = missing_methods("WorkflowHandle", HANDLE_METHODS)
 
     def __init__(self, requests: WorkflowRequests, workflow_id: str, *, run_id: str | None,
                  result_run_id: str | None, first_execution_run_id: str | None,
@@ -295,6 +309,8 @@ class WorkflowHandle:
                 f"worker polling the workflow's task queue? ({message})"))
         record = reply.record
         if record.record_type is RecordType.COMMAND_REJECTION:
+            if record.rejection_type == RejectionType.INVALID_STATE:  # the run has not run its code yet
+                raise WorkflowQueryFailedError(record.rejection_reason or "")
             raise _rejection(record, self.id)
         if record.intent == WorkflowIntent.QUERY_REJECTED:
             status = orjson.loads(record.value["attributes"] or "{}").get("status", "UNSPECIFIED")
@@ -302,33 +318,6 @@ class WorkflowHandle:
         if record.value.get("failure") is not None:
             raise WorkflowQueryFailedError(record.value["failure"].get("message") or "query failed")
         return converter.decode(record.value["result"], result_type or result_type_of(query))
-
-    async def start_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
-                           args: Sequence[Any] = (), id: str | None = None,
-                           wait_for_stage: WorkflowUpdateStage = WorkflowUpdateStage.ACCEPTED,
-                           rpc_timeout: float = 30, result_type: type | None = None) -> WorkflowUpdateHandle:
-        """Send an update (a name, or the ``@workflow.update`` method) and wait until it
-        reaches `wait_for_stage` (ACCEPTED: its validator accepted it; COMPLETED: its
-        handler returned). Raises `WorkflowUpdateFailedError` if it was rejected. `id` (a
-        new uuid by default) makes sending it again safe: it is applied once."""
-        name = update_name_of(update)
-        update_id = id or str(uuid.uuid4())
-        encoded = self._requests.client.data_converter.encode_args(call_arguments(arg, args))
-        record = await send_update(self, update_id, name, encoded, WorkflowUpdateStage(wait_for_stage), rpc_timeout)
-        finished = record.intent in (WorkflowIntent.UPDATE_COMPLETED, WorkflowIntent.UPDATE_REJECTED)
-        if record.intent == WorkflowIntent.UPDATE_REJECTED:
-            update_outcome(record, self, update_id, name)  # raises
-        return WorkflowUpdateHandle(self, update_id, name, encoded, record if finished else None,
-                                    result_type if result_type is not None else result_type_of(update))
-
-    async def execute_update(self, update: str | Callable[..., Any], arg: Any = NO_ARG, *,
-                             args: Sequence[Any] = (), id: str | None = None, rpc_timeout: float = 30,
-                             timeout: float | None = None, result_type: type | None = None) -> Any:
-        """Send an update and wait for its result (`timeout` seconds at most; None: as long
-        as it takes). Raises `WorkflowUpdateFailedError` when it was rejected or failed."""
-        handle = await self.start_update(update, arg, args=args, id=id, rpc_timeout=rpc_timeout,
-                                         wait_for_stage=WorkflowUpdateStage.COMPLETED, result_type=result_type)
-        return await handle.result(timeout)
 
     @property
     def requests(self) -> WorkflowRequests:
@@ -358,6 +347,10 @@ class WorkflowHandle:
     def __repr__(self) -> str:
         return f"WorkflowHandle(id={self.id!r}, run_id={self.run_id!r})"
 
+
+
+def _utc(ms: int | None) -> datetime | None:
+    return None if not ms else datetime.fromtimestamp(ms / 1000, UTC)
 
 
 def outcome_of_close(event: WorkflowEvent, converter: DataConverter | None = None,

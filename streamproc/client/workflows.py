@@ -46,7 +46,11 @@ from streamproc.semantics.workflow_ids import (
     validate_workflow_id,
 )
 from streamproc.semantics.cron_workflow import validate_cron_schedule
-from streamproc.semantics.workflow_timeouts import WorkflowTimeouts, normalize_workflow_timeouts
+from streamproc.semantics.workflow_timeouts import (
+    WorkflowTimeouts,
+    normalize_workflow_timeouts,
+    validate_workflow_start_delay,
+)
 from streamproc.workflow.definition import result_type_of, signal_name_of, workflow_type_of
 
 __all__ = ["WorkflowOperations", "workflow_type_of"]
@@ -68,7 +72,7 @@ class WorkflowOperations:
             id_reuse_policy: WorkflowIdReusePolicy = WorkflowIdReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy: WorkflowIdConflictPolicy = WorkflowIdConflictPolicy.UNSPECIFIED,
             memo: Mapping[str, Any] | None = None, search_attributes: Mapping[str, Any] | None = None,
-            cron_schedule: str = "", result_type: type | None = None,
+            cron_schedule: str = "", start_delay: timedelta | None = None, result_type: type | None = None,
             identity: str = "", request_id: str | None = None,
             start_signal: str | Callable[..., Any] | None = None, start_signal_args: Sequence[Any] = (),
             rpc_timeout: float | timedelta = 30, **temporal_options: Any) -> WorkflowHandle:
@@ -88,9 +92,15 @@ class WorkflowOperations:
         started: it carries `workflow_id` and `request_id` to look it up) or, only when the
         START certainly never reached the log, `WorkflowNotStartedError`.
 
+        With `start_delay` the run starts at once (``describe()`` shows it running, its
+        ``execution_time_ms`` the start plus the delay) and its code first runs after
+        the delay; a signal (`start_signal` on a run already waiting), an update or a
+        cancel request do not wait for it, a plain signal does, as on a Temporal server.
+        Not with `cron_schedule`.
+
         `memo` and `search_attributes` are JSON objects kept with the run (`describe()`
         shows them); `result_type` is the type `result()` decodes to. Temporal options we
-        do not implement (`start_delay`, ...) raise NotImplementedError naming them.
+        do not implement (`request_eager_start`, ...) raise NotImplementedError naming them.
         """
         refuse_options("start_workflow", temporal_options, START_OPTIONS)
         rpc_timeout = seconds_of(rpc_timeout)
@@ -110,6 +120,8 @@ class WorkflowOperations:
                                        signal_with_start=bool(signal_name))
         normalize_workflow_retry_policy(retry_policy)
         validate_cron_schedule(cron_schedule, datetime.now(UTC))
+        validate_workflow_start_delay(cron_schedule, None if start_delay is None else timeout_option(start_delay,
+                                                                                                "start_delay"))
         attributes = {name: dict(value) for name, value in (("memo", memo), ("search_attributes", search_attributes))
                       if value is not None}
         check_attribute_sizes(attributes)
@@ -126,6 +138,7 @@ class WorkflowOperations:
             "signal_name": signal_name,
             "signal_input": self.data_converter.encode_args(start_signal_args) if signal_name else None,
             "cron_schedule": cron_schedule,
+            "start_delay_ms": None if start_delay is None else ceil_ms(start_delay),
             "attributes": orjson.dumps(attributes).decode() if attributes else None,
         }
         request_id = request_id or uuid.uuid4().hex

@@ -102,6 +102,10 @@ class WorkflowIntent(StrEnum):
     #: A change the workflow validates and applies (Temporal's update); answered with
     #: UPDATE_ACCEPTED, UPDATE_COMPLETED or UPDATE_REJECTED at the stage asked for.
     UPDATE = "UPDATE"
+    #: Wait for the outcome of an update sent before, by anyone (Temporal's
+    #: PollWorkflowExecutionUpdate): answered like the UPDATE at the stage asked for;
+    #: NOT_FOUND for an update id the run does not know.
+    POLL_UPDATE = "POLL_UPDATE"
     #: Wait for a run's close: registered on the open run (the close is sent to the
     #: command's `close_reply` when it comes), or answered at once if it is closed.
     #: Acknowledged with RESULT_WAIT_ACCEPTED.

@@ -14,3 +14,11 @@ def d(request, tmp_path):
     driver = WorkflowDriver(tmp_path / "wf", **getattr(request.module, "DRIVER_OPTIONS", {}))
     yield driver
     driver.close()
+
+
+@pytest.fixture
+def running(d):
+    """The key of run "w1", open and waiting on a one-hour timer, with no workflow task out."""
+    key, _ = d.start()
+    d.complete(key, [{"type": "START_TIMER", "timer_id": "1", "start_to_fire_timeout_ms": 3_600_000}])
+    return key

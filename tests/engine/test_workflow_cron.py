@@ -187,6 +187,17 @@ def test_a_signal_during_the_wait_waits_for_the_cron_time(d):
     assert d.types(key)[-1] == "WORKFLOW_TASK_SCHEDULED"
 
 
+def test_a_signal_with_start_or_an_update_during_the_wait_does_not_wait_for_the_cron_time(d):
+    # As a Temporal server (1.32): the same first-task backoff as a delayed start's.
+    key, _ = d.start(cron_schedule=EVERY_10_MIN)
+    d.start(cron_schedule=EVERY_10_MIN, signal_name="poke", signal_input="[]")
+    assert d.types(key) == ["WORKFLOW_EXECUTION_STARTED", "WORKFLOW_EXECUTION_SIGNALED", "WORKFLOW_TASK_SCHEDULED"]
+    d.start("w2", cron_schedule=EVERY_10_MIN)
+    d.send("UPDATE", request_id="r-1", reply_partition=5, workflow_id="w2", update_id="u-1", update_name="set",
+           input="[]", update_stage="COMPLETED", identity="caller")
+    assert d.types(d.current_key("w2")) == ["WORKFLOW_EXECUTION_STARTED", "WORKFLOW_TASK_SCHEDULED"]
+
+
 def test_terminate_during_the_wait_ends_the_chain(d):
     _, second = first_run_answered(d, [complete("1")])
     _, (reply,) = d.send("TERMINATE", workflow_id="w1", reason="enough", identity="ops")

@@ -28,13 +28,6 @@ def _answers(d, request_id):
     return [r for r in d.replies if r.request_id == request_id]
 
 
-@pytest.fixture
-def running(d):
-    key, _ = d.start()
-    d.complete(key, [TIMER])
-    return key
-
-
 def test_a_rejected_update_leaves_no_history(d, running):
     before = d.types(running)
     events, replies = _update(d)

@@ -22,7 +22,7 @@ from streamproc.client import (
     SyncClient,
     WorkflowFailureError,
 )
-from streamproc.client.errors import CancelledError, TerminatedError
+from streamproc.client.errors import CancelledError, InvalidArgument, TerminatedError
 from streamproc.semantics.workflow_ids import WorkflowExecutionStatus
 from streamproc.worker import Worker
 from tests.support.engines import EngineThread
@@ -333,8 +333,14 @@ def test_a_plain_activity_needs_an_executor_with_the_asyncio_client():
 def test_temporal_options_we_lack_raise_not_implemented_naming_them_and_connect_names_the_problem():
     async def scenario():
         client = Client("127.0.0.1:1", "unit", log_level=0)
-        with pytest.raises(NotImplementedError, match=r"start_delay is not implemented .*delayed workflow start"):
-            await client.start_workflow(Counter.run, 1, id="x", task_queue="q", start_delay=timedelta(seconds=5))
+        with pytest.raises(NotImplementedError, match=r"priority is not implemented .*task priorities"):
+            await client.start_workflow(Counter.run, 1, id="x", task_queue="q", priority=object())
+        with pytest.raises(InvalidArgument, match="CronSchedule and WorkflowStartDelay may not be used together"):
+            await client.start_workflow(Counter.run, 1, id="x", task_queue="q", start_delay=timedelta(0),
+                                        cron_schedule="@hourly")  # implemented: checked before sending
+        with pytest.raises(InvalidArgument, match="An invalid WorkflowStartDelaySeconds is set on request. cause: "
+                                                  "negative duration"):
+            await client.start_workflow(Counter.run, 1, id="x", task_queue="q", start_delay=timedelta(seconds=-1))
         with pytest.raises(NotImplementedError, match="request_eager_start is not implemented"):
             await client.execute_workflow(Counter.run, 1, id="x", task_queue="q", request_eager_start=True)
         with pytest.raises(TypeError, match="unexpected keyword argument 'taskqueue'"):  # a typo stays a TypeError
@@ -343,8 +349,6 @@ def test_temporal_options_we_lack_raise_not_implemented_naming_them_and_connect_
             [run async for run in client.list_workflows("WorkflowType='Counter'")]
         with pytest.raises(ValueError, match="not a streamproc task token"):  # implemented: a token is checked
             client.get_async_activity_handle(task_token=b"")
-        with pytest.raises(NotImplementedError, match="WorkflowHandle.get_update_handle is not implemented"):
-            client.get_workflow_handle("x").get_update_handle("u-1")
         with pytest.raises(NotImplementedError, match="interceptors is not implemented by streamproc's Worker"):
             Worker(client, task_queue="q", workflows=[Counter], interceptors=[object()])
         with pytest.raises(NotImplementedError, match=r"tls is not implemented .*STREAMPROC_KAFKA_"):

@@ -116,6 +116,22 @@ def test_start_result_describe_show_and_list(cli):
     assert table[0].split()[:4] == ["WORKFLOW", "ID", "RUN", "ID"] and "COMPLETED" in table[1]
 
 
+def test_a_delayed_start_runs_its_code_after_the_delay(cli):
+    refused = cli("start", "--type", "Tick", "-t", QUEUE, "-w", "late", "--cron", "@hourly", "--start-delay", "1s",
+                  code=1)
+    assert "CronSchedule and WorkflowStartDelay may not be used together." in refused and "Traceback" not in refused
+    began = time.monotonic()
+    cli("start", "--type", "Greeter", "-t", QUEUE, "-w", "late", "-i", '"bo"', "-i", "1", "--start-delay", "2s")
+    described = orjson.loads(cli("describe", "-w", "late", "-o", "json"))
+    assert (described["status"], described["history_length"]) == ("RUNNING", 1)
+    assert described["execution_time_ms"] - described["start_time_ms"] == 2000
+    table = cli("describe", "-w", "late")
+    start, execution = (re.search(rf"\n  {name} +([^(\n]+)", table).group(1) for name in ("StartTime", "ExecutionTime"))
+    assert execution != start  # shown, two seconds later
+    assert cli("result", "-w", "late", "--timeout", "60").strip() == '["hello bo"]'
+    assert time.monotonic() - began >= 2
+
+
 def test_a_duplicate_start_and_a_terminated_run_are_reported(cli):
     cli("start", "--type", "Waiter", "-t", QUEUE, "-w", "wait-1", "--execution-timeout", "7d")
     deadline = time.monotonic() + 30
@@ -147,6 +163,9 @@ def test_signal_query_and_stack(cli):
     assert "Query handler for 'nope' expected but not found" in unknown and "Traceback" not in unknown
     cli("signal", "-w", "mail-1", "--name", "post", "-i", '"junk"')
     assert cli("update", "-w", "mail-1", "--name", "burn", "-i", "2", "--update-id", "b-1").strip() == "2"
+    assert cli("update-result", "-w", "mail-1", "--update-id", "b-1").strip() == "2"  # anyone may ask, by id
+    unknown = cli("update-result", "-w", "mail-1", "--update-id", "b-0", code=1)
+    assert 'update "b-0" not found' in unknown and "Traceback" not in unknown
     refused = cli("update", "-w", "mail-1", "--name", "burn", "-i", "7", code=1)
     assert "Workflow update failed: no letter 7" in refused and "Traceback" not in refused
     assert "not waiting" in cli("signal", "-w", "mail-1", "--name", "post", "-i", '"stop"', "--no-wait")

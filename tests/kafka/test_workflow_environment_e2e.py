@@ -154,6 +154,20 @@ def test_an_execution_timeout_and_a_schedules_actions_are_skipped_to():
     assert actions == 3  # one a day, at midnight UTC (epoch aligned)
 
 
+def test_a_delayed_start_is_skipped_to():
+    async def main():
+        async with await WorkflowEnvironment.start_time_skipping() as env:
+            async with Worker(env.client, task_queue=QUEUE, workflows=[Reminder]):
+                before, began = await env.get_current_time(), time.monotonic()
+                woke = await env.client.execute_workflow(Reminder.run, 1, id="delayed-1", task_queue=QUEUE,
+                                                         start_delay=timedelta(days=7))
+                return before, datetime.fromisoformat(woke), time.monotonic() - began
+
+    before, woke, wall_s = asyncio.run(main())
+    assert timedelta(days=7, hours=1) <= woke - before < timedelta(days=7, hours=1, minutes=1)
+    assert wall_s < 10, f"took {wall_s:.1f} s of wall time"
+
+
 def test_env_sleep_skips_time_and_fires_the_timers_on_the_way():
     async def main():
         async with await WorkflowEnvironment.start_time_skipping() as env:

@@ -18,6 +18,7 @@ WORKFLOW_PROCESSORS = {
     W.SIGNAL: signals.signal,
     W.QUERY: queries.query,
     W.UPDATE: updates.update,
+    W.POLL_UPDATE: updates.poll_update,
     W.CHILD_STARTED: children.child_started,
     W.CHILD_START_FAILED: children.child_start_failed,
     W.CHILD_CLOSED: children.child_closed,

@@ -12,6 +12,8 @@ the engine wrote before it, so the worker applies those first (a signal then a q
 sees the signal). Events buffered while a task is out reach the code only with the next
 task: a query that arrives then waits in the run's state and goes out right after that
 task (or when the run closes), as Temporal holds a query until the task in flight ends.
+A run waiting out its first-task backoff (a delayed start, a cron run before its time)
+has run no code yet: its query is refused at once (INVALID_STATE), as Temporal refuses it.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ import orjson
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.requests import valid_run
-from streamproc.engine.workflows.runs import WF, send_query_tasks
-from streamproc.protocol.records import Record, WorkflowIntent
+from streamproc.engine.workflows.runs import BACKOFF_START, WF, send_query_tasks
+from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.semantics.workflow_ids import QueryRejectCondition
 
-__all__ = ["query"]
+__all__ = ["query", "WORKFLOW_TASK_NOT_SCHEDULED"]
+
+#: Temporal's answer to a query for a run waiting out its first-task backoff.
+WORKFLOW_TASK_NOT_SCHEDULED = "Workflow task is not scheduled yet."
 
 
 def _problem(ctx: ProcessingContext, cmd: Record) -> str | None:
@@ -51,6 +56,11 @@ def query(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reply(WF, WorkflowIntent.QUERY_REJECTED, run_key, {
             "workflow_id": run.workflow_id, "run_id": run.run_id,
             "attributes": orjson.dumps({"status": run.status.name}).decode()})
+        return
+    if run.is_open and BACKOFF_START in run.deadlines:
+        # No task yet (a start delay, a cron time, a retry backoff): there is no state to
+        # ask, and no worker holds the run. Temporal refuses at once, in these words.
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE, WORKFLOW_TASK_NOT_SCHEDULED)
         return
     waiting = {"query_type": v["query_type"], "input": v["input"], "request_id": cmd.request_id or "",
                "reply_partition": cmd.reply_partition}

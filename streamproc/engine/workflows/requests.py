@@ -13,7 +13,7 @@ from streamproc.engine.workflows.result_waiters import (
     close_reply_problem,
     wait_for_close,
 )
-from streamproc.engine.workflows.runs import BACKOFF_START, WF, E, RunWriter, history_pages
+from streamproc.engine.workflows.runs import WF, E, RunWriter, history_pages
 from streamproc.protocol.records import Record, RejectionType, WorkflowIntent
 from streamproc.protocol.wire_values import to_ms
 from streamproc.state.workflow_run import WorkflowRun
@@ -91,11 +91,9 @@ def request_cancel(cmd: Record, ctx: ProcessingContext) -> None:
     if sender is not None:
         attributes.update(external_initiated_event_id=sender["initiated_event_id"], external_workflow_execution={
             "workflow_id": sender["workflow_id"], "run_id": sender["run_id"]})
-    if BACKOFF_START in run.deadlines:
-        # The workflow decides now, not at the run's time: a cron, retry or delayed run
-        # waiting for its first task gets it at once, as on a Temporal server.
-        ctx.workflow_timers.disarm(run_key, run, BACKOFF_START)
-    RunWriter(ctx, run_key, run).deliver([PendingEvent(E.WORKFLOW_EXECUTION_CANCEL_REQUESTED.name, attributes)])
+    writer = RunWriter(ctx, run_key, run)
+    writer.deliver([PendingEvent(E.WORKFLOW_EXECUTION_CANCEL_REQUESTED.name, attributes)])
+    writer.end_backoff_now()  # the workflow decides now, not at the run's time
     ctx.workflows.put(run_key, run)
     _reply_event(ctx, run_key, run, E.WORKFLOW_EXECUTION_CANCEL_REQUESTED, attributes)
 

@@ -122,6 +122,17 @@ class RunWriter:
         if BACKOFF_START not in self.run.deadlines:  # a run in its first-task backoff waits
             self.schedule_task()
 
+    def end_backoff_now(self) -> None:
+        """A run waiting out its first-task backoff (a start delay, a cron time, a retry
+        backoff) gets its first workflow task now, as a Temporal server (1.32, observed) does
+        for a cancel request, a signal-with-start that finds the run, and an update.
+        The backoff's due date is disarmed: when it comes, it is stale."""
+        run = self.run
+        if BACKOFF_START in run.deadlines:
+            self.ctx.workflow_timers.disarm(self.key, run, BACKOFF_START)
+            if run.task is None:
+                self.schedule_task()
+
     def flush_buffer(self) -> bool:
         """Append what arrived while the task was out; True if there was anything."""
         buffered = self.run.take_buffered()

@@ -4,11 +4,19 @@ and start a run; `start_run` also starts the runs that follow a retry or continu
 A START that names a signal is Temporal's SignalWithStart: the signal goes to the
 running run (conflict policy USE_EXISTING by default; FAIL is refused), or the new run
 records it right after WORKFLOW_EXECUTION_STARTED, before its first workflow task.
+A signal-with-start that finds a run waiting out its first-task backoff gives it its
+first task at once; a plain SIGNAL does not (both as a Temporal server, 1.32).
+
+A START with `start_delay_ms` (Temporal's start_delay) starts the run at once and
+schedules its first workflow task after the delay: the run's first-task backoff
+(BACKOFF_START), the due date a cron workflow's first run waits on too.
 """
 
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
+
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
@@ -43,9 +51,10 @@ from streamproc.semantics.workflow_retry import workflow_execution_expiration
 from streamproc.semantics.workflow_timeouts import (
     WorkflowTimeouts,
     normalize_workflow_timeouts,
+    validate_workflow_start_delay,
     workflow_run_deadlines,
 )
-from streamproc.protocol.wire_values import policy_from_record, policy_to_record, to_datetime, to_ms
+from streamproc.protocol.wire_values import ceil_ms, policy_from_record, policy_to_record, to_datetime, to_ms
 from streamproc.state.workflow_run import RunStart, WorkflowRun
 from streamproc.protocol.wire_values import duration_from_ms
 
@@ -81,6 +90,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         policy = normalize_workflow_retry_policy(
             policy_from_record(v["retry_policy"]) if v["retry_policy"] is not None else None)
         validate_cron_schedule(v["cron_schedule"], to_datetime(ctx.now_ms))
+        start_delay = validate_workflow_start_delay(v["cron_schedule"], _start_delay(v))
         policies = normalize_workflow_id_policies(
             _enum(WorkflowIdReusePolicy, v["id_reuse_policy"], "id_reuse_policy"),
             _enum(WorkflowIdConflictPolicy, v["id_conflict_policy"], "id_conflict_policy"),
@@ -110,8 +120,11 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         return
     if decision.action is WorkflowIdAction.RETURN_EXISTING:
         run_key, run = current
-        if signal is not None and run.is_open and not signal_run(cmd, ctx, run_key, run, signal):
-            return
+        if signal is not None and run.is_open:
+            if not signal_run(cmd, ctx, run_key, run, signal):
+                return
+            RunWriter(ctx, run_key, run).end_backoff_now()  # a signal-with-start does not wait for the run's time
+            ctx.workflows.put(run_key, run)
         # A START sent again (or one that found the run it may use) waits on that run.
         waiting = None if waiter is None else wait_for_close(ctx, run_key, run, waiter) is not None
         _reply_started(ctx, run_key, run, started=decision.started, waiting=waiting)
@@ -122,6 +135,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.workflows.put(run_key, run)
     expiration = workflow_execution_expiration(to_datetime(ctx.now_ms), timeouts.execution)
     cron_schedule = v["cron_schedule"]  # a cron workflow's first run waits for its first time
+    first_task_backoff = start_delay if start_delay is not None else first_run_backoff(cron_schedule, ctx.now_ms)
     run_key, run = start_run(ctx, RunStart(
         run_id=new_run_id, workflow_id=v["workflow_id"], workflow_type=v["workflow_type"],
         task_queue=v["task_queue"], input=v["input"], timeouts=timeouts,
@@ -129,7 +143,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id,
         parent=parent, cron_schedule=cron_schedule,
         initiator=ContinueAsNewInitiator.CRON_SCHEDULE if cron_schedule else ContinueAsNewInitiator.UNSPECIFIED,
-        first_task_backoff_ms=to_ms(first_run_backoff(cron_schedule, ctx.now_ms)),
+        first_task_backoff_ms=ceil_ms(first_task_backoff),
         scheduled_by=scheduled_by, memo=attributes.get("memo"),
         search_attributes=attributes.get("search_attributes"),
         last_completion_result=attributes.get("last_completion_result"),
@@ -138,6 +152,12 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
     _reply_started(ctx, run_key, run, started=True, waiting=None if waiter is None else True)
     _tell_parent(ctx, parent, WorkflowIntent.CHILD_STARTED,
                  workflow_execution={"workflow_id": run.workflow_id, "run_id": run.run_id})
+
+
+def _start_delay(v: dict) -> timedelta | None:
+    """The START's `start_delay_ms` (Temporal's workflow_start_delay); None when not set."""
+    delay_ms = v.get("start_delay_ms")
+    return None if delay_ms is None else duration_from_ms(delay_ms)
 
 
 def _tell_parent(ctx: ProcessingContext, parent: dict | None, intent: str, **attributes) -> None:

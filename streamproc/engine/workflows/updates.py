@@ -9,6 +9,8 @@ COMPLETE_UPDATE (WORKFLOW_EXECUTION_UPDATE_COMPLETED, the handler's result or fa
 or REJECT_UPDATE (the validator refused: no event, so a rejected update leaves no
 history). Each caller is answered at the stage it asked for (ACCEPTED or COMPLETED); the
 same update id sent again joins the waiters, or gets the recorded outcome at once.
+POLL_UPDATE does the same for a caller that knows only the update id (another client,
+another process): Temporal's PollWorkflowExecutionUpdate, answered when the outcome is.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ from streamproc.semantics import InvalidArgument
 from streamproc.state.workflow_run import WorkflowRun
 from streamproc.state.workflow_run_parts import RunUpdate
 
-__all__ = ["update", "check_accept", "check_complete", "check_reject", "accept", "complete", "reject",
+#: Callers one unfinished update keeps waiting (as a run keeps its result waiters); a
+#: POLL_UPDATE beyond is refused (RESOURCE_EXHAUSTED).
+MAX_UPDATE_WAITERS = 64
+
+__all__ = ["update", "poll_update", "check_accept", "check_complete", "check_reject", "accept", "complete", "reject",
            "reject_unhandled"]
 
 
@@ -65,8 +71,41 @@ def update(cmd: Record, ctx: ProcessingContext) -> None:
     else:
         run.updates[update_id] = RunUpdate(v["update_name"], v["input"], v["identity"],
                                            waiters=[waiter] if cmd.reply_partition >= 0 else [])
-        if run.task is None and BACKOFF_START not in run.deadlines:
+        if BACKOFF_START in run.deadlines:
+            # Its first task, now and not speculative: it must be written whatever the
+            # validator says, the run's code has to start (as on a Temporal server).
+            RunWriter(ctx, run_key, run).end_backoff_now()
+        elif run.task is None:
             RunWriter(ctx, run_key, run).schedule_task(speculative=True)
+    ctx.workflows.put(run_key, run)
+
+
+def poll_update(cmd: Record, ctx: ProcessingContext) -> None:
+    """The caller waits for the outcome of update `update_id` of the run, at its stage:
+    answered now if it is there, else when it is. A run that closed keeps the outcomes of
+    its completed updates; a rejected update left nothing, so it is not found, as in
+    Temporal (`update "<id>" not found`)."""
+    v = cmd.value
+    problem = ("UpdateId is not set on request." if not v["update_id"] else None) or (
+        None if v["update_stage"] in ("", ACCEPTED, COMPLETED)
+        else f"update_stage must be ACCEPTED or COMPLETED, got {v['update_stage']!r}") or (
+        None if cmd.reply_partition >= 0 else "POLL_UPDATE needs a reply partition: its answer is only ever a reply")
+    found = valid_run(cmd, ctx, problem, running=False)
+    if found is None:
+        return
+    run_key, run = found
+    update_id = v["update_id"]
+    existing = run.updates.get(update_id)
+    if existing is None:
+        ctx.out.reject(cmd, RejectionType.NOT_FOUND, f'update "{update_id}" not found')
+        return
+    waiter = [cmd.request_id or "", cmd.reply_partition, v["update_stage"] or COMPLETED]
+    if existing.state != COMPLETED and waiter not in existing.waiters \
+            and len(existing.waiters) >= MAX_UPDATE_WAITERS:
+        ctx.out.reject(cmd, RejectionType.RESOURCE_EXHAUSTED,
+                       f"update {update_id!r} already has {MAX_UPDATE_WAITERS} callers waiting for its outcome")
+        return
+    _join(ctx, run_key, run, update_id, existing, waiter)
     ctx.workflows.put(run_key, run)
 
 
@@ -81,7 +120,7 @@ def _join(ctx: ProcessingContext, run_key: int, run: WorkflowRun, update_id: str
     elif existing.state == ACCEPTED and waiter[2] == ACCEPTED:
         existing.waiters.append(waiter)
         answer_waiters(ctx, run_key, run, update_id, existing, WorkflowIntent.UPDATE_ACCEPTED, (ACCEPTED,))
-    elif waiter[1] >= 0:
+    elif waiter[1] >= 0 and waiter not in existing.waiters:  # a caller that asks again waits once
         existing.waiters.append(waiter)
 
 
