@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 import structlog
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from streamproc.clock import Clock, SystemClock
 from streamproc.due.waiting import Outlook, busy, combined
@@ -36,12 +36,12 @@ from streamproc.kafka.recovery import FaultPolicy, Recovery
 from streamproc.kafka.transactions import TransactionalProducers
 from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.admin import TopicAdmin
-from streamproc.kafka.batching import consume_available, read_to_the_end
+from streamproc.kafka.batching import read_to_the_end
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.connection import check_connection
 from streamproc.kafka.echoes import EchoOffsets, is_echo
 from streamproc.kafka.owned_partition import RESTORE_CONNECT_TIMEOUT_S, OwnedPartition, open_restored
-from streamproc.kafka.errors import ClientFailure, IdentityConflict, Origin, StartRefused
+from streamproc.kafka.errors import IdentityConflict, StartRefused
 from streamproc.metrics.batch_tally import BatchTally
 from streamproc.metrics.engine_metrics import EngineMetrics
 from streamproc.protocol import codec
@@ -299,19 +299,8 @@ class Engine:
         if p.rebuild_requested:
             raise RuntimeError("the watchdog asked for new Kafka clients")
         p.stage = "consume"
-        messages = consume_available(self._consumer, self.max_batch, self._poll_timeout_s())
+        messages, commands = self._session.poll_commands(self.max_batch, self._poll_timeout_s(), self.partitions)
         p.stage = "process"
-        commands = []
-        for msg in messages:
-            if (error := msg.error()) is not None:
-                if error.fatal() or error.code() == KafkaError._FATAL:
-                    self._session.fatal = error
-                self._client_log.error(error)
-            elif msg.partition() in self.partitions:
-                commands.append(msg)
-        if self._session.fatal is not None:
-            raise ClientFailure(Origin.CONSUMER, KafkaException(self._session.fatal))
-        self._session.check_in_group()
         fresh = [msg for msg in commands if not is_echo(msg)]
         self.stats.echoes += len(commands) - len(fresh)
         # 1. Processors only stage writes (over the committing batch's) and follow-ups.

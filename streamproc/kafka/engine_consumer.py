@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from streamproc.kafka.batching import close_in_background
+from streamproc.kafka.batching import close_in_background, consume_available
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.engine_clients import engine_consumer_config
 from streamproc.kafka.errors import ClientFailure, Origin
@@ -58,6 +58,24 @@ class EngineConsumer:
 
     def needs_replacing(self) -> bool:
         return self.consumer is None or self.dead or self.fatal is not None
+
+    def poll_commands(self, max_batch: int, timeout_s: float, owned) -> tuple[list[Message], list[Message]]:
+        """Consume what is there (waiting up to `timeout_s`): all the messages, and the
+        commands among them of the `owned` partitions. An error is logged; a fatal one, or
+        the consumer out of its group too long, raises."""
+        messages = consume_available(self.consumer, max_batch, timeout_s)
+        commands = []
+        for msg in messages:
+            if (error := msg.error()) is not None:
+                if error.fatal() or error.code() == KafkaError._FATAL:
+                    self.fatal = error
+                self.client_log.error(error)
+            elif msg.partition() in owned:
+                commands.append(msg)
+        if self.fatal is not None:
+            raise ClientFailure(Origin.CONSUMER, KafkaException(self.fatal))
+        self.check_in_group()
+        return messages, commands
 
     def check_in_group(self) -> None:
         """Raise (and mark the consumer dead) when it has been out of its group for
