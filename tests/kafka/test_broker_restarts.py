@@ -39,23 +39,37 @@ def _engine_log_lines(rig: Rig, since: int) -> list[dict]:
     return lines
 
 
+def _faults_under_load(rig: Rig, seed: int, count: int, fault, probe_name: str, after_each=None) -> list[float]:
+    """`count` times, with workflows starting: `fault(rig)`, then a probe job and workflow
+    must complete; returns the seconds each probe took. At the end, everything once."""
+    rng = random.Random(seed)
+    recoveries = []
+    rig.start()
+    rig.start_workflows("before", 40)
+    for n in range(count):
+        time.sleep(rng.uniform(1.0, 3.0))  # the fault finds transactions and workflows in flight
+        rig.start_workflows(f"during-{n}", 20)
+        mark = len(rig.engine.log_text())
+        fault(rig)
+        recoveries.append(round(rig.probe(f"{probe_name}-{n}", timeout=RECOVERY_S), 1))
+        rig.assert_alive()
+        if after_each is not None:
+            after_each(n, _engine_log_lines(rig, mark))
+    rig.check_everything_once()
+    return recoveries
+
+
+def _kill_and_restart(rig: Rig) -> None:
+    rig.broker.kill()
+    time.sleep(10)
+    rig.broker.start()
+
+
 @pytest.mark.timeout(900)
 def test_the_broker_sigkilled_under_load_5_times_and_back_after_10_s(tmp_path):
-    rng = random.Random(20261124)
     rig = Rig(tmp_path, _broker(tmp_path, 29116))
-    recoveries = []
     try:
-        rig.start()
-        rig.start_workflows("before", 40)
-        for n in range(5):
-            time.sleep(rng.uniform(1.0, 3.0))  # the kill finds transactions and workflows in flight
-            rig.start_workflows(f"during-{n}", 20)
-            rig.broker.kill()
-            time.sleep(10)
-            rig.broker.start()
-            recoveries.append(round(rig.probe(f"restart-{n}", timeout=RECOVERY_S), 1))
-            rig.assert_alive()
-        rig.check_everything_once()
+        recoveries = _faults_under_load(rig, 20261124, 5, _kill_and_restart, "restart")
         print(f"\n5 broker restarts: engine and workers back (probe job and workflow done) after {recoveries} s; "
               f"{rig.jobs} jobs and {len(rig.workflow_ids)} workflows completed once each; activity attempts "
               f"that ran twice: {rig.attempts_run_twice}; starts the client gave up and asked again: "
@@ -92,31 +106,28 @@ def test_the_broker_away_for_2_minutes(tmp_path):
         rig.close()
 
 
+def _freeze_for_20_s(rig: Rig) -> None:
+    rig.broker.freeze()
+    time.sleep(20)
+    rig.broker.freeze(False)
+
+
+def _no_rebuild(n: int, engine_lines: list[dict]) -> None:
+    kinds = collections.Counter(line.get("event") for line in engine_lines)
+    assert "engine_clients_rebuild_requested" not in kinds, (
+        f"stall {n}: the engine needed the watchdog's rebuild: {dict(kinds)}")
+
+
 @pytest.mark.timeout(600)
 def test_the_broker_frozen_for_20_s_under_load_3_times(tmp_path):
     """A broker that stops answering without going away (its JVM stalled by its disk or host;
     CI saw 20-30 s stalls) and then goes on: the engine resumes its unfinished producer
-    calls and replaces a consumer whose calls keep timing out, so it is back on its own,
-    well before the watchdog's last resort (new clients after 60 s of failing)."""
-    rng = random.Random(20261127)
+    calls and replaces a consumer whose calls keep timing out or that is left out of its
+    group, so it is back on its own, before the watchdog's last resort (new clients after
+    60 s of failing)."""
     rig = Rig(tmp_path, _broker(tmp_path, 29116))
-    recoveries = []
     try:
-        rig.start()
-        rig.start_workflows("before", 40)
-        for n in range(3):
-            time.sleep(rng.uniform(1.0, 3.0))  # the stall finds transactions and workflows in flight
-            rig.start_workflows(f"during-{n}", 20)
-            mark = len(rig.engine.log_text())
-            rig.broker.freeze()
-            time.sleep(20)
-            rig.broker.freeze(False)
-            recoveries.append(round(rig.probe(f"thaw-{n}", timeout=RECOVERY_S), 1))
-            rig.assert_alive()
-            kinds = collections.Counter(line.get("event") for line in _engine_log_lines(rig, mark))
-            assert "engine_clients_rebuild_requested" not in kinds, (
-                f"stall {n}: the engine needed the watchdog's rebuild: {dict(kinds)}")
-        rig.check_everything_once()
+        recoveries = _faults_under_load(rig, 20261127, 3, _freeze_for_20_s, "thaw", after_each=_no_rebuild)
         print(f"\n3 broker stalls of 20 s: engine and workers back (probe job and workflow done) after "
               f"{recoveries} s of the broker going on; {rig.jobs} jobs and {len(rig.workflow_ids)} workflows "
               f"completed once each")
