@@ -1,0 +1,216 @@
+"""What a workflow costs the broker, counted rather than timed: `python -m bench.workflow_cost`.
+
+Timings need a quiet machine; these counts do not. An engine (4 partitions), a client
+and a Worker run in this process against a real broker. For each shape (one remote
+activity, one local activity, ten sequential local activities) the tool runs `--count`
+workflows one at a time (each waited for: a transaction then carries one workflow's
+work, so the counts repeat exactly), then `--count` with all of them in flight at once
+(transactions carry many workflows: fewer transactions, more partitions each). It
+prints one JSON line per shape and pass, per workflow:
+
+- `transactions`: the engine's committed transactions;
+- `records`: records the engine produced, by topic kind (events, changelog, activity and
+  workflow task topics, replies, commands), and the changelog's by column family;
+- `partitions_per_transaction`: distinct topic partitions a transaction wrote (avg, max),
+  not counting the consumer offsets' partition every transaction also adds.
+
+It counts at the engine's batch writer (`streamproc/kafka/batch_writer.py`), where every
+record of a transaction is produced, through a counting wrapper around its producer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.workflow_definitions import (  # noqa: E402
+    OneActivity,
+    OneLocalActivity,
+    SequentialLocalActivities,
+    echo,
+)
+from streamproc.kafka import batch_writer  # noqa: E402
+from streamproc.state.families import Family  # noqa: E402
+
+QUEUE = "cost"
+SHAPES = {"1_activity": (OneActivity, 1), "1_local_activity": (OneLocalActivity, 1),
+          "10_sequential_local": (SequentialLocalActivities, 10)}
+
+
+class WriteTally:
+    """Records and partitions of every transaction the engine's batch writer fills."""
+
+    def __init__(self, namespace: str) -> None:
+        self._prefix = f"{namespace}."
+        self.records: Counter[str] = Counter()
+        self.changelog: Counter[str] = Counter()
+        self.transactions = 0
+        self.partitions: list[int] = []
+        self._current: set[tuple[str, int]] = set()
+
+    def begun(self) -> None:
+        self.ended()
+        self.transactions += 1
+
+    def ended(self) -> None:
+        if self._current:
+            self.partitions.append(len(self._current))
+            self._current = set()
+
+    def produced(self, topic: str, partition: int, key: bytes | None) -> None:
+        kind = topic.removeprefix(self._prefix).split(".")[0]
+        self.records[kind] += 1
+        if kind == "changelog":
+            self.changelog[Family(key[0]).name.lower()] += 1
+        self._current.add((topic, partition))
+
+    def reset(self) -> None:
+        self.__init__(self._prefix[:-1])
+
+
+class _CountingProducer:
+    """The writer's producer, counting what it is given."""
+
+    def __init__(self, producer, tally: WriteTally) -> None:
+        self._producer = producer
+        self._tally = tally
+
+    def produce(self, topic, value=None, key=None, partition=-1, **kwargs):
+        self._tally.produced(topic, partition, key)
+        return self._producer.produce(topic, value, key, partition=partition, **kwargs)
+
+
+def count_writes(tally: WriteTally) -> None:
+    """Every batch writer of this process counts into `tally` from now on."""
+    begin = batch_writer.BatchWriter.begin
+
+    def counting_begin(writer, producer):
+        tally.begun()
+        begin(writer, _CountingProducer(producer, tally))
+
+    batch_writer.BatchWriter.begin = counting_begin
+
+
+def _per_workflow(tally: WriteTally, committed: int, count: int) -> dict:
+    tally.ended()
+    parts = tally.partitions
+    return {
+        "transactions": round(committed / count, 2),
+        "records": {kind: round(n / count, 2) for kind, n in sorted(tally.records.items())},
+        "records_total": round(sum(tally.records.values()) / count, 2),
+        "changelog_by_family": {name: round(n / count, 2) for name, n in sorted(tally.changelog.items())},
+        "partitions_per_transaction": {"avg": round(sum(parts) / len(parts), 2) if parts else 0,
+                                       "max": max(parts, default=0)},
+        "partition_writes": round(sum(parts) / count, 2),
+    }
+
+
+def _run_pass(engine, client, tally: WriteTally, workflow, arg, count: int, tag: str, in_flight: bool) -> dict:
+    _quiet(engine)
+    tally.reset()
+    before = engine.stats.batches
+
+    def run(n: int) -> None:
+        client.start_workflow(workflow.run, arg, id=f"{tag}-{n}", task_queue=QUEUE).result(120)
+
+    if in_flight:  # a thread per run, so that the STARTs do not wait for each other either
+        with ThreadPoolExecutor(count) as pool:
+            list(pool.map(run, range(count)))
+    else:
+        for n in range(count):
+            run(n)
+    _quiet(engine)
+    return _per_workflow(tally, engine.stats.batches - before, count)
+
+
+def _quiet(engine, settle_s: float = 0.5) -> None:
+    """Wait until the engine committed nothing for `settle_s` (the last batch's echoes too)."""
+    last, since = engine.stats.batches, time.monotonic()
+    while time.monotonic() - since < settle_s:
+        time.sleep(0.05)
+        if engine.stats.batches != last:
+            last, since = engine.stats.batches, time.monotonic()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=20, help="workflows of each shape and pass (default 20)")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--shape", choices=sorted(SHAPES), action="append", help="default: every shape")
+    parser.add_argument("--bootstrap", default=None, help="default STREAMPROC_BOOTSTRAP, or a local broker")
+    args = parser.parse_args()
+
+    import os
+
+    # Only the counts go to stdout: the engine's and the worker's logs go to stderr.
+    result = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    from streamproc.client import Client
+    from streamproc.settings import Settings
+    from streamproc.worker import Worker
+    from streamproc.kafka.engine import Engine
+
+    bootstrap = args.bootstrap or os.environ.get("STREAMPROC_BOOTSTRAP") or _local_broker()
+    namespace = f"cost-{uuid.uuid4().hex[:6]}"
+    tally = WriteTally(namespace)
+    count_writes(tally)
+    workflows = [SHAPES[s][0] for s in SHAPES]
+    try:
+        with tempfile.TemporaryDirectory() as state_dir:
+            settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=args.partitions,
+                                state_dir=Path(state_dir), engine_id="cost")
+            engine = Engine(settings, idle_poll_ms=10)
+            thread = threading.Thread(target=engine.run, daemon=True)
+            thread.start()
+            if not engine.ready.wait(60):
+                raise TimeoutError("the engine got no partitions within 60 s")
+            with Client(bootstrap, namespace) as client, \
+                    Worker(client, task_queue=QUEUE, workflows=workflows, activities=[echo], identity="cost"):
+                for name in args.shape or SHAPES:
+                    workflow, arg = SHAPES[name]
+                    # Warm-up: topics created, partitions known, the worker's caches filled.
+                    _run_pass(engine, client, tally, workflow, arg, 4, f"{name}-warm", in_flight=False)
+                    for in_flight in (False, True):
+                        counts = _run_pass(engine, client, tally, workflow, arg, args.count,
+                                           f"{name}-{'many' if in_flight else 'one'}", in_flight)
+                        line = {"shape": name, "workflows": args.count, "partitions": args.partitions,
+                                "in_flight": args.count if in_flight else 1, **counts}
+                        print(json.dumps(line), file=result, flush=True)
+            engine.stop()
+            thread.join(30)
+    finally:
+        _delete_topics(bootstrap, namespace)
+    return 0
+
+
+def _local_broker() -> str:
+    from streamproc.devenv.broker import ensure_broker
+
+    address, _ = ensure_broker()
+    return address
+
+
+def _delete_topics(bootstrap: str, namespace: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{namespace}.")]
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=30).values():
+            future.exception(30)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
