@@ -11,8 +11,10 @@ prints one JSON line per shape and pass, per workflow:
 - `transactions`: the engine's committed transactions;
 - `records`: records the engine produced, by topic kind (events, changelog, activity and
   workflow task topics, replies, commands), and the changelog's by column family;
-- `partitions_per_transaction`: distinct topic partitions a transaction wrote (avg, max),
-  not counting the consumer offsets' partition every transaction also adds.
+- `partitions_per_transaction`: distinct topic partitions a transaction wrote (avg, max,
+  and the average by topic kind), not counting the consumer offsets' partition every
+  transaction also adds; `partition_writes`: their sum over a workflow's transactions;
+- `bytes`: keys and values the engine produced, by topic kind (headers not counted).
 
 It counts at the engine's batch writer (`streamproc/kafka/batch_writer.py`), where every
 record of a transaction is produced, through a counting wrapper around its producer.
@@ -40,6 +42,7 @@ from bench.workflow_definitions import (  # noqa: E402
     echo,
 )
 from streamproc.kafka import batch_writer  # noqa: E402
+from streamproc.kafka.changelog import HISTORY_EVENTS  # noqa: E402
 from streamproc.state.families import Family  # noqa: E402
 
 QUEUE = "cost"
@@ -54,8 +57,11 @@ class WriteTally:
         self._prefix = f"{namespace}."
         self.records: Counter[str] = Counter()
         self.changelog: Counter[str] = Counter()
+        self.bytes: Counter[str] = Counter()
         self.transactions = 0
         self.partitions: list[int] = []
+        #: Partitions written per topic kind, summed over transactions.
+        self.kind_partitions: Counter[str] = Counter()
         self._current: set[tuple[str, int]] = set()
 
     def begun(self) -> None:
@@ -65,17 +71,26 @@ class WriteTally:
     def ended(self) -> None:
         if self._current:
             self.partitions.append(len(self._current))
+            self.kind_partitions.update(self._kind(topic) for topic, _ in self._current)
             self._current = set()
 
-    def produced(self, topic: str, partition: int, key: bytes | None) -> None:
-        kind = topic.removeprefix(self._prefix).split(".")[0]
+    def produced(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
+        kind = self._kind(topic)
         self.records[kind] += 1
+        self.bytes[kind] += len(key or b"") + len(value or b"")
         if kind == "changelog":
-            self.changelog[Family(key[0]).name.lower()] += 1
+            self.changelog[_changelog_kind(key[0])] += 1
         self._current.add((topic, partition))
+
+    def _kind(self, topic: str) -> str:
+        return topic.removeprefix(self._prefix).split(".")[0]
 
     def reset(self) -> None:
         self.__init__(self._prefix[:-1])
+
+
+def _changelog_kind(first_byte: int) -> str:
+    return "history_events" if first_byte == HISTORY_EVENTS else Family(first_byte).name.lower()
 
 
 class _CountingProducer:
@@ -86,7 +101,7 @@ class _CountingProducer:
         self._tally = tally
 
     def produce(self, topic, value=None, key=None, partition=-1, **kwargs):
-        self._tally.produced(topic, partition, key)
+        self._tally.produced(topic, partition, key, value)
         return self._producer.produce(topic, value, key, partition=partition, **kwargs)
 
 
@@ -108,9 +123,12 @@ def _per_workflow(tally: WriteTally, committed: int, count: int) -> dict:
         "transactions": round(committed / count, 2),
         "records": {kind: round(n / count, 2) for kind, n in sorted(tally.records.items())},
         "records_total": round(sum(tally.records.values()) / count, 2),
+        "bytes": {kind: round(n / count) for kind, n in sorted(tally.bytes.items())},
         "changelog_by_family": {name: round(n / count, 2) for name, n in sorted(tally.changelog.items())},
         "partitions_per_transaction": {"avg": round(sum(parts) / len(parts), 2) if parts else 0,
-                                       "max": max(parts, default=0)},
+                                       "max": max(parts, default=0),
+                                       **{kind: round(n / len(parts), 2) for kind, n in
+                                          sorted(tally.kind_partitions.items())}},
         "partition_writes": round(sum(parts) / count, 2),
     }
 
@@ -147,6 +165,8 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=20, help="workflows of each shape and pass (default 20)")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--shape", choices=sorted(SHAPES), action="append", help="default: every shape")
+    parser.add_argument("--no-eager-activities", action="store_true",
+                        help="remote activities through their task queue, not started on the answering worker")
     parser.add_argument("--bootstrap", default=None, help="default STREAMPROC_BOOTSTRAP, or a local broker")
     args = parser.parse_args()
 
@@ -177,7 +197,8 @@ def main() -> int:
             if not engine.ready.wait(60):
                 raise TimeoutError("the engine got no partitions within 60 s")
             with Client(bootstrap, namespace) as client, \
-                    Worker(client, task_queue=QUEUE, workflows=workflows, activities=[echo], identity="cost"):
+                    Worker(client, task_queue=QUEUE, workflows=workflows, activities=[echo], identity="cost",
+                           disable_eager_activity_execution=args.no_eager_activities):
                 for name in args.shape or SHAPES:
                     workflow, arg = SHAPES[name]
                     # Warm-up: topics created, partitions known, the worker's caches filled.
@@ -186,6 +207,7 @@ def main() -> int:
                         counts = _run_pass(engine, client, tally, workflow, arg, args.count,
                                            f"{name}-{'many' if in_flight else 'one'}", in_flight)
                         line = {"shape": name, "workflows": args.count, "partitions": args.partitions,
+                                "eager_activities": not args.no_eager_activities,
                                 "in_flight": args.count if in_flight else 1, **counts}
                         print(json.dumps(line), file=result, flush=True)
             engine.stop()
