@@ -14,7 +14,8 @@ prints one JSON line per shape and pass, per workflow:
 - `partitions_per_transaction`: distinct topic partitions a transaction wrote (avg, max,
   and the average by topic kind), not counting the consumer offsets' partition every
   transaction also adds; `partition_writes`: their sum over a workflow's transactions;
-- `bytes`: keys and values the engine produced, by topic kind (headers not counted).
+- `bytes`: keys and values the engine produced, by topic kind (headers not counted), and
+  the changelog's by column family.
 
 It counts at the engine's batch writer (`streamproc/kafka/batch_writer.py`), where every
 record of a transaction is produced, through a counting wrapper around its producer.
@@ -58,6 +59,7 @@ class WriteTally:
         self.records: Counter[str] = Counter()
         self.changelog: Counter[str] = Counter()
         self.bytes: Counter[str] = Counter()
+        self.changelog_bytes: Counter[str] = Counter()
         self.transactions = 0
         self.partitions: list[int] = []
         #: Partitions written per topic kind, summed over transactions.
@@ -80,6 +82,7 @@ class WriteTally:
         self.bytes[kind] += len(key or b"") + len(value or b"")
         if kind == "changelog":
             self.changelog[_changelog_kind(key[0])] += 1
+            self.changelog_bytes[_changelog_kind(key[0])] += len(key) + len(value or b"")
         self._current.add((topic, partition))
 
     def _kind(self, topic: str) -> str:
@@ -125,6 +128,7 @@ def _per_workflow(tally: WriteTally, committed: int, count: int) -> dict:
         "records_total": round(sum(tally.records.values()) / count, 2),
         "bytes": {kind: round(n / count) for kind, n in sorted(tally.bytes.items())},
         "changelog_by_family": {name: round(n / count, 2) for name, n in sorted(tally.changelog.items())},
+        "changelog_bytes_by_family": {name: round(n / count) for name, n in sorted(tally.changelog_bytes.items())},
         "partitions_per_transaction": {"avg": round(sum(parts) / len(parts), 2) if parts else 0,
                                        "max": max(parts, default=0),
                                        **{kind: round(n / len(parts), 2) for kind, n in
@@ -167,6 +171,9 @@ def main() -> int:
     parser.add_argument("--shape", choices=sorted(SHAPES), action="append", help="default: every shape")
     parser.add_argument("--no-eager-activities", action="store_true",
                         help="remote activities through their task queue, not started on the answering worker")
+    parser.add_argument("--checkpoint-local-activities", action="store_true",
+                        help="the worker answers a workflow task after each local activity (a step on the log "
+                             "before the next runs)")
     parser.add_argument("--bootstrap", default=None, help="default STREAMPROC_BOOTSTRAP, or a local broker")
     args = parser.parse_args()
 
@@ -198,7 +205,8 @@ def main() -> int:
                 raise TimeoutError("the engine got no partitions within 60 s")
             with Client(bootstrap, namespace) as client, \
                     Worker(client, task_queue=QUEUE, workflows=workflows, activities=[echo], identity="cost",
-                           disable_eager_activity_execution=args.no_eager_activities):
+                           disable_eager_activity_execution=args.no_eager_activities,
+                           checkpoint_local_activities=args.checkpoint_local_activities):
                 for name in args.shape or SHAPES:
                     workflow, arg = SHAPES[name]
                     # Warm-up: topics created, partitions known, the worker's caches filled.
@@ -208,6 +216,7 @@ def main() -> int:
                                            f"{name}-{'many' if in_flight else 'one'}", in_flight)
                         line = {"shape": name, "workflows": args.count, "partitions": args.partitions,
                                 "eager_activities": not args.no_eager_activities,
+                                "checkpoint_local_activities": args.checkpoint_local_activities,
                                 "in_flight": args.count if in_flight else 1, **counts}
                         print(json.dumps(line), file=result, flush=True)
             engine.stop()
