@@ -1,7 +1,7 @@
 """What a workflow costs the broker, counted rather than timed: `python -m bench.workflow_cost`.
 
-Timings need a quiet machine; these counts do not. An engine (4 partitions), a client
-and a Worker run in this process against a real broker. For each shape (one remote
+Timings need a quiet machine; these counts do not. An engine (4 partitions; `--engines N`
+share them), a client and a Worker run in this process against a real broker. For each shape (one remote
 activity, one local activity, ten sequential local activities) the tool runs `--count`
 workflows one at a time (each waited for: a transaction then carries one workflow's
 work, so the counts repeat exactly), then `--count` with all of them in flight at once
@@ -64,26 +64,32 @@ class WriteTally:
         self.partitions: list[int] = []
         #: Partitions written per topic kind, summed over transactions.
         self.kind_partitions: Counter[str] = Counter()
-        self._current: set[tuple[str, int]] = set()
+        #: Per batch writer (one per engine), the partitions of its open transaction.
+        self._current: dict[int, set[tuple[str, int]]] = {}
 
-    def begun(self) -> None:
-        self.ended()
+    def begun(self, writer: int) -> None:
+        self._end(writer)
         self.transactions += 1
+        self._current[writer] = set()
 
     def ended(self) -> None:
-        if self._current:
-            self.partitions.append(len(self._current))
-            self.kind_partitions.update(self._kind(topic) for topic, _ in self._current)
-            self._current = set()
+        for writer in list(self._current):
+            self._end(writer)
 
-    def produced(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
+    def _end(self, writer: int) -> None:
+        current = self._current.pop(writer, None)
+        if current:
+            self.partitions.append(len(current))
+            self.kind_partitions.update(self._kind(topic) for topic, _ in current)
+
+    def produced(self, writer: int, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
         kind = self._kind(topic)
         self.records[kind] += 1
         self.bytes[kind] += len(key or b"") + len(value or b"")
         if kind == "changelog":
             self.changelog[_changelog_kind(key[0])] += 1
             self.changelog_bytes[_changelog_kind(key[0])] += len(key) + len(value or b"")
-        self._current.add((topic, partition))
+        self._current.setdefault(writer, set()).add((topic, partition))
 
     def _kind(self, topic: str) -> str:
         return topic.removeprefix(self._prefix).split(".")[0]
@@ -99,12 +105,13 @@ def _changelog_kind(first_byte: int) -> str:
 class _CountingProducer:
     """The writer's producer, counting what it is given."""
 
-    def __init__(self, producer, tally: WriteTally) -> None:
+    def __init__(self, producer, tally: WriteTally, writer: int) -> None:
         self._producer = producer
         self._tally = tally
+        self._writer = writer
 
     def produce(self, topic, value=None, key=None, partition=-1, **kwargs):
-        self._tally.produced(topic, partition, key, value)
+        self._tally.produced(self._writer, topic, partition, key, value)
         return self._producer.produce(topic, value, key, partition=partition, **kwargs)
 
 
@@ -113,8 +120,8 @@ def count_writes(tally: WriteTally) -> None:
     begin = batch_writer.BatchWriter.begin
 
     def counting_begin(writer, producer):
-        tally.begun()
-        begin(writer, _CountingProducer(producer, tally))
+        tally.begun(id(writer))
+        begin(writer, _CountingProducer(producer, tally, id(writer)))
 
     batch_writer.BatchWriter.begin = counting_begin
 
@@ -137,10 +144,14 @@ def _per_workflow(tally: WriteTally, committed: int, count: int) -> dict:
     }
 
 
-def _run_pass(engine, client, tally: WriteTally, workflow, arg, count: int, tag: str, in_flight: bool) -> dict:
-    _quiet(engine)
+def _committed(engines) -> int:
+    return sum(engine.stats.batches for engine in engines)
+
+
+def _run_pass(engines, client, tally: WriteTally, workflow, arg, count: int, tag: str, in_flight: bool) -> dict:
+    _quiet(engines)
     tally.reset()
-    before = engine.stats.batches
+    before = _committed(engines)
 
     def run(n: int) -> None:
         client.start_workflow(workflow.run, arg, id=f"{tag}-{n}", task_queue=QUEUE).result(120)
@@ -151,23 +162,42 @@ def _run_pass(engine, client, tally: WriteTally, workflow, arg, count: int, tag:
     else:
         for n in range(count):
             run(n)
-    _quiet(engine)
-    return _per_workflow(tally, engine.stats.batches - before, count)
+    _quiet(engines)
+    return _per_workflow(tally, _committed(engines) - before, count)
 
 
-def _quiet(engine, settle_s: float = 0.5) -> None:
-    """Wait until the engine committed nothing for `settle_s` (the last batch's echoes too)."""
-    last, since = engine.stats.batches, time.monotonic()
+def _quiet(engines, settle_s: float = 0.5) -> None:
+    """Wait until the engines committed nothing for `settle_s` (the last batch's echoes too)."""
+    last, since = _committed(engines), time.monotonic()
     while time.monotonic() - since < settle_s:
         time.sleep(0.05)
-        if engine.stats.batches != last:
-            last, since = engine.stats.batches, time.monotonic()
+        if _committed(engines) != last:
+            last, since = _committed(engines), time.monotonic()
+
+
+def _start_engines(settings, count: int) -> list:
+    """`count` engines in threads of this process, once they share every partition."""
+    import dataclasses
+
+    from streamproc.kafka.engine import Engine
+
+    engines = [Engine(dataclasses.replace(settings, engine_id=f"cost-{n}"), idle_poll_ms=10) for n in range(count)]
+    for engine in engines:
+        threading.Thread(target=engine.run, daemon=True).start()
+    deadline = time.monotonic() + 90
+    while sorted(p for e in engines for p in e.partitions) != list(range(settings.partitions)) \
+            or not all(e.partitions for e in engines) or not all(e.restored() for e in engines):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the engines did not share the partitions: {[sorted(e.partitions) for e in engines]}")
+        time.sleep(0.1)
+    return engines
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20, help="workflows of each shape and pass (default 20)")
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--engines", type=int, default=1, help="engines sharing the partitions (default 1)")
     parser.add_argument("--shape", choices=sorted(SHAPES), action="append", help="default: every shape")
     parser.add_argument("--no-eager-activities", action="store_true",
                         help="remote activities through their task queue, not started on the answering worker")
@@ -187,7 +217,6 @@ def main() -> int:
     from streamproc.client import Client
     from streamproc.settings import Settings
     from streamproc.worker import Worker
-    from streamproc.kafka.engine import Engine
 
     bootstrap = args.bootstrap or os.environ.get("STREAMPROC_BOOTSTRAP") or _local_broker()
     namespace = f"cost-{uuid.uuid4().hex[:6]}"
@@ -198,11 +227,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as state_dir:
             settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=args.partitions,
                                 state_dir=Path(state_dir), engine_id="cost")
-            engine = Engine(settings, idle_poll_ms=10)
-            thread = threading.Thread(target=engine.run, daemon=True)
-            thread.start()
-            if not engine.ready.wait(60):
-                raise TimeoutError("the engine got no partitions within 60 s")
+            engines = _start_engines(settings, args.engines)
             with Client(bootstrap, namespace) as client, \
                     Worker(client, task_queue=QUEUE, workflows=workflows, activities=[echo], identity="cost",
                            disable_eager_activity_execution=args.no_eager_activities,
@@ -210,17 +235,19 @@ def main() -> int:
                 for name in args.shape or SHAPES:
                     workflow, arg = SHAPES[name]
                     # Warm-up: topics created, partitions known, the worker's caches filled.
-                    _run_pass(engine, client, tally, workflow, arg, 4, f"{name}-warm", in_flight=False)
+                    _run_pass(engines, client, tally, workflow, arg, 4, f"{name}-warm", in_flight=False)
                     for in_flight in (False, True):
-                        counts = _run_pass(engine, client, tally, workflow, arg, args.count,
+                        counts = _run_pass(engines, client, tally, workflow, arg, args.count,
                                            f"{name}-{'many' if in_flight else 'one'}", in_flight)
                         line = {"shape": name, "workflows": args.count, "partitions": args.partitions,
+                                "engines": args.engines,
                                 "eager_activities": not args.no_eager_activities,
                                 "checkpoint_local_activities": args.checkpoint_local_activities,
                                 "in_flight": args.count if in_flight else 1, **counts}
                         print(json.dumps(line), file=result, flush=True)
-            engine.stop()
-            thread.join(30)
+            for engine in engines:
+                engine.stop()
+            time.sleep(1)  # their threads close their clients
     finally:
         _delete_topics(bootstrap, namespace)
     return 0
