@@ -1,12 +1,13 @@
 """What a workflow costs the broker, counted rather than timed: `python -m bench.workflow_cost`.
 
 Timings need a quiet machine; these counts do not. An engine (4 partitions; `--engines N`
-share them), a client and a Worker run in this process against a real broker. For each shape (one remote
-activity, one local activity, ten sequential local activities) the tool runs `--count`
-workflows one at a time (each waited for: a transaction then carries one workflow's
-work, so the counts repeat exactly), then `--count` with all of them in flight at once
-(transactions carry many workflows: fewer transactions, more partitions each). It
-prints one JSON line per shape and pass, per workflow:
+share them), a client and workers run in this process against a real broker. For each
+shape (a workflow of one remote activity, of one local activity, of ten sequential local
+activities; a job, created and handled by a job worker) the tool runs `--count` of them
+one at a time (each waited for: a transaction then carries one run's work, so the counts
+repeat exactly), then `--count` all in flight at once (transactions carry many runs:
+fewer transactions, more partitions each). It prints one JSON line per shape and pass,
+per run:
 
 - `transactions`: the engine's committed transactions;
 - `records`: records the engine produced, by topic kind (events, changelog, activity and
@@ -24,6 +25,7 @@ record of a transaction is produced, through a counting wrapper around its produ
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -144,18 +146,50 @@ def _per_workflow(tally: WriteTally, committed: int, count: int) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _workflow_runs(client, workflow, arg):
+    """A run: a workflow started and its result waited for."""
+    yield lambda name: client.start_workflow(workflow.run, arg, id=name, task_queue=QUEUE).result(120)
+
+
+@contextlib.contextmanager
+def _job_runs(bootstrap: str, namespace: str, client, start_unconfirmed: bool):
+    """A run: a job created (on queue `cost-jobs`) and handled by a JobWorker of this process."""
+    from streamproc.worker.job_worker import JobWorker
+
+    handled: dict[str, threading.Event] = {}
+    lock = threading.Lock()
+
+    def handled_event(name: str) -> threading.Event:
+        with lock:
+            return handled.setdefault(name, threading.Event())
+
+    worker = JobWorker("cost-jobs", lambda job: handled_event(job.payload["name"]).set(), bootstrap=bootstrap,
+                       namespace=namespace, worker_id="cost", start_unconfirmed=start_unconfirmed)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+
+    def run(name: str) -> None:
+        client.create_job("cost-jobs", {"name": name})  # sent soon by the producer (flush is not for threads)
+        if not handled_event(name).wait(120):
+            raise TimeoutError(f"job {name} was not handled within 120 s")
+
+    try:
+        yield run
+    finally:
+        worker.stop()
+        thread.join(30)
+
+
 def _committed(engines) -> int:
     return sum(engine.stats.batches for engine in engines)
 
 
-def _run_pass(engines, client, tally: WriteTally, workflow, arg, count: int, tag: str, in_flight: bool) -> dict:
+def _run_pass(engines, tally: WriteTally, run, count: int, in_flight: bool) -> dict:
+    """`run(n)` `count` times, one after the other or all at once; the counts per run."""
     _quiet(engines)
     tally.reset()
     before = _committed(engines)
-
-    def run(n: int) -> None:
-        client.start_workflow(workflow.run, arg, id=f"{tag}-{n}", task_queue=QUEUE).result(120)
-
     if in_flight:  # a thread per run, so that the STARTs do not wait for each other either
         with ThreadPoolExecutor(count) as pool:
             list(pool.map(run, range(count)))
@@ -198,7 +232,10 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=20, help="workflows of each shape and pass (default 20)")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--engines", type=int, default=1, help="engines sharing the partitions (default 1)")
-    parser.add_argument("--shape", choices=sorted(SHAPES), action="append", help="default: every shape")
+    parser.add_argument("--shape", choices=sorted([*SHAPES, "job"]), action="append", help="default: every shape")
+    parser.add_argument("--job-start-unconfirmed", action="store_true",
+                        help="the job worker runs a handler without waiting for the engine's answer to START, "
+                             "and sends START and COMPLETE together")
     parser.add_argument("--no-eager-activities", action="store_true",
                         help="remote activities through their task queue, not started on the answering worker")
     parser.add_argument("--checkpoint-local-activities", action="store_true",
@@ -232,19 +269,22 @@ def main() -> int:
                     Worker(client, task_queue=QUEUE, workflows=workflows, activities=[echo], identity="cost",
                            disable_eager_activity_execution=args.no_eager_activities,
                            checkpoint_local_activities=args.checkpoint_local_activities):
-                for name in args.shape or SHAPES:
-                    workflow, arg = SHAPES[name]
-                    # Warm-up: topics created, partitions known, the worker's caches filled.
-                    _run_pass(engines, client, tally, workflow, arg, 4, f"{name}-warm", in_flight=False)
-                    for in_flight in (False, True):
-                        counts = _run_pass(engines, client, tally, workflow, arg, args.count,
-                                           f"{name}-{'many' if in_flight else 'one'}", in_flight)
-                        line = {"shape": name, "workflows": args.count, "partitions": args.partitions,
-                                "engines": args.engines,
-                                "eager_activities": not args.no_eager_activities,
-                                "checkpoint_local_activities": args.checkpoint_local_activities,
-                                "in_flight": args.count if in_flight else 1, **counts}
-                        print(json.dumps(line), file=result, flush=True)
+                for name in args.shape or [*SHAPES, "job"]:
+                    runs = (_job_runs(bootstrap, namespace, client, args.job_start_unconfirmed) if name == "job"
+                            else _workflow_runs(client, *SHAPES[name]))
+                    with runs as run:
+                        # Warm-up: topics created, partitions known, the worker's caches filled.
+                        _run_pass(engines, tally, lambda n: run(f"warm-{n}"), 4, in_flight=False)
+                        for in_flight in (False, True):
+                            tag = "many" if in_flight else "one"
+                            counts = _run_pass(engines, tally, lambda n: run(f"{tag}-{n}"), args.count, in_flight)
+                            line = {"shape": name, "runs": args.count, "partitions": args.partitions,
+                                    "engines": args.engines,
+                                    "eager_activities": not args.no_eager_activities,
+                                    "checkpoint_local_activities": args.checkpoint_local_activities,
+                                    "job_start_unconfirmed": args.job_start_unconfirmed,
+                                    "in_flight": args.count if in_flight else 1, **counts}
+                            print(json.dumps(line), file=result, flush=True)
             for engine in engines:
                 engine.stop()
             time.sleep(1)  # their threads close their clients
