@@ -1,7 +1,8 @@
 """Puts one batch's records into the engine's open transaction, and follows their delivery.
 
 Follow-ups go where they belong (events, commands, `tasks.<queue>`, replies), every staged
-state write goes to the changelog, on the partition's own changelog partition. The highest
+state write goes to the changelog, on the partition's own changelog partition (a run's new
+history events together, see `kafka/changelog.py`). The highest
 changelog offset delivered per partition is what local RocksDB records it reflects. A
 record the broker refuses fails the transaction's commit; delivery reports are not needed
 for that.
@@ -12,7 +13,7 @@ from __future__ import annotations
 from confluent_kafka import KafkaException, Producer
 
 from streamproc.export.schema_registry import EventFraming
-from streamproc.kafka.changelog import changelog_key
+from streamproc.kafka.changelog import changelog_records
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.protocol import codec
@@ -70,12 +71,12 @@ class BatchWriter:
         for reply_partition, record in out.replies:
             self.write(self.topics.replies, reply_partition % self._partition_count, record)
         changelog = self.topics.changelog
-        writes = processor.writes.batch
-        last = len(writes) - 1
-        for i, ((family, key), value) in enumerate(writes.items()):
+        records = changelog_records(processor.writes.batch)
+        last = len(records) - 1
+        for i, (key, value) in enumerate(records):
             # Only the partition's last changelog record reports back: its offset is the one
             # RocksDB records (one partition, one producer: offsets follow produce order).
-            self._producer.produce(changelog, value, changelog_key(family, key), partition=partition,
+            self._producer.produce(changelog, value, key, partition=partition,
                                    on_delivery=self._on_changelog_delivery if i == last else None)
 
     def write(self, topic: str, partition: int, record: Record, headers: list = codec.AVRO_HEADERS,

@@ -3,11 +3,21 @@
 A changelog record's key is the column family id byte followed by the state key; its
 value is the state value, or a tombstone for a delete. The topic has as many partitions
 as the commands topic and partition p holds the state of partition p.
+
+One exception: the history events a batch appends to a run travel as one record
+(`HISTORY_EVENTS`), keyed by the run and its first new event, its value the events one
+after the other (`changelog_records`); restore spreads it back into one history write
+per event (`changelog_writes`). Events are written once and never deleted, so such a
+record is never replaced nor tombstoned, as the per-event records were not: compaction
+keeps what it kept before. A changelog written one record per event (by an engine from
+before) restores as it always did; an engine from before cannot restore this layout.
 """
 
 from __future__ import annotations
 
+import struct
 import time
+from collections.abc import Iterator
 
 import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -25,12 +35,67 @@ MAX_CHECKPOINT_AGE_MS = 12 * 3600 * 1000
 _RESTORE_CHUNK = 10_000
 
 
+#: The id of a record holding a batch's new events of one run (ids from 128 up are
+#: kinds of record, never families).
+HISTORY_EVENTS = 0x80
+#: A history record grows to about this size, then the next event starts another: far
+#: below the broker's message size limit (an event alone may be larger, as before).
+MAX_HISTORY_RECORD_BYTES = 256 * 1024
+#: Before each event in a history record: its id (the rest of its history key) and length.
+_EVENT_HEADER = struct.Struct(">QI")
+_RUN_KEY_BYTES = 8  # a history key is (run key, event id), 8 bytes each
+
+
 def changelog_key(family: Family, key: bytes) -> bytes:
     return bytes((family,)) + key
 
 
 def parse_changelog_key(data: bytes) -> Write:
     return Family(data[0]), data[1:]
+
+
+def changelog_records(writes: dict[Write, bytes | None]) -> list[tuple[bytes, bytes | None]]:
+    """The changelog records (key, value) of a batch's writes: one per write, but a run's
+    new history events together, one record per run (split past MAX_HISTORY_RECORD_BYTES)."""
+    records: list[tuple[bytes, bytes | None]] = []
+    runs: dict[bytes, list[tuple[bytes, bytes]]] = {}
+    history = Family.WORKFLOW_HISTORY
+    for (family, key), value in writes.items():
+        if family == history and value is not None:
+            runs.setdefault(key[:_RUN_KEY_BYTES], []).append((key, value))
+        else:
+            records.append((bytes((family,)) + key, value))
+    for events in runs.values():
+        records.extend(_history_records(events))
+    return records
+
+
+def _history_records(events: list[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+    first, parts, size = None, [], 0
+    for key, value in events:
+        if first is not None and size + len(value) > MAX_HISTORY_RECORD_BYTES:
+            yield bytes((HISTORY_EVENTS,)) + first, b"".join(parts)
+            first, parts, size = None, [], 0
+        if first is None:
+            first = key
+        parts.append(_EVENT_HEADER.pack(int.from_bytes(key[_RUN_KEY_BYTES:], "big"), len(value)))
+        parts.append(value)
+        size += _EVENT_HEADER.size + len(value)
+    if first is not None:
+        yield bytes((HISTORY_EVENTS,)) + first, b"".join(parts)
+
+
+def changelog_writes(key: bytes, value: bytes | None) -> Iterator[tuple[Write, bytes | None]]:
+    """The state writes a changelog record stands for (either layout)."""
+    if key[0] != HISTORY_EVENTS:
+        yield parse_changelog_key(key), value
+        return
+    run, at = key[1:1 + _RUN_KEY_BYTES], 0
+    while at < len(value):
+        event_id, size = _EVENT_HEADER.unpack_from(value, at)
+        at += _EVENT_HEADER.size
+        yield (Family.WORKFLOW_HISTORY, run + event_id.to_bytes(8, "big")), value[at:at + size]
+        at += size
 
 
 class StaleLocalState(Exception):
@@ -105,7 +170,8 @@ def _apply_until_end(consumer: Consumer, db: PartitionDb, high: int, now_ms: int
                     done = True
                     continue
                 raise RuntimeError(f"changelog read failed: {err}")
-            writes[parse_changelog_key(msg.key())] = msg.value()
+            for write, value in changelog_writes(msg.key(), msg.value()):
+                writes[write] = value
             last_offset = msg.offset()
         if writes:
             applied += len(writes)

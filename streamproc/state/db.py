@@ -134,6 +134,11 @@ class PartitionDb:
         shutil.rmtree(path, ignore_errors=True)
 
 
+#: A staged delete of a key that this batch put and that had no value before it: the
+#: batch forgets the key instead of writing a tombstone (`accept`).
+_ERASED: bytes = object()  # type: ignore[assignment] - compared by identity only
+
+
 class PendingWrites:
     """The writes of the batch being processed, layered over the database.
 
@@ -153,7 +158,8 @@ class PendingWrites:
     def get(self, family: Family, key: bytes) -> bytes | None:
         k = (family, key)
         if k in self._staged:
-            return self._staged[k]
+            value = self._staged[k]
+            return None if value is _ERASED else value
         if k in self.batch:
             return self.batch[k]
         if k in self.committing:
@@ -164,10 +170,27 @@ class PendingWrites:
         self._staged[(family, key)] = value
 
     def delete(self, family: Family, key: bytes) -> None:
-        self._staged[(family, key)] = None
+        k = (family, key)
+        if (self._staged.get(k) is not None or self.batch.get(k) is not None) and not self._existed(k):
+            # Put by this batch and gone again (a job's deadline armed by START and disarmed
+            # by the COMPLETE sent with it): before the batch as after it, nothing to write.
+            self._staged[k] = _ERASED
+        else:
+            self._staged[k] = None
+
+    def _existed(self, k: Write) -> bool:
+        """Whether the key had a value before this batch."""
+        if k in self.committing:
+            return self.committing[k] is not None
+        return self.db.get(*k) is not None
 
     def accept(self) -> None:
-        self.batch.update(self._staged)
+        batch = self.batch
+        for k, value in self._staged.items():
+            if value is _ERASED:
+                batch.pop(k, None)
+            else:
+                batch[k] = value
         self._staged.clear()
 
     def discard(self) -> None:

@@ -7,6 +7,13 @@ from streamproc.state.db import PendingWrites
 from streamproc.state.families import Family
 from streamproc.state.keys import read_u64, u64
 
+#: Counters reserved at a time. The state holds the end of the reserved block, so a batch
+#: that takes keys writes it (and mirrors it to the changelog) only when a block runs out,
+#: not in every batch. Keys never come twice: whatever was handed out lies below the end
+#: the state holds, and a partition reopened (a restart, a takeover, a rewind) starts a
+#: new block there; the rest of the old block is skipped (51 bits of counter: plenty).
+BLOCK = 1000
+
 
 class KeyGenerator:
     """Hands out keys; the counter is state like any other, so it survives takeovers."""
@@ -16,9 +23,17 @@ class KeyGenerator:
     def __init__(self, writes: PendingWrites, partition: int) -> None:
         self._w = writes
         self._partition = partition
+        #: The next counter of the block in use (None: no block yet).
+        self._next: int | None = None
 
     def next_key(self) -> int:
         raw = self._w.get(Family.META, self._KEY)
-        counter = read_u64(raw) if raw is not None else 1
-        self._w.put(Family.META, self._KEY, u64(counter + 1))
+        end = read_u64(raw) if raw is not None else 1
+        counter = self._next
+        # The block in use is the one the state (with this batch's writes) says: a block
+        # reserved by writes that were discarded or rewound is not, and is reserved again.
+        if counter is None or not end - BLOCK <= counter < end:
+            counter = end
+            self._w.put(Family.META, self._KEY, u64(counter + BLOCK))
+        self._next = counter + 1
         return encode_key(self._partition, counter)

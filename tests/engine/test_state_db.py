@@ -79,3 +79,38 @@ def test_first_key_follows_every_batch_of_puts_and_deletes(tmp_path_factory, bat
     reopened = PartitionDb(db.path, 0)
     assert reopened.first_key(Family.ACTIVITY_TIMERS) == (time_key(min(live), 1) if live else None)
     reopened.close()
+
+
+def test_a_key_put_and_deleted_by_one_batch_leaves_no_write_unless_it_existed_before(tmp_path):
+    db = PartitionDb(tmp_path, 0)
+    db.apply({(Family.JOBS, b"old"): b"0"}, {"changelog_offset": 0, "written_at_ms": 0})
+    w = PendingWrites(db)
+    for key in (b"new", b"old"):
+        w.put(Family.JOBS, key, b"1")
+        w.accept()
+        w.delete(Family.JOBS, key)
+        assert w.get(Family.JOBS, key) is None
+        w.accept()
+    w.put(Family.JOBS, b"same-command", b"1")
+    w.delete(Family.JOBS, b"same-command")
+    w.accept()
+    # Nothing to write for keys that had no value before the batch; a tombstone for the one that had.
+    assert w.batch == {(Family.JOBS, b"old"): None}
+    db.close()
+
+
+def test_an_erasure_is_undone_with_its_command_and_a_committing_put_still_gets_its_tombstone(tmp_path):
+    db = PartitionDb(tmp_path, 0)
+    w = PendingWrites(db)
+    w.put(Family.JOBS, b"k", b"1")
+    w.accept()
+    w.delete(Family.JOBS, b"k")
+    w.discard()  # the deleting command failed: the put stands
+    assert w.batch == {(Family.JOBS, b"k"): b"1"} and w.get(Family.JOBS, b"k") == b"1"
+    w.seal()  # committing, not in RocksDB yet
+    w.put(Family.JOBS, b"k", b"2")
+    w.accept()
+    w.delete(Family.JOBS, b"k")
+    w.accept()
+    assert w.batch == {(Family.JOBS, b"k"): None}
+    db.close()
