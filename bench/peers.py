@@ -113,7 +113,7 @@ def main() -> int:
     def emit(line: dict) -> None:
         os.write(result_fd, (json.dumps(line) + "\n").encode())
 
-    from streamproc.devenv.broker import ensure_broker
+    from streamproc.devenv.broker_choice import ensure_broker
 
     bootstrap, broker = ensure_broker()
     try:

@@ -294,7 +294,7 @@ def main() -> int:
 
 
 def _local_broker() -> str:
-    from streamproc.devenv.broker import ensure_broker
+    from streamproc.devenv.broker_choice import ensure_broker
 
     address, _ = ensure_broker()
     return address
