@@ -5,7 +5,8 @@ and it gets itself back into the group when its consumer stops taking part in it
 The second part is about librdkafka, not about us (see `streamproc.kafka.group_standing`):
 a member that has not been settled in the group ("up" and "steady") for
 `unsettled_rejoin_s` subscribes again, and if that does not settle it either, goes on with
-a new consumer, which has new connections. A member that is settled but holds no
+a new consumer, which has new connections; one still looking for its coordinator after the
+interval gets the new consumer at once. A member that is settled but holds no
 partition (more workers than partitions) is left alone. The interval is 30 s: a broker just
 restarted loads its groups before it answers for them, and a rebalance waits for every
 member; renewing every 10 s was measured to start joins over and over during an ordinary
@@ -150,7 +151,10 @@ class TaskQueueMembership:
             return
         standing = {"group_state": self.standing.state, "join_state": self.standing.join_state,
                     "seconds": round(now - self._unsettled_since, 1)}
-        if self._rejoins_unsettled == 0:
+        # Still looking for its coordinator ("query-coord") after a whole interval: the
+        # connection is what is stuck, and subscribing again queues behind it (seen after a
+        # broker froze for 20 s: the rejoin changed nothing, the new consumer joined at once).
+        if self._rejoins_unsettled == 0 and self.standing.state != "query-coord":
             self._log.warning("worker_rejoining_group_unsettled", **standing)
             self.consumer.unsubscribe()
         else:
