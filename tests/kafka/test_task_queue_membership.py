@@ -53,7 +53,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_member_out_of_its_group_rejoins_then_renews_its_consumer():
+@pytest.fixture
+def unreachable():
+    """A member joined to a group whose coordinator cannot be reached, once its statistics
+    came: (membership, its first consumer, the manual clock, the consumers made)."""
     config = consumer_config(f"127.0.0.1:{_free_port()}", "membership-group")
     now, made = [0.0], []
     membership = _membership(config, "membership", now, made)
@@ -62,41 +65,37 @@ def test_a_member_out_of_its_group_rejoins_then_renews_its_consumer():
         first = membership.consumer
         _poll_until(lambda: first, lambda: membership.standing.state is not None, "no statistics came",
                     timeout=5 * STATS_INTERVAL_MS / 1000)
-        assert not membership.standing.settled()
-        assert membership.may_take_tasks() and membership.consumer is first
-        now[0] += 9.9
-        assert membership.may_take_tasks() and membership.consumer is first and len(made) == 1
-
-        # 10 s out of the group in a rebalance that does not end: subscribe again, same consumer
-        membership.standing.state, membership.standing.join_state = "up", "wait-join"
-        now[0] += 0.1
-        assert membership.may_take_tasks() and membership.consumer is first and len(made) == 1
-        now[0] += 10  # and that did not settle it either: a new consumer, subscribed
-        assert membership.may_take_tasks()
-        assert membership.consumer is not first and len(made) == 2 and membership.consumers_made == 2
-        assert membership.consumer.assignment() == [] and membership.member
-        _poll_until(lambda: membership.consumer, lambda: membership.standing.state is not None,
-                    "the new consumer's statistics did not come", timeout=5 * STATS_INTERVAL_MS / 1000)
+        yield membership, first, now, made
     finally:
         _close_all(made)
 
 
-def test_a_member_still_looking_for_its_coordinator_gets_a_new_consumer_at_once():
-    config = consumer_config(f"127.0.0.1:{_free_port()}", "membership-group")
-    now, made = [0.0], []
-    membership = _membership(config, "membership", now, made)
-    try:
-        membership.join()
-        first = membership.consumer
-        _poll_until(lambda: first, lambda: membership.standing.state is not None, "no statistics came",
-                    timeout=5 * STATS_INTERVAL_MS / 1000)
-        assert membership.standing.state == "query-coord"  # nothing listens where its broker should be
-        assert membership.may_take_tasks() and membership.consumer is first
-        now[0] += 10  # a whole interval without a coordinator: its connection is what is stuck
-        assert membership.may_take_tasks()
-        assert membership.consumer is not first and len(made) == 2 and membership.member
-    finally:
-        _close_all(made)
+def test_a_member_out_of_its_group_rejoins_then_renews_its_consumer(unreachable):
+    membership, first, now, made = unreachable
+    assert not membership.standing.settled()
+    assert membership.may_take_tasks() and membership.consumer is first
+    now[0] += 9.9
+    assert membership.may_take_tasks() and membership.consumer is first and len(made) == 1
+
+    # 10 s out of the group in a rebalance that does not end: subscribe again, same consumer
+    membership.standing.state, membership.standing.join_state = "up", "wait-join"
+    now[0] += 0.1
+    assert membership.may_take_tasks() and membership.consumer is first and len(made) == 1
+    now[0] += 10  # and that did not settle it either: a new consumer, subscribed
+    assert membership.may_take_tasks()
+    assert membership.consumer is not first and len(made) == 2 and membership.consumers_made == 2
+    assert membership.consumer.assignment() == [] and membership.member
+    _poll_until(lambda: membership.consumer, lambda: membership.standing.state is not None,
+                "the new consumer's statistics did not come", timeout=5 * STATS_INTERVAL_MS / 1000)
+
+
+def test_a_member_still_looking_for_its_coordinator_gets_a_new_consumer_at_once(unreachable):
+    membership, first, now, made = unreachable
+    assert membership.standing.state == "query-coord"  # nothing listens where its broker should be
+    assert membership.may_take_tasks() and membership.consumer is first
+    now[0] += 10  # a whole interval without a coordinator: its connection is what is stuck
+    assert membership.may_take_tasks()
+    assert membership.consumer is not first and len(made) == 2 and membership.member
 
 
 def test_a_member_settled_without_partitions_is_left_alone_and_takes_one_when_free(bootstrap, namespace):
