@@ -36,10 +36,14 @@ class GroupStanding:
         """In the group, no rebalance under way (an assignment may still be empty)."""
         return self.state == "up" and self.join_state == "steady"
 
-    def left_out_for(self, now: float) -> float:
+    def left_out_for(self, now: float, holding: bool | None = None) -> float:
         """Seconds the consumer has been out of its group (neither settled nor holding a
-        partition) as of `now`; 0 while it is in."""
-        if self.settled() or self.assignment_size:
+        partition) as of `now`; 0 while it is in. `holding`: whether it holds a partition,
+        when the caller knows it first hand (`consumer.assignment()`; the statistics lag it
+        by up to their interval)."""
+        if holding is None:
+            holding = bool(self.assignment_size)
+        if self.settled() or holding:
             self.unsettled_since = None
             return 0.0
         if self.unsettled_since is None:

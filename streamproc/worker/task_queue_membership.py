@@ -79,8 +79,6 @@ class TaskQueueMembership:
         self._others_seen: int | None = None
         self._logged_at = float("-inf")
         self._unsettled_rejoin_s = unsettled_rejoin_s
-        #: Since when (clock) the member has been neither assigned nor settled; None otherwise.
-        self._unsettled_since: float | None = None
         #: Rejoins in a row that did not settle the member.
         self._rejoins_unsettled = 0
         self.member = False
@@ -140,17 +138,13 @@ class TaskQueueMembership:
         """Subscribe again after `unsettled_rejoin_s` out of the group; renew the consumer
         after a second interval (see the module's docstring)."""
         now = self._clock()
-        if self.consumer.assignment() or self.standing.settled():
-            self._unsettled_since = None
+        left_out_s = self.standing.left_out_for(now, holding=bool(self.consumer.assignment()))
+        if self.standing.unsettled_since is None:  # in the group
             self._rejoins_unsettled = 0
             return
-        if self._unsettled_since is None:
-            self._unsettled_since = now
+        if left_out_s < self._unsettled_rejoin_s:
             return
-        if now - self._unsettled_since < self._unsettled_rejoin_s:
-            return
-        standing = {"group_state": self.standing.state, "join_state": self.standing.join_state,
-                    "seconds": round(now - self._unsettled_since, 1)}
+        standing = {**self.standing.describe(), "seconds": round(left_out_s, 1)}
         # Still looking for its coordinator ("query-coord") after a whole interval: the
         # connection is what is stuck, and subscribing again queues behind it (seen after a
         # broker froze for 20 s: the rejoin changed nothing, the new consumer joined at once).
@@ -162,7 +156,7 @@ class TaskQueueMembership:
             self._renew_consumer()
         self._rejoins_unsettled += 1
         self.join()
-        self._unsettled_since = now
+        self.standing.unsettled_since = now  # the rejoin (or the new consumer) gets a whole interval
 
     def _renew_consumer(self) -> None:
         """Replace the consumer; the old one is closed on a thread of its own (a close can wait
