@@ -195,3 +195,14 @@ def test_a_consumer_out_of_its_group_is_noticed_from_its_statistics():
     assert standing.left_out_for(140.0) == 0.0 and standing.left_out_for(150.0) == 10.0
     standing.on_stats("not json")  # ignored
     assert standing.left_out_for(151.0) == 11.0
+
+
+def test_a_caller_that_reads_the_live_assignment_overrides_the_lagging_statistics():
+    standing = GroupStanding()
+    standing.on_stats(json.dumps({"cgrp": {"state": "up", "join_state": "wait-join", "assignment_size": 3}}))
+    # The statistics still say 3 partitions, but the consumer has none any more: out.
+    assert standing.left_out_for(10.0, holding=False) == 0.0 and standing.unsettled_since == 10.0
+    assert standing.left_out_for(25.0, holding=False) == 15.0
+    # The statistics say nothing assigned, but the live assignment has a partition: in.
+    standing.on_stats(json.dumps({"cgrp": {"state": "up", "join_state": "wait-join", "assignment_size": 0}}))
+    assert standing.left_out_for(26.0, holding=True) == 0.0 and standing.unsettled_since is None
