@@ -10,8 +10,8 @@ def add_worker_mode_options(parser: argparse.ArgumentParser) -> None:
     """The workers' opt-in modes that a benchmark can compare against their defaults."""
     parser.add_argument("--job-start-unconfirmed", action="store_true",
                         help="job workers run a handler as soon as START is sent, without the engine's answer, "
-                             "and send START and COMPLETE together (the opt-in fast path that may run a handler "
-                             "twice; job scenarios)")
+                             "so a quick handler's COMPLETE goes out with its START (the opt-in fast path that may "
+                             "run a handler twice; job scenarios)")
     parser.add_argument("--no-eager-activities", action="store_true",
                         help="workflow workers send every activity through its task queue, none started on the "
                              "answering worker (workflow scenarios)")
