@@ -30,11 +30,10 @@ first-use costs do not bunch the staggered schedules together.
 from __future__ import annotations
 
 import time
-import uuid
 
 from bench.activity_common import (ACT, REPLY_PARTITION, Reader, ScriptedWorker, by_key_attempt, schedule_value,
                                    schedule_staggered, send_command, timer_writes, warm_up)
-from bench.common import Bench, cpu_seconds, loadavg, peak_rss_mb, percentiles, say, stop, wait_log
+from bench.common import Bench, cpu_seconds, loadavg, peak_rss_mb, percentiles, say
 from streamproc.client import SyncClient
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record
@@ -49,19 +48,15 @@ STAGGER_MS = 1000
 
 def run(bench: Bench, quick: bool) -> dict:
     activities = 30 if quick else 200
-    engine = bench.engine(f"heartbeat-{uuid.uuid4().hex[:6]}", PARTITIONS)
     out: dict = {"activities": activities, "partitions": PARTITIONS, "heartbeat_timeout_ms": HEARTBEAT_TIMEOUT_MS,
                  "start_to_close_ms": START_TO_CLOSE_MS, "schedules_spread_over_ms": STAGGER_MS,
                  "load1_at_start": loadavg()}
-    try:
-        wait_log(engine, "partitions_assigned", 90)
+    with bench.running_engine("heartbeat", PARTITIONS) as engine:
         cpu_before = cpu_seconds(engine)
         out["single_attempt"] = _variant(bench, "hb1", activities, 1, HEARTBEAT_AFTER_MS)
         out["with_retry"] = _variant(bench, "hb2", activities, 2, 0)
         out["engine_cpu_seconds"] = round(cpu_seconds(engine) - cpu_before, 2)
         out["engine_peak_rss_mb"] = peak_rss_mb(engine)
-    finally:
-        stop(engine)
     return out
 
 

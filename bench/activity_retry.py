@@ -25,11 +25,10 @@ once), so that the engine's first-use costs do not bunch the first schedules tog
 from __future__ import annotations
 
 import time
-import uuid
 
 from bench.activity_common import (ACT, REPLY_PARTITION, Reader, ScriptedWorker, by_key_attempt, schedule_value,
                                    schedule_staggered, send_command, timer_writes, warm_up)
-from bench.common import Bench, cpu_seconds, loadavg, log_lines, peak_rss_mb, percentiles, say, stop, wait_log
+from bench.common import Bench, cpu_seconds, loadavg, log_lines, peak_rss_mb, percentiles, say
 from streamproc.client import SyncClient
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record
@@ -44,19 +43,15 @@ STAGGER_MS = 1000
 
 def run(bench: Bench, quick: bool) -> dict:
     activities, gaps = (10, 3) if quick else (50, 5)
-    engine = bench.engine(f"retry-{uuid.uuid4().hex[:6]}", PARTITIONS)
     out: dict = {"activities": activities, "gaps_per_activity": gaps, "partitions": PARTITIONS,
                  "start_to_close_ms": START_TO_CLOSE_MS, "retry_initial_interval_ms": INITIAL_INTERVAL_MS,
                  "backoff_coefficient": 1.0, "maximum_attempts": gaps + 1, "nominal_gap_ms": NOMINAL_GAP_MS,
                  "schedules_spread_over_ms": STAGGER_MS, "load1_at_start": loadavg()}
-    try:
-        wait_log(engine, "partitions_assigned", 90)
+    with bench.running_engine("retry", PARTITIONS) as engine:
         cpu_before = cpu_seconds(engine)
         out.update(_measure(bench, activities, gaps))
         out["engine_cpu_seconds"] = round(cpu_seconds(engine) - cpu_before, 2)
         out["engine_peak_rss_mb"] = peak_rss_mb(engine)
-    finally:
-        stop(engine)
     stopped = [line for line in log_lines(engine) if line.get("event") == "engine_stopped"]
     if stopped:  # warm-up included: a handful of transactions
         out["engine_transactions"] = {k: stopped[-1][k] for k in ("transactions", "commands", "due_commands", "echoes")}

@@ -13,11 +13,9 @@ The scheduler, the worker and the engine share the machine's cores.
 from __future__ import annotations
 
 import time
-import uuid
 
 from bench.activity_common import ACT, Reader, ScriptedWorker, schedule_value, send_command, send_schedule
-from bench.common import (Bench, CpuMeter, engine_counters, loadavg, now_ms, peak_rss_mb, percentiles, say, stop,
-                          wait_log)
+from bench.common import Bench, CpuMeter, engine_counters, loadavg, now_ms, peak_rss_mb, percentiles, say
 from streamproc.client import SyncClient
 from streamproc.protocol.records import ActivityIntent as A
 from streamproc.protocol.records import Record
@@ -31,10 +29,8 @@ START_TO_CLOSE_MS = 60_000
 
 def run(bench: Bench, quick: bool) -> dict:
     count = 3000 if quick else 20_000
-    engine = bench.engine(f"activities-{uuid.uuid4().hex[:6]}", PARTITIONS)
     out: dict = {"activities": count, "in_flight": IN_FLIGHT, "partitions": PARTITIONS, "load1_at_start": loadavg()}
-    try:
-        wait_log(engine, "partitions_assigned", 90)
+    with bench.running_engine("activities", PARTITIONS) as engine:
         worker = ScriptedWorker(bench, QUEUE, PARTITIONS, _start_and_complete)
         worker.start()
         client = SyncClient(bench.bootstrap, bench.namespace)
@@ -45,8 +41,6 @@ def run(bench: Bench, quick: bool) -> dict:
             worker.close()
             client.close()
         out["engine_peak_rss_mb"] = peak_rss_mb(engine)
-    finally:
-        stop(engine)
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -83,6 +85,17 @@ class Bench:
         env = self.env(STREAMPROC_ENGINE_ID=engine_id, STREAMPROC_PARTITIONS=str(partitions),
                        STREAMPROC_STATE_DIR=str(state_dir))
         return self.spawn(["engine", "run", *self._metrics_option()], env, f"engine-{engine_id}.log")
+
+    @contextlib.contextmanager
+    def running_engine(self, name: str, partitions: int) -> Iterator[subprocess.Popen]:
+        """An engine process (id `name` and a random suffix) once it owns its partitions;
+        stopped at the end."""
+        engine = self.engine(f"{name}-{uuid.uuid4().hex[:6]}", partitions)
+        try:
+            wait_log(engine, "partitions_assigned", 90)
+            yield engine
+        finally:
+            stop(engine)
 
     def worker(self, queue: str, worker_id: str, handler: str = "bench.handlers:noop") -> subprocess.Popen:
         """A job worker process, with `job_worker_options` (e.g. --start-unconfirmed)."""

@@ -15,6 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.options import add_worker_mode_options  # noqa: E402 - the path above finds it
+
 SCENARIOS = {
     "jobs_per_sec": "bench.jobs_per_sec",
     "jobs_latency_by_rate": "bench.jobs_latency_by_rate",
@@ -62,17 +64,10 @@ def main() -> int:
     parser.add_argument("--profile-idle", action="store_true",
                         help="with --profile: sample idle time too (wall clock: waits on Kafka show up)")
     parser.add_argument("--keep-topics", action="store_true")
-    parser.add_argument("--job-start-unconfirmed", action="store_true",
-                        help="job workers run a handler as soon as START is sent, without the engine's answer "
-                             "(the opt-in fast path that may run a handler twice; jobs_* scenarios)")
     parser.add_argument("--metrics", action="store_true",
                         help="engines and job workers serve Prometheus metrics (--metrics-port), to measure "
                              "what metrics cost")
-    parser.add_argument("--no-eager-activities", action="store_true",
-                        help="workflow workers send every activity through the task queue (workflow scenarios)")
-    parser.add_argument("--checkpoint-local-activities", action="store_true",
-                        help="workflow workers answer a task after each local activity, so each step is on the "
-                             "log before the next runs (workflow scenarios; default: Temporal's way, one task)")
+    add_worker_mode_options(parser)
     parser.add_argument("--workflows", type=int, default=None,
                         help="workflows measured, instead of the scenario's own count (throughput and latency "
                              "workflow scenarios; e.g. the sizes a peer's bench uses)")

@@ -19,7 +19,6 @@ schedule_memory: N idle schedules (hourly, first action a day away) on 4 partiti
 from __future__ import annotations
 
 import time
-import uuid
 
 import orjson
 
@@ -57,10 +56,8 @@ def _create(client: SyncClient, tap: EventTap, schedules: list[tuple[str, str]])
 def run_fire_lag(bench: Bench, quick: bool) -> dict:
     count = 2000 if quick else 10_000
     spread_s = 3 if quick else 10
-    engine = bench.engine(f"schedules-{uuid.uuid4().hex[:6]}", PARTITIONS)
     out: dict = {"schedules": count, "partitions": PARTITIONS, "load1_at_start": loadavg()}
-    try:
-        wait_log(engine, "partitions_assigned", 90)
+    with bench.running_engine("schedules", PARTITIONS) as engine:
         tap = EventTap(bench, PARTITIONS)
         client = SyncClient(bench.bootstrap, bench.namespace)
         for phase, spread in (("burst", 1), ("spread", spread_s)):
@@ -83,8 +80,6 @@ def run_fire_lag(bench: Bench, quick: bool) -> dict:
         out["engine_peak_rss_mb"] = peak_rss_mb(engine)
         client.close()
         tap.close()
-    finally:
-        stop(engine)
     return out
 
 

@@ -10,10 +10,9 @@ staggered over `spread` seconds.
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
-from bench.common import Bench, EventTap, loadavg, peak_rss_mb, percentiles, say, stop, wait_log
+from bench.common import Bench, EventTap, loadavg, peak_rss_mb, percentiles, say
 from streamproc.client import SyncClient
 
 PARTITIONS = 4
@@ -23,10 +22,8 @@ def run(bench: Bench, quick: bool) -> dict:
     jobs = 2000 if quick else 10_000
     spread_ms = 3000 if quick else 10_000
     base_ms = 5000 if quick else 10_000  # outlasts processing all STARTs (checked below)
-    engine = bench.engine(f"timeouts-{uuid.uuid4().hex[:6]}", PARTITIONS)
     out: dict = {"jobs": jobs, "partitions": PARTITIONS, "load1_at_start": loadavg()}
-    try:
-        wait_log(engine, "partitions_assigned", 90)
+    with bench.running_engine("timeouts", PARTITIONS) as engine:
         tap = EventTap(bench, PARTITIONS)
         client = SyncClient(bench.bootstrap, bench.namespace)
         out["burst"] = _phase(client, tap, "bench-burst", [base_ms] * jobs)
@@ -36,8 +33,6 @@ def run(bench: Bench, quick: bool) -> dict:
         out["engine_peak_rss_mb"] = peak_rss_mb(engine)
         client.close()
         tap.close()
-    finally:
-        stop(engine)
     return out
 
 

@@ -178,6 +178,27 @@ def measured_loop(rig: WorkflowRig, out: dict, profile: str | None, profile_idle
             out["profiled"] = profiler.stop()
 
 
+def warm_and_measure(rig: WorkflowRig, out: dict, profile: str | None, profile_idle: bool, workflow_type: str,
+                     arg: object, in_flight: int, count: int, warmup: int, timeout_s: float,
+                     stages: list[str]) -> dict:
+    """A warm-up of `warmup` runs (not measured: topic metadata, transactions' partitions, the
+    workers' imports and caches), then `measured_loop`; what every workflow scenario reports
+    of it goes into `out`: client latencies (p50_ms / p99_ms), `stages`, cost, the runs not
+    completed. Returns the measured loop for the scenario's own figures."""
+    if warmup:
+        closed_loop(rig, "warmup", warmup, in_flight, workflow_type, arg, 120)
+    loop = measured_loop(rig, out, profile, profile_idle, count, in_flight, workflow_type, arg, timeout_s)
+    lat = latencies(loop)
+    out.update({
+        "p50_ms": lat["client_seen"]["p50"], "p99_ms": lat["client_seen"]["p99"],
+        "latency_ms": lat,
+        "stages_ms": stage_breakdown(loop, stages),
+        **cost(loop, loop["seconds"], count),
+        "not_completed": loop["not_completed"][:10],
+    })
+    return loop
+
+
 def events_by_run(records: list[Record]) -> dict[str, list[dict]]:
     """History events by workflow id, in event id order, as dicts: event_type, event_id,
     event_time_ms (engine time), attributes, log_time_ms (the record's Kafka timestamp)."""

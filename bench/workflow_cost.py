@@ -38,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.options import add_worker_mode_options  # noqa: E402
 from bench.workflow_definitions import (  # noqa: E402
     OneActivity,
     OneLocalActivity,
@@ -233,14 +234,7 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--engines", type=int, default=1, help="engines sharing the partitions (default 1)")
     parser.add_argument("--shape", choices=sorted([*SHAPES, "job"]), action="append", help="default: every shape")
-    parser.add_argument("--job-start-unconfirmed", action="store_true",
-                        help="the job worker runs a handler without waiting for the engine's answer to START, "
-                             "and sends START and COMPLETE together")
-    parser.add_argument("--no-eager-activities", action="store_true",
-                        help="remote activities through their task queue, not started on the answering worker")
-    parser.add_argument("--checkpoint-local-activities", action="store_true",
-                        help="the worker answers a workflow task after each local activity (a step on the log "
-                             "before the next runs)")
+    add_worker_mode_options(parser)
     parser.add_argument("--bootstrap", default=None, help="default STREAMPROC_BOOTSTRAP, or a local broker")
     args = parser.parse_args()
 

@@ -24,17 +24,7 @@ import uuid
 from confluent_kafka import Producer
 
 from bench.common import Bench, loadavg, percentiles
-from bench.workflow_common import (
-    PARTITIONS,
-    WorkflowRig,
-    closed_loop,
-    cost,
-    latencies,
-    measured_loop,
-    report,
-    sized,
-    stage_breakdown,
-)
+from bench.workflow_common import PARTITIONS, WorkflowRig, report, sized, warm_and_measure
 from bench.workflow_throughput import ONE_ACTIVITY_STAGES, ONE_LOCAL_ACTIVITY_STAGES
 from streamproc.kafka.config import producer_config
 
@@ -60,17 +50,7 @@ def _run(bench: Bench, quick: bool, workflow_type: str, stages: list[str], trans
                  "load1_at_start": loadavg()}
     rig = WorkflowRig(bench, partitions, workers, engines)
     try:
-        if warmup:
-            closed_loop(rig, "warmup", warmup, 1, workflow_type, 1, 120)
-        loop = measured_loop(rig, out, profile, profile_idle, count, 1, workflow_type, 1, 60 + count)
-        lat = latencies(loop)
-        out.update({
-            "p50_ms": lat["client_seen"]["p50"], "p99_ms": lat["client_seen"]["p99"],
-            "latency_ms": lat,
-            "stages_ms": stage_breakdown(loop, stages),
-            **cost(loop, loop["seconds"], count),
-            "not_completed": loop["not_completed"][:10],
-        })
+        warm_and_measure(rig, out, profile, profile_idle, workflow_type, 1, 1, count, warmup, 60 + count, stages)
         transaction = transaction_ms(bench, 30 if quick else 100)
         out["transaction_ms"] = transaction
         out["transaction_floor_ms"] = round(transactions_each * transaction["p50"], 1)

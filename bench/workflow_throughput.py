@@ -16,17 +16,7 @@ Stages split each run at its history events (engine times).
 from __future__ import annotations
 
 from bench.common import Bench, loadavg
-from bench.workflow_common import (
-    PARTITIONS,
-    WorkflowRig,
-    closed_loop,
-    cost,
-    latencies,
-    measured_loop,
-    report,
-    sized,
-    stage_breakdown,
-)
+from bench.workflow_common import PARTITIONS, WorkflowRig, report, sized, warm_and_measure
 
 IN_FLIGHT = 100
 ONE_ACTIVITY_STAGES = ["sent", "WORKFLOW_EXECUTION_STARTED", "WORKFLOW_TASK_COMPLETED",
@@ -70,22 +60,13 @@ def _run(bench: Bench, workflow_type: str, activities_each: int, count: int, war
                  "load1_at_start": loadavg()}
     rig = WorkflowRig(bench, partitions, workers, engines)
     try:
-        # Warm-up: topic metadata, transactions' partitions, the workers' imports and caches.
-        if warmup:
-            closed_loop(rig, "warmup", warmup, IN_FLIGHT, workflow_type, activities_each, 120)
-        loop = measured_loop(rig, out, profile, profile_idle, count, IN_FLIGHT, workflow_type, activities_each,
-                             60 + count * activities_each / 20)
-        lat = latencies(loop)
+        loop = warm_and_measure(rig, out, profile, profile_idle, workflow_type, activities_each, IN_FLIGHT, count,
+                                warmup, 60 + count * activities_each / 20, stages)
         completed_activities = loop["counts"].get(f"EVENT:{step_event}", 0)
         out.update({
             "workflows_per_sec": round(count / loop["seconds"], 1),
             "activities_per_sec": round(completed_activities / loop["seconds"], 1),
-            "p50_ms": lat["client_seen"]["p50"], "p99_ms": lat["client_seen"]["p99"],
             "seconds": round(loop["seconds"], 3),
-            "latency_ms": lat,
-            "stages_ms": stage_breakdown(loop, stages),
-            **cost(loop, loop["seconds"], count),
-            "not_completed": loop["not_completed"][:10],
             "event_counts": loop["counts"],
         })
         out["peak_rss_mb"] = rig.peak_rss()

@@ -32,6 +32,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from streamproc.activity import errors
 from streamproc.activity.definition import ActivityDefinition
 from streamproc.activity.failures import exception_from_failure
+from streamproc.closing import ClosesOnExit
 from streamproc.converter import DataConverter
 from streamproc.client.client import Client
 from streamproc.client.errors import rejection_error
@@ -68,7 +69,7 @@ _LOOKBACK_MS = 60_000
 
 
 @sync_proxied
-class ActivityClient(FollowsClientFace):
+class ActivityClient(FollowsClientFace, ClosesOnExit):
     """Activity commands for a `Client`; one replies partition shared by all its calls."""
 
     def __init__(self, client: Client) -> None:
@@ -184,12 +185,6 @@ class ActivityClient(FollowsClientFace):
     def close(self) -> None:
         self._channel.close()
         self._readers.shutdown(wait=False)
-
-    def __enter__(self) -> ActivityClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 @sync_proxied

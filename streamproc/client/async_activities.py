@@ -29,6 +29,7 @@ from typing import Any
 
 from streamproc.activity.failures import attempt_failure
 from streamproc.client.errors import rejection_error
+from streamproc.client.lazy_channels import OpenedOnFirstUse
 from streamproc.client.requests import RequestChannel
 from streamproc.client.sync_bridge import sync_proxied
 from streamproc.exceptions import ActivityNotFoundError, AsyncActivityCancelledError
@@ -55,6 +56,8 @@ class AsyncActivityOperations:
     """`Client.get_async_activity_handle`, and the requests channel its handles share."""
 
     _async_activity_channel: RequestChannel | None = None
+    #: Requests about async activities and their replies, shared by the handles.
+    async_activity_channel = OpenedOnFirstUse(RequestChannel)
 
     def get_async_activity_handle(self, *, workflow_id: str | None = None, run_id: str | None = None,
                                   activity_id: str | None = None,
@@ -75,15 +78,8 @@ class AsyncActivityOperations:
                              f"(got workflow_id={workflow_id!r}, activity_id={activity_id!r})")
         return AsyncActivityHandle(self, AsyncActivityIDReference(workflow_id, run_id, activity_id))
 
-    def async_activity_channel(self) -> RequestChannel:
-        if self._async_activity_channel is None:
-            self._async_activity_channel = RequestChannel(self)
-        return self._async_activity_channel
-
     def close_async_activity_requests(self) -> None:
-        if self._async_activity_channel is not None:
-            self._async_activity_channel.close()
-            self._async_activity_channel = None
+        AsyncActivityOperations.async_activity_channel.close_on(self)
 
 
 @sync_proxied
@@ -160,7 +156,7 @@ class AsyncActivityHandle:
                 answer.set_result(reply)
             return True
 
-        reply = await self._client.async_activity_channel().call(
+        reply = await self._client.async_activity_channel.call(
             lambda reply_partition: Record.command(ValueType.ACTIVITY_TASK, intent, value, key=key,
                                                    request_id=request_id, reply_partition=reply_partition),
             partition_of, on_reply, _DEFAULT_RPC_TIMEOUT_S if rpc_timeout is None else rpc_timeout,

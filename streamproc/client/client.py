@@ -273,9 +273,3 @@ class SyncClient(SyncProxy):
             self._target.close()
         finally:
             self._loop.close()
-
-    def __enter__(self) -> SyncClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

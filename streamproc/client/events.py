@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 
 from confluent_kafka import Consumer
 
+from streamproc.closing import ClosesOnExit
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config
 from streamproc.protocol import codec
@@ -15,7 +16,7 @@ from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
 
 
-class EventReader:
+class EventReader(ClosesOnExit):
     """Iterates events and rejections from the beginning (or the end) of the events topic."""
 
     def __init__(self, bootstrap: str, namespace: str = "streamproc", from_beginning: bool = True,
@@ -49,9 +50,3 @@ class EventReader:
 
     def close(self) -> None:
         self._consumer.close()
-
-    def __enter__(self) -> EventReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -18,6 +18,7 @@ import orjson
 from streamproc.client.errors import rejection_error
 from streamproc.client.requests import RequestChannel
 from streamproc.client.sync_bridge import FollowsClientFace, sync_proxied
+from streamproc.closing import ClosesOnExit
 from streamproc.protocol.partitioning import partition_for, partition_of_key
 from streamproc.protocol.records import JobIntent, Record, RecordType, ValueType
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 
 @sync_proxied
-class JobRequests(FollowsClientFace):
+class JobRequests(FollowsClientFace, ClosesOnExit):
     """One replies partition for a client's job commands; close it when done. Its calls
     are coroutines; made from a `SyncClient` (the CLI's), they block."""
 
@@ -65,9 +66,3 @@ class JobRequests(FollowsClientFace):
 
     def close(self) -> None:
         self._channel.close()
-
-    def __enter__(self) -> JobRequests:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

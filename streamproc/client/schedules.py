@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from streamproc.client.errors import rejection_error
+from streamproc.client.lazy_channels import OpenedOnFirstUse
 from streamproc.client.requests import RequestChannel
 from streamproc.client.sync_bridge import sync_proxied
 from streamproc.client.workflows import check_attribute_sizes
@@ -243,12 +244,8 @@ class ScheduleOperations:
     """The schedule methods of `Client`."""
 
     _schedule_calls: _Calls | None = None
-
-    @property
-    def schedule_calls(self) -> _Calls:
-        if self._schedule_calls is None:
-            self._schedule_calls = _Calls(self)
-        return self._schedule_calls
+    #: Schedule requests and their replies, shared by the handles.
+    schedule_calls = OpenedOnFirstUse(_Calls)
 
     async def create_schedule(self, id: str, schedule: Schedule, *, trigger_immediately: bool = False,
                         backfill: Sequence[ScheduleBackfill] = (), memo: dict[str, Any] | None = None,
@@ -298,6 +295,4 @@ class ScheduleOperations:
                 after = page["schedules"][-1]["schedule_id"]
 
     def close_schedule_calls(self) -> None:
-        if self._schedule_calls is not None:
-            self._schedule_calls.close()
-            self._schedule_calls = None
+        ScheduleOperations.schedule_calls.close_on(self)

@@ -18,6 +18,8 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from streamproc.closing import ClosesOnExit
+
 __all__ = ["LoopThread", "SyncProxy", "sync_proxied"]
 
 
@@ -53,7 +55,7 @@ def sync_proxied(cls: type) -> type:
     return cls
 
 
-class SyncProxy:
+class SyncProxy(ClosesOnExit):
     """`target` with its coroutine methods made blocking, run on `loop`."""
 
     __slots__ = ("_target", "_loop")
@@ -98,12 +100,6 @@ class SyncProxy:
             except StopAsyncIteration:
                 return
             yield self._wrap(item)
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"{self._target!r} (synchronous)"

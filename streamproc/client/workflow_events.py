@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+from streamproc.closing import ClosesOnExit
 from streamproc.kafka.batching import close_in_background, consume_available, messages_to_the_end
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.config import consumer_config
@@ -65,7 +66,7 @@ def workflow_event(record: Record) -> WorkflowEvent | None:
                          v["event_time_ms"], attributes)
 
 
-class WorkflowEventScanner:
+class WorkflowEventScanner(ClosesOnExit):
     """Reads history events of one events partition, filtered by workflow id."""
 
     def __init__(self, bootstrap: str, topic: str, partition: int, *, since_ms: int | None = None,
@@ -136,9 +137,3 @@ class WorkflowEventScanner:
 
     def close(self) -> None:
         close_in_background(self._consumer).join(10)  # bounded: the broker may be away
-
-    def __enter__(self) -> WorkflowEventScanner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

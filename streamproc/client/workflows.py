@@ -31,6 +31,7 @@ from streamproc.client.errors import (
     rejection_error,
 )
 from streamproc.protocol.wire_values import ceil_ms, retry_policy_record
+from streamproc.client.lazy_channels import OpenedOnFirstUse
 from streamproc.client.temporal_gaps import LIST_OPTIONS, START_OPTIONS, refuse_options
 from streamproc.client.workflow_handle import WorkflowHandle, WorkflowRequests
 from streamproc.client.workflow_results import STARTER_WAIT_S
@@ -63,6 +64,8 @@ class WorkflowOperations:
     `data_converter`."""
 
     _workflow_requests: WorkflowRequests | None = None
+    #: Workflow requests and their replies, shared by the handles.
+    workflow_requests = OpenedOnFirstUse(WorkflowRequests)
 
     async def start_workflow(
             self, workflow: str | Callable[..., Any], arg: Any = NO_ARG, *, id: str, task_queue: str,
@@ -228,16 +231,8 @@ class WorkflowOperations:
         refuse_options("count_workflows", {"query": query, **temporal_options}, LIST_OPTIONS)
         return WorkflowExecutionCount(len([run async for run in self.list_workflows(rpc_timeout=rpc_timeout)]))
 
-    @property
-    def workflow_requests(self) -> WorkflowRequests:
-        if self._workflow_requests is None:
-            self._workflow_requests = WorkflowRequests(self)
-        return self._workflow_requests
-
     def close_workflow_requests(self) -> None:
-        if self._workflow_requests is not None:
-            self._workflow_requests.close()
-            self._workflow_requests = None
+        WorkflowOperations.workflow_requests.close_on(self)
 
 
 def seconds_of(value: float | timedelta) -> float:

@@ -63,19 +63,25 @@ class JobDueSource:
         return None
 
 
-class ActivityDueSource:
-    """Activity timers: a timeout (TIME_OUT) or the end of a retry backoff (DISPATCH)."""
+class _DueAtItsTime:
+    """A source whose items are due at their time (Temporal's timers: `now >= fire time`)."""
 
-    def __init__(self, timers: ActivityTimers) -> None:
-        self._timers = timers
+    def __init__(self, due_dates: ActivityTimers | WorkflowDueDates | ScheduleDueDates) -> None:
+        self._due = due_dates
 
     def next_fire_ms(self) -> int | None:
-        return self._timers.next_due_ms()
+        return self._due.next_due_ms()
+
+
+class ActivityDueSource(_DueAtItsTime):
+    """Activity timers: a timeout (TIME_OUT) or the end of a retry backoff (DISPATCH)."""
+
+    _due: ActivityTimers
 
     def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]:
         out = []
-        for due_ms, key in self._timers.due(now_ms, limit):
-            timer = self._timers.timer_of(key)
+        for due_ms, key in self._due.due(now_ms, limit):
+            timer = self._due.timer_of(key)
             if timer is None or timer[0] != due_ms:
                 continue  # the index and the activity disagree only inside a batch; skip
             _, kind, timeout_type, attempt = timer
@@ -91,15 +97,11 @@ class ActivityDueSource:
         return (ValueType.ACTIVITY_TASK, command.intent, command.value["timer_due_ms"], command.key)
 
 
-class WorkflowDueSource:
+class WorkflowDueSource(_DueAtItsTime):
     """Workflow timers (TIMER_FIRE) and run deadlines (TASK_TIME_OUT, RUN_TIME_OUT,
     EXECUTION_TIME_OUT, BACKOFF_START: the deadline's kind is the command's intent)."""
 
-    def __init__(self, due_dates: WorkflowDueDates) -> None:
-        self._due = due_dates
-
-    def next_fire_ms(self) -> int | None:
-        return self._due.next_due_ms()
+    _due: WorkflowDueDates
 
     def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]:
         out = []
@@ -124,15 +126,11 @@ class WorkflowDueSource:
         return None
 
 
-class ScheduleDueSource:
+class ScheduleDueSource(_DueAtItsTime):
     """Schedules whose next action time came (TRIGGER, at the time: Temporal's timers fire
     at their time)."""
 
-    def __init__(self, due_dates: ScheduleDueDates) -> None:
-        self._due = due_dates
-
-    def next_fire_ms(self) -> int | None:
-        return self._due.next_due_ms()
+    _due: ScheduleDueDates
 
     def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]:
         return [((ValueType.SCHEDULE, schedule_id, due_ms, -1),

@@ -11,12 +11,7 @@ from tests.engine.workflow_driver import rejections
 
 HOURLY = {"interval": [{"interval_ms": 3_600_000}]}
 
-
-@pytest.fixture
-def d(tmp_path):
-    driver = ScheduleDriver(tmp_path / "db")
-    yield driver
-    driver.close()
+DRIVER = ScheduleDriver
 
 
 def test_create_answers_and_describe_shows_the_compiled_spec_and_next_times(d):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -9,6 +10,19 @@ from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.families import Family
 from streamproc.state.jobs import Job, JobDueDates, Jobs
 from streamproc.state.keys import time_key
+
+
+@pytest.fixture
+def db(tmp_path):
+    db = PartitionDb(tmp_path, 0)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def pending(db):
+    """Pending writes over `db`, as one transaction's commands stage them."""
+    return PendingWrites(db)
 
 
 def test_a_closed_partition_can_be_reopened_in_the_same_process(tmp_path):
@@ -21,21 +35,17 @@ def test_a_closed_partition_can_be_reopened_in_the_same_process(tmp_path):
     again.close()
 
 
-def test_pending_writes_see_their_own_writes_and_discard_a_failed_command(tmp_path):
-    db = PartitionDb(tmp_path, 0)
-    w = PendingWrites(db)
-    w.put(Family.JOBS, b"a", b"1")
-    w.accept()
-    w.put(Family.JOBS, b"b", b"2")
-    assert w.get(Family.JOBS, b"b") == b"2"
-    w.discard()
-    assert w.get(Family.JOBS, b"b") is None and w.get(Family.JOBS, b"a") == b"1"
+def test_pending_writes_see_their_own_writes_and_discard_a_failed_command(db, pending):
+    pending.put(Family.JOBS, b"a", b"1")
+    pending.accept()
+    pending.put(Family.JOBS, b"b", b"2")
+    assert pending.get(Family.JOBS, b"b") == b"2"
+    pending.discard()
+    assert pending.get(Family.JOBS, b"b") is None and pending.get(Family.JOBS, b"a") == b"1"
     assert db.get(Family.JOBS, b"a") is None  # nothing reaches RocksDB before the commit
-    db.close()
 
 
-def test_due_scan_is_ordered_by_time_and_bounded_strictly_before_now(tmp_path):
-    db = PartitionDb(tmp_path, 0)
+def test_due_scan_is_ordered_by_time_and_bounded_strictly_before_now(db):
     writes = {(Family.JOB_DEADLINES, time_key(t, k)): b"" for t, k in [(300, 1), (100, 9), (200, 5), (100, 2)]}
     db.apply(writes, {"changelog_offset": 0, "written_at_ms": 0})
     due = JobDueDates(db)
@@ -43,21 +53,17 @@ def test_due_scan_is_ordered_by_time_and_bounded_strictly_before_now(tmp_path):
     assert due.timed_out(now_ms=200, limit=10) == [(100, 2), (100, 9)]
     assert due.timed_out(now_ms=1000, limit=2) == [(100, 2), (100, 9)]
     assert due.next_due_ms() == 100
-    db.close()
 
 
-def test_jobs_keep_their_deadline_index_consistent(tmp_path):
-    db = PartitionDb(tmp_path, 0)
-    w = PendingWrites(db)
-    jobs = Jobs(w)
+def test_jobs_keep_their_deadline_index_consistent(db, pending):
+    jobs = Jobs(pending)
     job = Job(type="payments", payload="{}", retries=3, timeout_ms=1000)
     jobs.start(42, job, "w", deadline_ms=500)
     jobs.fail(42, job, recur_at_ms=900)
-    w.accept()
-    db.apply(w.batch, {"changelog_offset": 0, "written_at_ms": 0})
+    pending.accept()
+    db.apply(pending.batch, {"changelog_offset": 0, "written_at_ms": 0})
     assert JobDueDates(db).timed_out(10_000, 10) == []
     assert JobDueDates(db).backoff_over(10_000, 10) == [(900, 42)]
-    db.close()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -81,36 +87,30 @@ def test_first_key_follows_every_batch_of_puts_and_deletes(tmp_path_factory, bat
     reopened.close()
 
 
-def test_a_key_put_and_deleted_by_one_batch_leaves_no_write_unless_it_existed_before(tmp_path):
-    db = PartitionDb(tmp_path, 0)
+def test_a_key_put_and_deleted_by_one_batch_leaves_no_write_unless_it_existed_before(db, pending):
     db.apply({(Family.JOBS, b"old"): b"0"}, {"changelog_offset": 0, "written_at_ms": 0})
-    w = PendingWrites(db)
     for key in (b"new", b"old"):
-        w.put(Family.JOBS, key, b"1")
-        w.accept()
-        w.delete(Family.JOBS, key)
-        assert w.get(Family.JOBS, key) is None
-        w.accept()
-    w.put(Family.JOBS, b"same-command", b"1")
-    w.delete(Family.JOBS, b"same-command")
-    w.accept()
+        pending.put(Family.JOBS, key, b"1")
+        pending.accept()
+        pending.delete(Family.JOBS, key)
+        assert pending.get(Family.JOBS, key) is None
+        pending.accept()
+    pending.put(Family.JOBS, b"same-command", b"1")
+    pending.delete(Family.JOBS, b"same-command")
+    pending.accept()
     # Nothing to write for keys that had no value before the batch; a tombstone for the one that had.
-    assert w.batch == {(Family.JOBS, b"old"): None}
-    db.close()
+    assert pending.batch == {(Family.JOBS, b"old"): None}
 
 
-def test_an_erasure_is_undone_with_its_command_and_a_committing_put_still_gets_its_tombstone(tmp_path):
-    db = PartitionDb(tmp_path, 0)
-    w = PendingWrites(db)
-    w.put(Family.JOBS, b"k", b"1")
-    w.accept()
-    w.delete(Family.JOBS, b"k")
-    w.discard()  # the deleting command failed: the put stands
-    assert w.batch == {(Family.JOBS, b"k"): b"1"} and w.get(Family.JOBS, b"k") == b"1"
-    w.seal()  # committing, not in RocksDB yet
-    w.put(Family.JOBS, b"k", b"2")
-    w.accept()
-    w.delete(Family.JOBS, b"k")
-    w.accept()
-    assert w.batch == {(Family.JOBS, b"k"): None}
-    db.close()
+def test_an_erasure_is_undone_with_its_command_and_a_committing_put_still_gets_its_tombstone(db, pending):
+    pending.put(Family.JOBS, b"k", b"1")
+    pending.accept()
+    pending.delete(Family.JOBS, b"k")
+    pending.discard()  # the deleting command failed: the put stands
+    assert pending.batch == {(Family.JOBS, b"k"): b"1"} and pending.get(Family.JOBS, b"k") == b"1"
+    pending.seal()  # committing, not in RocksDB yet
+    pending.put(Family.JOBS, b"k", b"2")
+    pending.accept()
+    pending.delete(Family.JOBS, b"k")
+    pending.accept()
+    assert pending.batch == {(Family.JOBS, b"k"): None}

@@ -5,19 +5,13 @@ heartbeat), and a marker's details are held to the payload limit."""
 from __future__ import annotations
 
 import orjson
-import pytest
 
 from streamproc.engine.processing import Limits
-from tests.engine.workflow_driver import WorkflowDriver, attrs
+from tests.engine.workflow_driver import attrs
 
 FORCE = orjson.dumps({"force_create_new_workflow_task": True}).decode()
 
-
-@pytest.fixture
-def d(tmp_path):
-    driver = WorkflowDriver(tmp_path / "wf", limits=Limits(max_payload_bytes=1000))
-    yield driver
-    driver.close()
+DRIVER_OPTIONS = {"limits": Limits(max_payload_bytes=1000)}
 
 
 def _complete(d, key, commands, **value):

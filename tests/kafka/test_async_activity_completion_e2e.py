@@ -101,6 +101,11 @@ def scenario(bootstrap: str, namespace: str, body):
         return asyncio.run(main(executor))
 
 
+async def start_approval(client: Client, n: int, *options):
+    """Start `Approval` of order o-`n` as workflow approval-`n`; `options`: its other arguments."""
+    return await client.start_workflow(Approval.run, args=[f"o-{n}", *options], id=f"approval-{n}", task_queue=QUEUE)
+
+
 async def handed_on() -> activity.Info:
     """The info of the next attempt that raised complete-async (it has started for the engine)."""
     return await asyncio.to_thread(HANDED_ON.get, timeout=30)
@@ -108,7 +113,7 @@ async def handed_on() -> activity.Info:
 
 def test_complete_by_task_token(engine, bootstrap, namespace):
     async def body(client: Client):
-        handle = await client.start_workflow(Approval.run, "o-1", id="approval-1", task_queue=QUEUE)
+        handle = await start_approval(client, 1)
         info = await handed_on()
         assert isinstance(info.task_token, bytes) and info.task_token
         await client.get_async_activity_handle(task_token=info.task_token).complete("approved by Ann")
@@ -119,8 +124,7 @@ def test_complete_by_task_token(engine, bootstrap, namespace):
 
 def test_complete_by_workflow_and_activity_ids_from_a_sync_activity(engine, bootstrap, namespace):
     async def body(client: Client):
-        handle = await client.start_workflow(Approval.run, args=["o-2", 0, 60, 0, True], id="approval-2",
-                                             task_queue=QUEUE)
+        handle = await start_approval(client, 2, 0, 60, 0, True)
         info = await handed_on()
         assert (info.workflow_id, info.workflow_run_id, info.workflow_type) == ("approval-2", handle.result_run_id,
                                                                                 "Approval")
@@ -135,7 +139,7 @@ def test_complete_by_workflow_and_activity_ids_from_a_sync_activity(engine, boot
 
 def test_fail_reaches_the_workflow_as_an_activity_error(engine, bootstrap, namespace):
     async def body(client: Client):
-        handle = await client.start_workflow(Approval.run, "o-3", id="approval-3", task_queue=QUEUE)
+        handle = await start_approval(client, 3)
         info = await handed_on()
         await client.get_async_activity_handle(task_token=info.task_token).fail(
             ApplicationError("card declined", type="Declined", non_retryable=True))
@@ -146,8 +150,7 @@ def test_fail_reaches_the_workflow_as_an_activity_error(engine, bootstrap, names
 
 def test_a_failed_attempt_is_retried_with_its_last_heartbeat_details(engine, bootstrap, namespace, clock):
     async def body(client: Client):
-        handle = await client.start_workflow(Approval.run, args=["o-4", 0, 60, 2], id="approval-4",
-                                             task_queue=QUEUE)
+        handle = await start_approval(client, 4, 0, 60, 2)
         first = await handed_on()
         await client.get_async_activity_handle(task_token=first.task_token).fail(
             RuntimeError("approver away"), last_heartbeat_details=["asked Bob"])
@@ -163,7 +166,7 @@ def test_a_failed_attempt_is_retried_with_its_last_heartbeat_details(engine, boo
 
 def test_heartbeats_keep_it_alive_past_its_heartbeat_timeout(engine, bootstrap, namespace, clock):
     async def body(client: Client):
-        handle = await client.start_workflow(Approval.run, args=["o-5", 2], id="approval-5", task_queue=QUEUE)
+        handle = await start_approval(client, 5, 2)
         activity_handle = client.get_async_activity_handle(task_token=(await handed_on()).task_token)
         for step in range(4):  # 6 s in all, three times the heartbeat timeout
             clock.advance(timedelta(seconds=1.5))
@@ -176,8 +179,7 @@ def test_heartbeats_keep_it_alive_past_its_heartbeat_timeout(engine, bootstrap, 
 
 def test_answering_an_attempt_that_timed_out_is_refused(engine, bootstrap, namespace, clock):
     async def body(client: Client):
-        handle = await client.start_workflow(Approval.run, args=["o-6", 0, 2, 1], id="approval-6",
-                                             task_queue=QUEUE)
+        handle = await start_approval(client, 6, 0, 2, 1)
         activity_handle = client.get_async_activity_handle(task_token=(await handed_on()).task_token)
         clock.advance(timedelta(seconds=3))  # past start-to-close; one attempt only
         result = await handle.result(timeout=30)
@@ -212,7 +214,7 @@ def test_a_cancellation_request_is_learnt_from_a_heartbeat(engine, bootstrap, na
 
 def test_the_sync_client_completes_too(engine, bootstrap, namespace):
     async def body(client: Client):
-        handle = await client.start_workflow(Approval.run, "o-8", id="approval-8", task_queue=QUEUE)
+        handle = await start_approval(client, 8)
         token = (await handed_on()).task_token
 
         def complete_from_blocking_code() -> None:

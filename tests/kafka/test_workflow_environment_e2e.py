@@ -4,7 +4,9 @@ writes a test: ``await WorkflowEnvironment.start_time_skipping()``, ``async with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
 import pytest
@@ -64,6 +66,14 @@ class Reminder:
     async def run(self, hours: float) -> str:
         await workflow.sleep(timedelta(hours=hours))
         return workflow.now().isoformat()
+
+
+@contextlib.asynccontextmanager
+async def reminders() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping environment with a worker of `Reminder` on it."""
+    async with await WorkflowEnvironment.start_time_skipping() as env:
+        async with Worker(env.client, task_queue=QUEUE, workflows=[Reminder]):
+            yield env
 
 
 @workflow.defn
@@ -156,12 +166,11 @@ def test_an_execution_timeout_and_a_schedules_actions_are_skipped_to():
 
 def test_a_delayed_start_is_skipped_to():
     async def main():
-        async with await WorkflowEnvironment.start_time_skipping() as env:
-            async with Worker(env.client, task_queue=QUEUE, workflows=[Reminder]):
-                before, began = await env.get_current_time(), time.monotonic()
-                woke = await env.client.execute_workflow(Reminder.run, 1, id="delayed-1", task_queue=QUEUE,
-                                                         start_delay=timedelta(days=7))
-                return before, datetime.fromisoformat(woke), time.monotonic() - began
+        async with reminders() as env:
+            before, began = await env.get_current_time(), time.monotonic()
+            woke = await env.client.execute_workflow(Reminder.run, 1, id="delayed-1", task_queue=QUEUE,
+                                                     start_delay=timedelta(days=7))
+            return before, datetime.fromisoformat(woke), time.monotonic() - began
 
     before, woke, wall_s = asyncio.run(main())
     assert timedelta(days=7, hours=1) <= woke - before < timedelta(days=7, hours=1, minutes=1)
@@ -170,17 +179,16 @@ def test_a_delayed_start_is_skipped_to():
 
 def test_env_sleep_skips_time_and_fires_the_timers_on_the_way():
     async def main():
-        async with await WorkflowEnvironment.start_time_skipping() as env:
-            async with Worker(env.client, task_queue=QUEUE, workflows=[Reminder]):
-                before = await env.get_current_time()
-                handle = await env.client.start_workflow(Reminder.run, 3, id="remind-1", task_queue=QUEUE)
-                began = time.monotonic()
-                await env.sleep(timedelta(hours=5))
-                slept_wall_s = time.monotonic() - began
-                after = await env.get_current_time()
-                with env.auto_time_skipping_disabled():  # the timer fired during the sleep already
-                    fired_at = datetime.fromisoformat(await handle.result(timeout=10))
-                return before, after, fired_at, slept_wall_s
+        async with reminders() as env:
+            before = await env.get_current_time()
+            handle = await env.client.start_workflow(Reminder.run, 3, id="remind-1", task_queue=QUEUE)
+            began = time.monotonic()
+            await env.sleep(timedelta(hours=5))
+            slept_wall_s = time.monotonic() - began
+            after = await env.get_current_time()
+            with env.auto_time_skipping_disabled():  # the timer fired during the sleep already
+                fired_at = datetime.fromisoformat(await handle.result(timeout=10))
+            return before, after, fired_at, slept_wall_s
 
     before, after, fired_at, slept_wall_s = asyncio.run(main())
     assert timedelta(hours=5) <= after - before < timedelta(hours=5, minutes=1)
@@ -205,15 +213,14 @@ def test_a_timer_does_not_fire_while_the_activity_it_races_runs(eager):
 
 def test_auto_time_skipping_disabled_keeps_real_time_and_local_environments_never_skip():
     async def main():
-        async with await WorkflowEnvironment.start_time_skipping() as env:
-            async with Worker(env.client, task_queue=QUEUE, workflows=[Reminder]):
-                before = await env.get_current_time()
-                handle = await env.client.start_workflow(Reminder.run, 1, id="remind-2", task_queue=QUEUE)
-                with env.auto_time_skipping_disabled():
-                    with pytest.raises(TimeoutError):
-                        await handle.result(timeout=1)
-                real_only = await env.get_current_time() - before
-                fired_at = datetime.fromisoformat(await handle.result(timeout=10))  # skipping again
+        async with reminders() as env:
+            before = await env.get_current_time()
+            handle = await env.client.start_workflow(Reminder.run, 1, id="remind-2", task_queue=QUEUE)
+            with env.auto_time_skipping_disabled():
+                with pytest.raises(TimeoutError):
+                    await handle.result(timeout=1)
+            real_only = await env.get_current_time() - before
+            fired_at = datetime.fromisoformat(await handle.result(timeout=10))  # skipping again
         async with await WorkflowEnvironment.start_local() as local:
             assert not local.supports_time_skipping
             async with Worker(local.client, task_queue=QUEUE, workflows=[Reminder]):

@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.support.crash_workflow_checks import COMPLETED, Starter, start_processes
+from tests.support.crash_workflow_checks import (COMPLETED, Runs, Starter, check_the_events_topic,
+                                                 histories_from_the_client, open_activities, start_processes)
 from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE
 from tests.support.engines import Process, combined_worker_process, engine_process
 from tests.support.history import EventLog
@@ -67,7 +68,8 @@ class ChaosRig:
                  workflows: list[str], activities: list[str] = (), effects_dir: Path | None = None) -> None:
         self.bootstrap, self.namespace, self.queue = bootstrap, namespace, queue
         env = {} if effects_dir is None else {EFFECTS_DIR_VARIABLE: str(effects_dir)}
-        self.engine: Process = engine_process(bootstrap, namespace, engine_id, tmp_path / "state", tmp_path)
+        self.state_dir = tmp_path / "state"
+        self.engine: Process = engine_process(bootstrap, namespace, engine_id, self.state_dir, tmp_path)
         self.workers: list[Process] = [
             combined_worker_process(bootstrap, namespace, queue, f"w{n}", tmp_path, workflows=workflows,
                                     activities=activities, **env)
@@ -83,6 +85,22 @@ class ChaosRig:
         progress = kill_at_random_moments(rng, self.engine, self.workers, ids, self.starter, self.events)
         self.starter.close()
         return progress
+
+    def finish(self, count: int, sample_ids: list[str]) -> Runs:
+        """Once `count` workflows completed: stop the workers (each must have lived), ask the
+        client for the histories of `sample_ids`, stop the engine cleanly and check the
+        events topic (`check_the_events_topic`). Returns the runs it holds. Stuck, it stops
+        every process and says which activities the engine still held open."""
+        try:
+            self.events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= count, timeout=180)
+        except TimeoutError:
+            for p in (*self.workers, self.engine):
+                p.stop()
+            raise AssertionError(f"stuck; open activities: {open_activities(self.state_dir)}") from None
+        stop_workers_that_lived(self.workers)
+        sample = histories_from_the_client(self.bootstrap, self.namespace, sample_ids)
+        self.engine.stop()
+        return check_the_events_topic(self.events, sample)
 
     def stop(self) -> None:
         self.events.close()

@@ -160,6 +160,17 @@ def assert_client_sees_the_events_topic(fetched: dict[str, list], runs: Runs) ->
         assert history == [e.as_history_event() for e in runs[run_id]], run_id
 
 
+def check_the_events_topic(events: EventLog, fetched: dict[str, list]) -> Runs:
+    """Read the events topic to its end (every process stopped: no late duplicate hides),
+    check that nothing was written twice and that what the client answered (`fetched`, from
+    `histories_from_the_client`) is what the topic holds. Returns the runs it holds."""
+    events.read_to_end(timeout=60)
+    runs = runs_from_events(events)
+    assert_nothing_written_twice(events, runs)
+    assert_client_sees_the_events_topic(fetched, runs)
+    return runs
+
+
 def open_activities(state_dir: Path) -> list[dict]:
     """The activities a (stopped) engine's partitions still hold open."""
     found = []

@@ -4,7 +4,6 @@ shows them, and its history replays cleanly."""
 
 from __future__ import annotations
 
-import pytest
 
 from streamproc import workflow
 from streamproc.workflow.definition import WorkflowDefinition
@@ -28,13 +27,6 @@ class Tally:
             raise workflow.ApplicationError("tally broke", type="TallyError")
         return {"count": count, "cron": workflow.info().cron_schedule,
                 "after": None if failure is None else f"{type(failure).__name__}: {failure}"}
-
-
-@pytest.fixture
-def d(tmp_path):
-    driver = WorkflowDriver(tmp_path / "wf")
-    yield driver
-    driver.close()
 
 
 def run_once(d: WorkflowDriver) -> tuple[int, list[dict]]:

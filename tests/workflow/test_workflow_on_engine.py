@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import pytest
 
 from streamproc import workflow
 from streamproc.activity.payloads import decode
@@ -63,13 +62,6 @@ class StickyWorker:
         self.d.h.send(Record.command("ACTIVITY_TASK", "START", {"attempt": 1, "identity": "act"}, key=task.key))
         self.d.h.send(Record.command("ACTIVITY_TASK", "COMPLETE", {"attempt": 1, "result": f'"{result}"'},
                                     key=task.key))
-
-
-@pytest.fixture
-def d(tmp_path):
-    driver = WorkflowDriver(tmp_path / "wf")
-    yield driver
-    driver.close()
 
 
 def test_order_workflow_completes_on_the_engine_and_its_history_replays(d):

@@ -1,0 +1,20 @@
+"""Command-line switches shared by the benchmarks (argparse, nothing else imported: `run.py`
+parses its arguments before it imports the rest)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_worker_mode_options(parser: argparse.ArgumentParser) -> None:
+    """The workers' opt-in modes that a benchmark can compare against their defaults."""
+    parser.add_argument("--job-start-unconfirmed", action="store_true",
+                        help="job workers run a handler as soon as START is sent, without the engine's answer, "
+                             "so a quick handler's COMPLETE goes out with its START (the opt-in fast path that may "
+                             "run a handler twice; job scenarios)")
+    parser.add_argument("--no-eager-activities", action="store_true",
+                        help="workflow workers send every activity through its task queue, none started on the "
+                             "answering worker (workflow scenarios)")
+    parser.add_argument("--checkpoint-local-activities", action="store_true",
+                        help="workflow workers answer a task after each local activity, so each step is on the "
+                             "log before the next runs (workflow scenarios; default: Temporal's way, one task)")
