@@ -2,8 +2,8 @@
 
 Timings need a quiet machine; these counts do not. An engine (4 partitions; `--engines N`
 share them), a client and workers run in this process against a real broker. For each
-shape (a workflow of one remote activity, of one local activity, of ten sequential local
-activities; a job, created and handled by a job worker) the tool runs `--count` of them
+shape (a workflow of one remote activity, of ten sequential remote activities, of one local
+activity, of ten sequential local activities; a job, created and handled by a job worker) the tool runs `--count` of them
 one at a time (each waited for: a transaction then carries one run's work, so the counts
 repeat exactly), then `--count` all in flight at once (transactions carry many runs:
 fewer transactions, more partitions each). It prints one JSON line per shape and pass,
@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.workflow_definitions import (  # noqa: E402
     OneActivity,
     OneLocalActivity,
+    SequentialActivities,
     SequentialLocalActivities,
     echo,
 )
@@ -49,8 +50,8 @@ from streamproc.kafka.changelog import HISTORY_EVENTS  # noqa: E402
 from streamproc.state.families import Family  # noqa: E402
 
 QUEUE = "cost"
-SHAPES = {"1_activity": (OneActivity, 1), "1_local_activity": (OneLocalActivity, 1),
-          "10_sequential_local": (SequentialLocalActivities, 10)}
+SHAPES = {"1_activity": (OneActivity, 1), "10_sequential": (SequentialActivities, 10),
+          "1_local_activity": (OneLocalActivity, 1), "10_sequential_local": (SequentialLocalActivities, 10)}
 
 
 class WriteTally:
