@@ -1,7 +1,7 @@
 """Workflow tasks the engine hands straight back to this worker, on its replies partition.
 
-A worker that answers a workflow task, or completes an activity it ran eagerly for a run
-it has cached, asks for the run's next workflow task (Temporal's
+A worker that answers a workflow task, or completes an activity of a run it has cached
+(usually one it ran eagerly), asks for the run's next workflow task (Temporal's
 `return_new_workflow_task`). When the answer makes a new task, the engine sends that task
 as a reply to the command (on the replies partition it names) instead of writing it to
 `workflow-tasks.<queue>`: the worker runs it from its sticky cache, with no trip through
@@ -46,9 +46,11 @@ def is_handed_task(record: Record) -> bool:
 class HandedTasks:
     """The asks of one workflow worker and the tasks handed back to it."""
 
-    def __init__(self, replies: ReplyListener | None) -> None:
+    def __init__(self, replies: ReplyListener | None, cached_at: Callable[[str], int] = lambda run_id: 0) -> None:
         #: Where the TASK_COMPLETEs that ask are answered (None: not listening yet).
         self.replies = replies
+        #: The task a run's cached instance answered last (its scheduled event id; 0: none).
+        self.cached_at = cached_at
         self._tasks: list[Record] = []
         self._cond = threading.Condition()
         self._expect_until = 0.0
@@ -75,6 +77,23 @@ class HandedTasks:
         self.replies.expect(request_id, on_reply, LISTEN_S)
         self.expect()
         return request_id, self.replies.partition
+
+    def ask_after_activity(self, value: dict, run_id: str) -> Callable[[Reply], bool | None] | None:
+        """For an activity's answer (COMPLETE, FAIL) of run `run_id`: when the run is cached
+        here, ask in `value` for its next task, and return what hears a handed-back task
+        among the answer's replies (None: not asked)."""
+        after = self.cached_at(run_id) if run_id else 0
+        if not after:
+            return None
+        value["return_workflow_task_after"] = after
+        self.expect()
+
+        def on_reply(reply: Reply) -> bool:
+            if is_handed_task(reply.record):
+                self.put(reply.record)
+                return True
+            return False
+        return on_reply
 
     def expect(self) -> None:
         """A task may come back soon: look for it between polls."""

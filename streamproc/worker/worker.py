@@ -90,6 +90,9 @@ class Worker:
                                               **where) if activities else None
         if self.workflow_worker and self.activity_worker and not disable_eager_activity_execution:
             self.workflow_worker.handler.eager = EagerActivities(self.activity_worker)
+        if self.workflow_worker and self.activity_worker:
+            # An activity of a run cached here asks for the run's next task with its answer.
+            self.activity_worker.workflow_tasks = self.workflow_worker.handed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

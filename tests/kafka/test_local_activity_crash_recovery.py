@@ -6,7 +6,9 @@ run on two worker processes and one engine process while each is SIGKILLed at ra
 moments, five times. Afterwards, from the events topic as a read_committed reader sees
 it: every workflow has exactly one WORKFLOW_EXECUTION_COMPLETED with the right result and
 three markers, no history event was written twice, every history is well-formed, and
-every step ran. A step may have run more than once (a worker killed after the function
+every step ran. Once with the markers written at the task's end (Temporal's way), once with
+a task per step (`--checkpoint-local-activities`), whose next task the engine hands back
+to the worker. A step may have run more than once (a worker killed after the function
 ran and before its task completed leaves no marker): local activities are at least once.
 """
 
@@ -36,15 +38,17 @@ QUEUE = "crashy-local-flows"
 WORKFLOW = "tests.support.crash_workflows:ThreeLocalStepsAndATimer"
 
 
+@pytest.mark.parametrize("worker_options", [(), ("--checkpoint-local-activities",)],
+                         ids=["markers_at_task_end", "checkpointed_tasks_handed_back"])
 def test_local_activity_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
-        bootstrap, namespace, tmp_path):
+        bootstrap, namespace, tmp_path, worker_options):
     rng = random.Random(20261127)
     effects_dir = tmp_path / "effects"
     effects_dir.mkdir()
     ids = [f"local-crash-{n:04d}" for n in range(COUNT)]
     began = time.monotonic()
     with chaos_rig(bootstrap, namespace, tmp_path, "local-crashy", QUEUE, [WORKFLOW],
-                   effects_dir=effects_dir) as rig:
+                   effects_dir=effects_dir, worker_options=worker_options) as rig:
         events = rig.events
         progress = rig.chaos(rng, ids, workflow=ThreeLocalStepsAndATimer.run)
         assert rig.starter.started() == COUNT

@@ -76,3 +76,21 @@ def test_checkpointed_local_steps_get_their_next_task_handed_back(engine, disabl
     # each run's first task comes through the queue; with the path on, its next four come back
     assert stats.handed_back == (0 if disabled else 12)
     assert stats.completed == 15 and stats.history_fetches == 0
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_an_eager_activitys_completion_brings_the_next_task_back_with_it(engine, disabled):
+    with Worker(engine, task_queue=QUEUE, workflows=[RemoteSteps], activities=[add_one], identity="eager",
+                disable_workflow_task_hand_back=disabled) as worker:
+        handles = [engine.start_workflow(RemoteSteps.run, 4, id=f"remote-{disabled}-{n}", task_queue=QUEUE)
+                   for n in range(3)]
+        assert [h.result(60) for h in handles] == [4, 4, 4]
+        stats, activities = worker.workflow_worker.stats, worker.activity_worker.stats
+    for handle in handles:
+        types = _types(handle)
+        assert types.count("ACTIVITY_TASK_COMPLETED") == 4 and types.count("WORKFLOW_TASK_COMPLETED") == 5
+    assert activities.eager == 12
+    # each run's first task comes through the queue; with the path on, the task after each
+    # activity comes back with the activity's completion
+    assert stats.handed_back == (0 if disabled else 12)
+    assert stats.completed == 15 and stats.history_fetches == 0

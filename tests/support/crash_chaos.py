@@ -64,13 +64,14 @@ class ChaosRig:
     reader of the events topic; `chaos` starts the workflows while the processes are killed."""
 
     def __init__(self, bootstrap: str, namespace: str, tmp_path: Path, engine_id: str, queue: str,
-                 workflows: list[str], activities: list[str] = (), effects_dir: Path | None = None) -> None:
+                 workflows: list[str], activities: list[str] = (), effects_dir: Path | None = None,
+                 worker_options: tuple[str, ...] = ()) -> None:
         self.bootstrap, self.namespace, self.queue = bootstrap, namespace, queue
         env = {} if effects_dir is None else {EFFECTS_DIR_VARIABLE: str(effects_dir)}
         self.engine: Process = engine_process(bootstrap, namespace, engine_id, tmp_path / "state", tmp_path)
         self.workers: list[Process] = [
             combined_worker_process(bootstrap, namespace, queue, f"w{n}", tmp_path, workflows=workflows,
-                                    activities=activities, **env)
+                                    activities=activities, options=worker_options, **env)
             for n in (1, 2)]
         self.events = EventLog(bootstrap, namespace)
         self.starter: Starter | None = None
