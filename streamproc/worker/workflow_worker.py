@@ -64,7 +64,7 @@ __all__ = ["WorkflowWorker", "WorkflowWorkerStats"]
 MAX_BATCH = 100
 #: How long the polling thread waits for a handed-back task before polling the queue again,
 #: while it expects one.
-HANDED_WAIT_S = 0.005
+HANDED_WAIT_S = 0.002
 #: How long to wait for GET_HISTORY's pages before failing the task (the engine then
 #: sends the next attempt with the whole history).
 HISTORY_FETCH_TIMEOUT_S = 20.0

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from tests.support.crash_chaos import KILLS_EACH, chaos_rig, stop_workers_that_lived
+from tests.support.crash_chaos import KILLS_EACH, chaos_rig, stop_workers_that_lived, tasks_handed_back
 from tests.support.crash_workflow_checks import (
     COMPLETED,
     assert_client_sees_the_events_topic,
@@ -54,6 +54,8 @@ def test_local_activity_workflows_complete_exactly_once_while_engine_and_workers
         assert rig.starter.started() == COUNT
         events.read_until(lambda e: e.count_value("WORKFLOW", COMPLETED) >= COUNT, timeout=180)
         stop_workers_that_lived(rig.workers)
+        if worker_options:
+            assert tasks_handed_back(rig.workers) > 0, "no task was handed back: the path went untested"
         sample = histories_from_the_client(bootstrap, namespace, rng.sample(ids, 20))
         rig.engine.stop()
         events.read_to_end(timeout=60)

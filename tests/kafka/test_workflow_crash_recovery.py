@@ -6,7 +6,9 @@ SIGKILLed at random moments, at least five times each. Afterwards, from the even
 as a read_committed reader sees it: every workflow has exactly one
 WORKFLOW_EXECUTION_COMPLETED with the right result, no history event was written twice,
 every run's history is well-formed, and no activity step ran again after it completed
-(each attempt at most once, none after the one that completed).
+(each attempt at most once, none after the one that completed). The workers run the
+activities eagerly and get the task after each with its completion (handed back on their
+replies partition), as by default.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 import orjson
 import pytest
 
-from tests.support.crash_chaos import KILLS_EACH, chaos_rig, stop_workers_that_lived
+from tests.support.crash_chaos import KILLS_EACH, chaos_rig, stop_workers_that_lived, tasks_handed_back
 from tests.support.crash_workflow_checks import (
     COMPLETED,
     assert_client_sees_the_events_topic,
@@ -85,6 +87,10 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
                 p.stop()
             raise AssertionError(f"stuck; open activities: {open_activities(tmp_path / 'state')}") from None
         stop_workers_that_lived(rig.workers)
+        # The workers ask for the next task with each eager activity's completion (the default):
+        # the path the engine takes then is part of what the kills test.
+        handed_back = tasks_handed_back(rig.workers)
+        assert handed_back > 0, "no workflow task was handed back: the path went untested"
         sample = histories_from_the_client(bootstrap, namespace, rng.sample(ids, 20))
         # Stop the engine cleanly, then read the events topic to its end: no late duplicate hides.
         rig.engine.stop()
@@ -100,4 +106,5 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
         print(f"\n{COUNT} workflows, {KILLS_EACH} kills of the engine and of each of {len(rig.workers)} workers "
               f"in {chaos_s:.1f} s ((submitted, completed) at each kill: {progress}), all done in "
               f"{time.monotonic() - began:.1f} s; steps by attempts run to the end: {dict(attempts_per_step)}, "
-              f"by the attempt that completed them: {dict(final_attempts)}")
+              f"by the attempt that completed them: {dict(final_attempts)}; workflow tasks handed back to the "
+              f"workers' last lives: {handed_back}")

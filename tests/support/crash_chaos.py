@@ -5,6 +5,7 @@ child-workflow crash tests (through `ChaosRig`) and the takeover test."""
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import time
 from collections.abc import Iterator
@@ -28,6 +29,17 @@ def stop_workers_that_lived(workers: list) -> None:
     for w in workers:
         assert_lived(w)
         w.stop()
+
+
+def tasks_handed_back(workers: list) -> int:
+    """Workflow tasks the workers' last lives got as replies (the engine handed them back),
+    from the stats a worker logs when it stops (a SIGKILLed life logs none)."""
+    total = 0
+    for w in workers:
+        for line in w.log_text().splitlines():
+            if '"workflow_worker_stopped"' in line:
+                total += json.loads(line)["stats"].get("handed_back", 0)
+    return total
 
 
 def completed_workflows(events: EventLog) -> int:
