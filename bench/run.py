@@ -73,6 +73,9 @@ def main() -> int:
     parser.add_argument("--checkpoint-local-activities", action="store_true",
                         help="workflow workers answer a task after each local activity, so each step is on the "
                              "log before the next runs (workflow scenarios; default: Temporal's way, one task)")
+    parser.add_argument("--no-task-hand-back", action="store_true",
+                        help="workflow workers take every workflow task from the task queue, none handed back "
+                             "with the answer that made it (workflow scenarios)")
     parser.add_argument("--workflows", type=int, default=None,
                         help="workflows measured, instead of the scenario's own count (throughput and latency "
                              "workflow scenarios; e.g. the sizes a peer's bench uses)")
@@ -124,6 +127,9 @@ def main() -> int:
             if args.checkpoint_local_activities:
                 from bench.workflow_worker_main import CHECKPOINT_LOCAL_ENV
                 os.environ[CHECKPOINT_LOCAL_ENV] = "1"
+            if args.no_task_hand_back:
+                from bench.workflow_worker_main import NO_HAND_BACK_ENV
+                os.environ[NO_HAND_BACK_ENV] = "1"
         result = scenario_run(bench, args.quick, **kwargs)
     finally:
         broker = pid_cpu_seconds(broker_pid) - broker_before  # before a broker started here stops
@@ -132,7 +138,8 @@ def main() -> int:
     if bench.broker is not None:  # a broker started here is a child: its CPU is in ours too
         ours = max(0.0, ours - broker)
     extra = {"eager_activities": not args.no_eager_activities,
-             "checkpoint_local_activities": args.checkpoint_local_activities} \
+             "checkpoint_local_activities": args.checkpoint_local_activities,
+             "task_hand_back": not args.no_task_hand_back} \
         if args.scenario in WORKFLOW_SCENARIOS else {}
     if args.scenario.startswith("jobs_"):
         extra["job_start"] = "unconfirmed" if args.job_start_unconfirmed else "confirmed"

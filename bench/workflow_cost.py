@@ -242,6 +242,8 @@ def main() -> int:
     parser.add_argument("--checkpoint-local-activities", action="store_true",
                         help="the worker answers a workflow task after each local activity (a step on the log "
                              "before the next runs)")
+    parser.add_argument("--no-task-hand-back", action="store_true",
+                        help="every workflow task through the task queue, none handed back to the worker")
     parser.add_argument("--bootstrap", default=None, help="default STREAMPROC_BOOTSTRAP, or a local broker")
     args = parser.parse_args()
 
@@ -269,7 +271,8 @@ def main() -> int:
             with Client(bootstrap, namespace) as client, \
                     Worker(client, task_queue=QUEUE, workflows=workflows, activities=[echo], identity="cost",
                            disable_eager_activity_execution=args.no_eager_activities,
-                           checkpoint_local_activities=args.checkpoint_local_activities):
+                           checkpoint_local_activities=args.checkpoint_local_activities,
+                           disable_workflow_task_hand_back=args.no_task_hand_back):
                 for name in args.shape or [*SHAPES, "job"]:
                     runs = (_job_runs(bootstrap, namespace, client, args.job_start_unconfirmed) if name == "job"
                             else _workflow_runs(client, *SHAPES[name]))
@@ -283,6 +286,7 @@ def main() -> int:
                                     "engines": args.engines,
                                     "eager_activities": not args.no_eager_activities,
                                     "checkpoint_local_activities": args.checkpoint_local_activities,
+                                    "task_hand_back": not args.no_task_hand_back,
                                     "job_start_unconfirmed": args.job_start_unconfirmed,
                                     "in_flight": args.count if in_flight else 1, **counts}
                             print(json.dumps(line), file=result, flush=True)
