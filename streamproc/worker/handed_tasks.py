@@ -49,6 +49,9 @@ class HandedTasks:
     def __init__(self, replies: ReplyListener | None, cached_at: Callable[[str], int] = lambda run_id: 0) -> None:
         #: Where the TASK_COMPLETEs that ask are answered (None: not listening yet).
         self.replies = replies
+        #: Or the listener of another part of the process (an ActivityWorker's, once it
+        #: runs), shared rather than a second consumer reading a replies partition.
+        self.replies_of: Callable[[], ReplyListener | None] | None = None
         #: The task a run's cached instance answered last (its scheduled event id; 0: none).
         self.cached_at = cached_at
         self._tasks: list[Record] = []
@@ -62,7 +65,8 @@ class HandedTasks:
         None when there is no listener. `then` gets the answer's other replies (eager
         activity tasks, TASK_PROCESSED, a rejection) and says when they are over; a handed
         task ends them too (the engine writes it last)."""
-        if self.replies is None:
+        replies = self.replies if self.replies is not None else self.replies_of() if self.replies_of else None
+        if replies is None:
             return None
         request_id = uuid.uuid4().hex
 
@@ -74,9 +78,9 @@ class HandedTasks:
                 return True
             return True if then is None else bool(then(reply))
 
-        self.replies.expect(request_id, on_reply, LISTEN_S)
+        replies.expect(request_id, on_reply, LISTEN_S)
         self.expect()
-        return request_id, self.replies.partition
+        return request_id, replies.partition
 
     def ask_after_activity(self, value: dict, run_id: str) -> Callable[[Reply], bool | None] | None:
         """For an activity's answer (COMPLETE, FAIL) of run `run_id`: when the run is cached

@@ -90,9 +90,11 @@ class Worker:
                                               **where) if activities else None
         if self.workflow_worker and self.activity_worker and not disable_eager_activity_execution:
             self.workflow_worker.handler.eager = EagerActivities(self.activity_worker)
-        if self.workflow_worker and self.activity_worker:
-            # An activity of a run cached here asks for the run's next task with its answer.
-            self.activity_worker.workflow_tasks = self.workflow_worker.handed
+        if self.workflow_worker and self.activity_worker and self.workflow_worker.handed is not None:
+            # An activity of a run cached here asks for the run's next task with its answer; the
+            # workflow part hears its own answers on the activity part's replies listener.
+            handed = self.activity_worker.workflow_tasks = self.workflow_worker.handed
+            handed.replies_of = lambda: self.activity_worker.replies
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

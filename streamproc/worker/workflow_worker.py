@@ -172,7 +172,7 @@ class WorkflowWorker:
             lambda consumer: consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                                 on_lost=self._on_revoke),
             lambda consumer: None, self.task_queue, self.identity)
-        if self.handed is not None:
+        if self.handed is not None and self.handed.replies_of is None:  # none to share: a listener of its own
             self.handed.replies = ReplyListener(self.client.bootstrap, topics).start()
         membership.join()
         log.info("workflow_worker_started", task_queue=self.task_queue, identity=self.identity,

@@ -91,3 +91,13 @@ def test_the_cache_says_which_task_a_run_was_cached_at_and_nothing_while_it_runs
     assert cache.answered_event_id("run-1") == first.scheduled_event_id
     cache.take(first)  # taken by the task that runs now
     assert cache.answered_event_id("run-1") == 0
+
+
+def test_a_listener_shared_with_the_activity_part_is_used_once_it_runs():
+    handed = HandedTasks(None)
+    shared = []
+    handed.replies_of = lambda: shared[0] if shared else None
+    assert handed.listen() is None  # the activity part is not up yet: no ask
+    shared.append(Replies())
+    request_id, partition = handed.listen()
+    assert partition == 3 and request_id in shared[0].waiting
