@@ -240,25 +240,29 @@ class WorkflowWorker:
     def _expecting(self) -> bool:
         return self.handed is not None and self.handed.expecting()
 
-    def _handed_tasks(self, timeout_s: float) -> list[WorkflowTask]:
+    def _handed_tasks(self, timeout_s: float) -> list[tuple[WorkflowTask, int]]:
         """Tasks the engine handed back to this worker (whole: the engine hands back only a
-        task that fits one record)."""
+        task that fits one record), each with the engine's time on its record."""
         if self.handed is None:
             return []
         tasks = []
         for record in self.handed.take(timeout_s):
             try:
-                tasks.append(self._pages.add(record))
+                task = self._pages.add(record)
             except (ValueError, KeyError) as exc:
                 log.warning("workflow_task_unusable", handed_back=True, error=str(exc))
                 self.stats.skipped += 1
+                continue
+            if task is not None:
+                tasks.append((task, record.timestamp_ms))
         self.stats.handed_back += len(tasks)
-        return [task for task in tasks if task is not None]
+        return tasks
 
-    def _answer_batch(self, consumer: Consumer, messages: list[Message], handed: list[WorkflowTask] = ()) -> None:
+    def _answer_batch(self, consumer: Consumer, messages: list[Message],
+                      handed: list[tuple[WorkflowTask, int]] = ()) -> None:
         waiting: list[PendingAnswer] = []
-        for task in handed:  # nothing to commit for them: they came as replies
-            pending = self._run(task)
+        for task, scheduled_ms in handed:  # nothing to commit for them: they came as replies
+            pending = self._run(task, scheduled_ms)
             if pending is not None:
                 waiting.append(pending)
         if not messages:
