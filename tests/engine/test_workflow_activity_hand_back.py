@@ -102,3 +102,12 @@ def test_a_handed_back_task_whose_worker_died_times_out_and_goes_through_the_que
     assert (retry.value["attempt"], retry.value["first_event_id"]) == (2, 1)
     d.complete(key, [COMPLETE])
     d.check(key)
+
+
+def test_a_completion_for_a_run_that_closed_meanwhile_is_refused_and_hands_back_nothing(d):
+    key, _ = d.start()
+    activity_key, scheduled = eager_activity(d, key)
+    d.send("TERMINATE", workflow_id="w1", run_id="", reason="stop", identity="me")
+    (rejection,) = activity_complete(d, activity_key, after=scheduled)
+    assert rejection.rejection_type == "NOT_FOUND" and len(queued(d, key)) == 1
+    assert d.types(key)[-1] == "WORKFLOW_EXECUTION_TERMINATED"
