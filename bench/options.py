@@ -18,3 +18,6 @@ def add_worker_mode_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-local-activities", action="store_true",
                         help="workflow workers answer a task after each local activity, so each step is on the "
                              "log before the next runs (workflow scenarios; default: Temporal's way, one task)")
+    parser.add_argument("--no-task-hand-back", action="store_true",
+                        help="workflow workers take every workflow task from the task queue, none handed back "
+                             "with the answer that made it (workflow scenarios)")

@@ -119,6 +119,9 @@ def main() -> int:
             if args.checkpoint_local_activities:
                 from bench.workflow_worker_main import CHECKPOINT_LOCAL_ENV
                 os.environ[CHECKPOINT_LOCAL_ENV] = "1"
+            if args.no_task_hand_back:
+                from bench.workflow_worker_main import NO_HAND_BACK_ENV
+                os.environ[NO_HAND_BACK_ENV] = "1"
         result = scenario_run(bench, args.quick, **kwargs)
     finally:
         broker = pid_cpu_seconds(broker_pid) - broker_before  # before a broker started here stops
@@ -127,7 +130,8 @@ def main() -> int:
     if bench.broker is not None:  # a broker started here is a child: its CPU is in ours too
         ours = max(0.0, ours - broker)
     extra = {"eager_activities": not args.no_eager_activities,
-             "checkpoint_local_activities": args.checkpoint_local_activities} \
+             "checkpoint_local_activities": args.checkpoint_local_activities,
+             "task_hand_back": not args.no_task_hand_back} \
         if args.scenario in WORKFLOW_SCENARIOS else {}
     if args.scenario.startswith("jobs_"):
         extra["job_start"] = "unconfirmed" if args.job_start_unconfirmed else "confirmed"

@@ -2,8 +2,8 @@
 
 Timings need a quiet machine; these counts do not. An engine (4 partitions; `--engines N`
 share them), a client and workers run in this process against a real broker. For each
-shape (a workflow of one remote activity, of one local activity, of ten sequential local
-activities; a job, created and handled by a job worker) the tool runs `--count` of them
+shape (a workflow of one remote activity, of ten sequential remote activities, of one local
+activity, of ten sequential local activities; a job, created and handled by a job worker) the tool runs `--count` of them
 one at a time (each waited for: a transaction then carries one run's work, so the counts
 repeat exactly), then `--count` all in flight at once (transactions carry many runs:
 fewer transactions, more partitions each). It prints one JSON line per shape and pass,
@@ -42,6 +42,7 @@ from bench.options import add_worker_mode_options  # noqa: E402
 from bench.workflow_definitions import (  # noqa: E402
     OneActivity,
     OneLocalActivity,
+    SequentialActivities,
     SequentialLocalActivities,
     echo,
 )
@@ -50,8 +51,8 @@ from streamproc.kafka.changelog import HISTORY_EVENTS  # noqa: E402
 from streamproc.state.families import Family  # noqa: E402
 
 QUEUE = "cost"
-SHAPES = {"1_activity": (OneActivity, 1), "1_local_activity": (OneLocalActivity, 1),
-          "10_sequential_local": (SequentialLocalActivities, 10)}
+SHAPES = {"1_activity": (OneActivity, 1), "10_sequential": (SequentialActivities, 10),
+          "1_local_activity": (OneLocalActivity, 1), "10_sequential_local": (SequentialLocalActivities, 10)}
 
 
 class WriteTally:
@@ -262,7 +263,8 @@ def main() -> int:
             with Client(bootstrap, namespace) as client, \
                     Worker(client, task_queue=QUEUE, workflows=workflows, activities=[echo], identity="cost",
                            disable_eager_activity_execution=args.no_eager_activities,
-                           checkpoint_local_activities=args.checkpoint_local_activities):
+                           checkpoint_local_activities=args.checkpoint_local_activities,
+                           disable_workflow_task_hand_back=args.no_task_hand_back):
                 for name in args.shape or [*SHAPES, "job"]:
                     runs = (_job_runs(bootstrap, namespace, client, args.job_start_unconfirmed) if name == "job"
                             else _workflow_runs(client, *SHAPES[name]))
@@ -276,6 +278,7 @@ def main() -> int:
                                     "engines": args.engines,
                                     "eager_activities": not args.no_eager_activities,
                                     "checkpoint_local_activities": args.checkpoint_local_activities,
+                                    "task_hand_back": not args.no_task_hand_back,
                                     "job_start_unconfirmed": args.job_start_unconfirmed,
                                     "in_flight": args.count if in_flight else 1, **counts}
                             print(json.dumps(line), file=result, flush=True)

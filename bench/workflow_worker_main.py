@@ -3,7 +3,8 @@
 The benchmarks start this module as a child process (STREAMPROC_BOOTSTRAP and
 STREAMPROC_NAMESPACE name the broker and topics; BENCH_NO_EAGER_ACTIVITIES=1 turns eager
 activity execution off; BENCH_CHECKPOINT_LOCAL_ACTIVITIES=1 answers a workflow task after
-each local activity, so each step's marker is on the log before the next step runs).
+each local activity, so each step's marker is on the log before the next step runs;
+BENCH_NO_TASK_HAND_BACK=1 takes every workflow task from the task queue).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from streamproc.worker import Worker
 NO_EAGER_ENV = "BENCH_NO_EAGER_ACTIVITIES"
 #: Set by `bench/run.py --checkpoint-local-activities`.
 CHECKPOINT_LOCAL_ENV = "BENCH_CHECKPOINT_LOCAL_ACTIVITIES"
+#: Set by `bench/run.py --no-task-hand-back`.
+NO_HAND_BACK_ENV = "BENCH_NO_TASK_HAND_BACK"
 
 
 def main() -> None:
@@ -28,7 +31,8 @@ def main() -> None:
     with SyncClient() as client:
         Worker(client, task_queue=queue, workflows=WORKFLOWS, activities=ACTIVITIES,
                disable_eager_activity_execution=os.environ.get(NO_EAGER_ENV) == "1",
-               checkpoint_local_activities=os.environ.get(CHECKPOINT_LOCAL_ENV) == "1").run()
+               checkpoint_local_activities=os.environ.get(CHECKPOINT_LOCAL_ENV) == "1",
+               disable_workflow_task_hand_back=os.environ.get(NO_HAND_BACK_ENV) == "1").run()
 
 
 if __name__ == "__main__":

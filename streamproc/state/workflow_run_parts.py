@@ -45,6 +45,8 @@ class WorkflowTaskOut:
     updates: list[str] = field(default_factory=list)
     #: Scheduled only to carry updates: if every one is rejected, nothing is written.
     speculative: bool = False
+    #: Handed back to the worker that asked for it (a reply), not written to the task queue.
+    handed_back: bool = False
 
     def to_json(self) -> dict[str, Any]:
         doc = {"scheduled_event_id": self.scheduled_event_id, "attempt": self.attempt,
@@ -53,12 +55,14 @@ class WorkflowTaskOut:
             doc["updates"] = list(self.updates)
         if self.speculative:
             doc["speculative"] = True
+        if self.handed_back:
+            doc["handed_back"] = True
         return doc
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> WorkflowTaskOut:
         return cls(d["scheduled_event_id"], d["attempt"], d["scheduled_time_ms"], d.get("transient", False),
-                   list(d.get("updates", ())), d.get("speculative", False))
+                   list(d.get("updates", ())), d.get("speculative", False), d.get("handed_back", False))
 
 
 @dataclass(slots=True)

@@ -69,6 +69,8 @@ class ActivityAttempt:
         self.log = log.bind(activity_id=self.activity_id, activity_key=self.key, attempt=self.number,
                             activity_type=task.value["activity_type"])
         self.ctx: ActivityContext | None = None
+        #: Hears the run's next workflow task among the answer's replies, when it asked for it.
+        self._takes_task = None
         #: When START was sent (monotonic): the engine's deadlines are never earlier than ours.
         self.sent_at = time.monotonic()
         self._heartbeats = HeartbeatSender(throttle_interval(
@@ -204,12 +206,20 @@ class ActivityAttempt:
             return
         if pending is not NOTHING:
             self._send_heartbeat(pending)
-        self.worker.send(self.key, intent, {"attempt": self.number, **value},
-                         on_reply=self._on_answer, ttl_s=120)
+        value = {"attempt": self.number, **value}
+        handed = getattr(self.worker, "workflow_tasks", None)  # test doubles may lack it
+        self._takes_task = None
+        if handed is not None and intent in (A.COMPLETE, A.FAIL):
+            # The run's next workflow task rides back with the answer when the run is cached here.
+            self._takes_task = handed.ask_after_activity(value, self.task.get("run_id") or "")
+        self.worker.send(self.key, intent, value, on_reply=self._on_answer, ttl_s=120)
         self.worker.count(_SENT[intent])
 
     def _on_answer(self, reply: Reply) -> bool:
-        # Only a refusal matters: an accepted FAIL that is retried gets no reply at all.
+        # Only a refusal matters (an accepted FAIL that is retried gets no reply at all), and
+        # the run's next workflow task when the engine hands it back.
+        if self._takes_task is not None and self._takes_task(reply):
+            return True
         record = reply.record
         if record.record_type is RecordType.COMMAND_REJECTION:
             self.log.warning("activity_answer_rejected", answer=record.intent,

@@ -47,6 +47,7 @@ from streamproc.protocol.partitioning import partition_of_key
 from streamproc.protocol.records import ActivityIntent, Record, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.activity_attempt import ActivityAttempt
+from streamproc.worker.handed_tasks import HandedTasks
 from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.worker.task_intake import TaskIntake
@@ -112,6 +113,8 @@ class ActivityWorker:
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self.replies: ReplyListener | None = None
+        #: The workflow worker of this process that takes handed-back workflow tasks (None: none).
+        self.workflow_tasks: HandedTasks | None = None
         self.offsets = TaskOffsets()
         #: Attempts running here, with the time the engine gives each up (see task_leases).
         self.overdue = OverdueAttempts()

@@ -88,9 +88,28 @@ class EagerActivities:
     def ask(self, commands: list[dict]) -> tuple[list[dict], tuple[str, int] | None]:
         """`commands` (of a TASK_COMPLETE) asking to run eagerly the activities this worker
         holds a slot for, and the (request id, reply partition) the answer must carry to
-        hear the engine; the commands unchanged and None if there are none."""
+        hear the engine (on the activity worker's replies); the commands unchanged and
+        None if there are none."""
         replies = self.activities.replies
         if replies is None:
+            return commands, None
+        marked, reservation = self.reserve(commands)
+        if reservation is None:
+            return commands, None
+        return marked, self.listen(reservation)
+
+    def listen(self, reservation: _Reservation) -> tuple[str, int]:
+        """The (request id, reply partition) whose replies go to `reservation`, on the
+        activity worker's replies."""
+        replies = self.activities.replies
+        request_id = uuid.uuid4().hex
+        replies.expect(request_id, reservation.on_reply, LISTEN_S)
+        return request_id, replies.partition
+
+    def reserve(self, commands: list[dict]) -> tuple[list[dict], _Reservation | None]:
+        """`commands` asking to run eagerly the activities this worker holds a slot for, and
+        the reservation whose `on_reply` must hear the answer's replies (None: none asked)."""
+        if self.activities.replies is None:  # the activity worker is not up yet
             return commands, None
         held = 0
         marked = []
@@ -106,9 +125,7 @@ class EagerActivities:
             return commands, None
         reservation = _Reservation(self.activities, held, time.monotonic() + HOLD_SLOTS_S)
         self._held.append(reservation)
-        request_id = uuid.uuid4().hex
-        replies.expect(request_id, reservation.on_reply, LISTEN_S)
-        return marked, (request_id, replies.partition)
+        return marked, reservation
 
     def release_overdue(self) -> None:
         """Give back the slots of answers the engine has not answered in `HOLD_SLOTS_S`."""

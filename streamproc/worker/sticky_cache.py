@@ -83,6 +83,13 @@ class StickyCache(Generic[Instance]):
         entry = self._entries.get(run_id)
         return entry.instance if entry is not None else None
 
+    def answered_event_id(self, run_id: str) -> int:
+        """The WORKFLOW_TASK_SCHEDULED event id of the task the run's cached instance answered
+        last (0: the run is not cached, or its task is running now). Safe from any thread."""
+        entry = self._entries.get(run_id)
+        event_id = entry.answered.get("event_id") if entry is not None else None
+        return event_id if isinstance(event_id, int) else 0
+
     def evict(self, run_id: str) -> None:
         self._entries.pop(run_id, None)
 

@@ -51,7 +51,8 @@ class Worker:
                  graceful_shutdown_timeout: timedelta = timedelta(0),
                  data_converter: DataConverter | None = None,
                  disable_eager_activity_execution: bool = False, metrics: WorkerMetrics | None = None,
-                 checkpoint_local_activities: bool = False, **temporal_options: Any) -> None:
+                 checkpoint_local_activities: bool = False, disable_workflow_task_hand_back: bool = False,
+                 **temporal_options: Any) -> None:
         """`data_converter` defaults to the client's, as in Temporal. Activities that the
         workflows schedule on this queue run eagerly here when a slot is free (see
         `streamproc.worker.eager_activities`), unless `disable_eager_activity_execution`.
@@ -60,7 +61,7 @@ class Worker:
         answers workflow tasks one at a time, which never exceeds it. `graceful_shutdown_timeout`:
         how long a shutdown lets running activities finish before cancelling them.
         `metrics`: where both parts report (Prometheus; None: nowhere).
-        `checkpoint_local_activities`: see `WorkflowWorker`."""
+        `checkpoint_local_activities`, `disable_workflow_task_hand_back`: see `WorkflowWorker`."""
         refuse_options("Worker", temporal_options, WORKER_OPTIONS)
         ensure_logging_configured()  # its lines to standard error, not into the program's output
         workflows, activities = list(workflows), list(activities)
@@ -81,6 +82,7 @@ class Worker:
         self.task_queue = task_queue
         self.workflow_worker = WorkflowWorker(task_queue, workflows, max_cached_workflows=max_cached_workflows,
                                               checkpoint_local_activities=checkpoint_local_activities,
+                                              disable_workflow_task_hand_back=disable_workflow_task_hand_back,
                                               **where) if workflows else None
         self.activity_worker = ActivityWorker(task_queue, activities, max_concurrent=max_concurrent_activities,
                                               graceful_shutdown_timeout=graceful_shutdown_timeout,
@@ -88,6 +90,11 @@ class Worker:
                                               **where) if activities else None
         if self.workflow_worker and self.activity_worker and not disable_eager_activity_execution:
             self.workflow_worker.handler.eager = EagerActivities(self.activity_worker)
+        if self.workflow_worker and self.activity_worker and self.workflow_worker.handed is not None:
+            # An activity of a run cached here asks for the run's next task with its answer; the
+            # workflow part hears its own answers on the activity part's replies listener.
+            handed = self.activity_worker.workflow_tasks = self.workflow_worker.handed
+            handed.replies_of = lambda: self.activity_worker.replies
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

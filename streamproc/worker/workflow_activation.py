@@ -33,6 +33,7 @@ from streamproc.protocol.workflow_commands import CLOSE_COMMANDS
 
 if TYPE_CHECKING:
     from streamproc.worker.eager_activities import EagerActivities
+    from streamproc.worker.handed_tasks import HandedTasks
 
 __all__ = ["WorkflowTaskHandler", "HistoryUnavailable", "UNHANDLED_FAILURE", "not_registered"]
 
@@ -109,6 +110,8 @@ class WorkflowTaskHandler:
         self.fetches = 0
         #: Set when an ActivityWorker of this process runs the queue's activities eagerly.
         self.eager: EagerActivities | None = None
+        #: Set when answers ask for the run's next task back (see `handed_tasks`).
+        self.handed: HandedTasks | None = None
 
     def answer(self, task: WorkflowTask, wait: bool = True) -> Record | PendingAnswer | None:
         """TASK_COMPLETE or TASK_FAIL for `task` (None: a retried attempt failed again, left
@@ -177,16 +180,34 @@ class WorkflowTaskHandler:
             self.cache.evict(task.run_id)
         else:
             self.cache.keep(task, instance)
-        request = None
-        if self.eager is not None:
-            commands, request = self.eager.ask(commands)
-        extra = {}
+        commands, request, asks_next = self._listen(commands)
+        flags = {}
         if getattr(outcome, "force_new_task", False):  # a workflow task heartbeat: local activities run on
-            extra["attributes"] = orjson.dumps({"force_create_new_workflow_task": True}).decode()
+            flags["force_create_new_workflow_task"] = True
+        if asks_next:  # it runs the run's next task from its cache
+            flags["return_new_workflow_task"] = True
+        extra = {"attributes": orjson.dumps(flags).decode()} if flags else {}
         answer = self._command(task, WorkflowIntent.TASK_COMPLETE, commands=orjson.dumps(commands).decode(), **extra)
         if request is not None:
             answer.request_id, answer.reply_partition = request
         return answer
+
+    def _listen(self, commands: list[dict]) -> tuple[list[dict], tuple[str, int] | None, bool]:
+        """The commands (marked for eager execution where a slot is held), where the engine
+        answers the TASK_COMPLETE if it needs to (the eager activities it starts here, the
+        run's next task handed back), and whether it asks for that task (unless the run
+        closes)."""
+        reservation = None
+        if self.eager is not None:
+            commands, reservation = self.eager.reserve(commands)
+        asks_next = self.handed is not None and not any(c.get("type") in CLOSE_COMMANDS for c in commands)
+        if self.handed is not None and (reservation is not None or asks_next):
+            request = self.handed.listen(reservation.on_reply if reservation is not None else None)
+            if request is not None:
+                return commands, request, asks_next
+        if reservation is not None:  # not handing back: the activity worker's replies hear it
+            return commands, self.eager.listen(reservation), False
+        return commands, None, False
 
     def _instance_for(self, task: WorkflowTask, definition: Any) -> Instance:
         cached = self.cache.take(task)

@@ -41,6 +41,7 @@ from streamproc.converter import DataConverter
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import client_id, consumer_config
+from streamproc.kafka.replies import ReplyListener
 from streamproc.metrics.worker_metrics import WorkerMetrics
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
@@ -49,6 +50,7 @@ from streamproc.protocol.topics import check_task_queue
 from streamproc.worker.task_leases import OverdueAttempts
 from streamproc.worker.task_queue_membership import GROUP_TIMING, TaskQueueMembership
 from streamproc.worker.sticky_cache import StickyCache
+from streamproc.worker.handed_tasks import HandedTasks
 from streamproc.worker.workflow_activation import InstanceFactory, PendingAnswer, WorkflowTaskHandler
 from streamproc.worker.workflow_queries import QueryAnswerer
 from streamproc.worker.workflow_task_pages import TaskPageAssembler, WorkflowTask
@@ -60,6 +62,9 @@ __all__ = ["WorkflowWorker", "WorkflowWorkerStats"]
 
 #: Tasks taken from Kafka per poll: answers are flushed and offsets committed per batch.
 MAX_BATCH = 100
+#: How long the polling thread waits for a handed-back task before polling the queue again,
+#: while it expects one.
+HANDED_WAIT_S = 0.002
 #: How long to wait for GET_HISTORY's pages before failing the task (the engine then
 #: sends the next attempt with the whole history).
 HISTORY_FETCH_TIMEOUT_S = 20.0
@@ -86,6 +91,8 @@ class WorkflowWorkerStats:
     incomplete: int = 0
     #: Queries answered (from a cached run / after a replay).
     queries: int = 0
+    #: Tasks the engine handed back on the replies partition (not through the queue).
+    handed_back: int = 0
 
 
 class WorkflowWorker:
@@ -94,10 +101,12 @@ class WorkflowWorker:
                  identity: str | None = None, max_cached_workflows: int = 1000,
                  partitions: int | None = None, new_instance: InstanceFactory | None = None,
                  data_converter: DataConverter | None = None, metrics: WorkerMetrics | None = None,
-                 checkpoint_local_activities: bool = False) -> None:
+                 checkpoint_local_activities: bool = False, disable_workflow_task_hand_back: bool = False) -> None:
         """`checkpoint_local_activities`: answer a task after each local activity's outcome,
         so that its marker is on the log before the code's next local activity starts
-        (a task per step; off: Temporal's way, the markers go with the task's completion)."""
+        (a task per step; off: Temporal's way, the markers go with the task's completion).
+        `disable_workflow_task_hand_back`: answers do not ask for the run's next task back
+        (see `handed_tasks`); every task then comes through the task queue."""
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
@@ -126,6 +135,10 @@ class WorkflowWorker:
         self.handler = WorkflowTaskHandler(definitions, self.identity, new_instance,
                                            StickyCache(max_cached_workflows), self._fetch_history)
         self.queries = QueryAnswerer(definitions, self.handler.cache, new_instance, self._whole_history)
+        #: The tasks the engine hands back to this worker (its listener starts with `run`).
+        self.handed = None if disable_workflow_task_hand_back else HandedTasks(
+            None, self.handler.cache.answered_event_id)
+        self.handler.handed = self.handed
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self._pages = TaskPageAssembler()
@@ -159,6 +172,8 @@ class WorkflowWorker:
             lambda consumer: consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                                 on_lost=self._on_revoke),
             lambda consumer: None, self.task_queue, self.identity)
+        if self.handed is not None and self.handed.replies_of is None:  # none to share: a listener of its own
+            self.handed.replies = ReplyListener(self.client.bootstrap, topics).start()
         membership.join()
         log.info("workflow_worker_started", task_queue=self.task_queue, identity=self.identity,
                  workflows=sorted(self.handler.definitions))
@@ -166,7 +181,11 @@ class WorkflowWorker:
             while not self._stop.is_set():
                 membership.may_take_tasks()
                 consumer = membership.consumer
-                self._answer_batch(consumer, consume_available(consumer, MAX_BATCH, 0.1))
+                handed = self._handed_tasks(0.0)
+                messages = consume_available(consumer, MAX_BATCH, 0.0 if handed or self._expecting() else 0.1)
+                if not handed and not messages and self._expecting():
+                    handed = self._handed_tasks(HANDED_WAIT_S)
+                self._answer_batch(consumer, messages, handed)
                 if self.handler.eager is not None:
                     self.handler.eager.release_overdue()
             if self._last_offsets:  # the last asynchronous commits, made sure of
@@ -178,6 +197,8 @@ class WorkflowWorker:
             membership.consumer.close()  # leave the group at once: the queue's partitions move on
             if self.handler.eager is not None:
                 self.handler.eager.release_all()
+            if self.handed is not None and self.handed.replies is not None:
+                self.handed.replies.close()
             self.client.close_workflow_requests()
             self.local_activities.close()
             log.info("workflow_worker_stopped", task_queue=self.task_queue,
@@ -216,12 +237,40 @@ class WorkflowWorker:
             self._last_offsets.pop((tp.topic, tp.partition), None)
 
     # answering ----------------------------------------------------------------------------
-    def _answer_batch(self, consumer: Consumer, messages: list[Message]) -> None:
+    def _expecting(self) -> bool:
+        return self.handed is not None and self.handed.expecting()
+
+    def _handed_tasks(self, timeout_s: float) -> list[tuple[WorkflowTask, int]]:
+        """Tasks the engine handed back to this worker (whole: the engine hands back only a
+        task that fits one record), each with the engine's time on its record."""
+        if self.handed is None:
+            return []
+        tasks = []
+        for record in self.handed.take(timeout_s):
+            try:
+                task = self._pages.add(record)
+            except (ValueError, KeyError) as exc:
+                log.warning("workflow_task_unusable", handed_back=True, error=str(exc))
+                self.stats.skipped += 1
+                continue
+            if task is not None:
+                tasks.append((task, record.timestamp_ms))
+        self.stats.handed_back += len(tasks)
+        return tasks
+
+    def _answer_batch(self, consumer: Consumer, messages: list[Message],
+                      handed: list[tuple[WorkflowTask, int]] = ()) -> None:
+        waiting: list[PendingAnswer] = []
+        for task, scheduled_ms in handed:  # nothing to commit for them: they came as replies
+            pending = self._run(task, scheduled_ms)
+            if pending is not None:
+                waiting.append(pending)
         if not messages:
+            # Their answers go out with the producer's linger: no offsets wait on them.
+            self.handler.answer_when_local_activities_end(waiting, self._send_answer)
             return
         ends: dict[tuple[str, int], int] = {}
         firsts: dict[tuple[str, int], int] = {}
-        waiting: list[PendingAnswer] = []
         for msg in messages:
             if msg.error() is not None:
                 log.warning("workflow_task_consume_error", error=str(msg.error()))
@@ -278,9 +327,14 @@ class WorkflowWorker:
             return
         if record.value.get("pages", 1) > 1:
             self.stats.paged += 1
+        return self._run(task, record.timestamp_ms)
+
+    def _run(self, task: WorkflowTask, scheduled_ms: int | None = None) -> PendingAnswer | None:
+        """Run `task`'s code and send its answer, or return it while its local activities run."""
         metrics = self.metrics
-        if metrics is not None:  # scheduled: the engine's time on the task's record
-            metrics.task_started(self.task_queue, "workflow", record.timestamp_ms, time.time_ns() // 1_000_000)
+        if metrics is not None:
+            if scheduled_ms is not None:  # scheduled: the engine's time on the task's record
+                metrics.task_started(self.task_queue, "workflow", scheduled_ms, time.time_ns() // 1_000_000)
             began = time.monotonic()
         answer = self.handler.answer(task, wait=False)
         if metrics is not None:

@@ -31,8 +31,11 @@ class WorkflowDriver:
     def send(self, intent: str, key: int = -1, request_id: str | None = None, reply_partition: int = 0,
              **value) -> tuple[list, list]:
         """Process one WORKFLOW command; returns (events and rejections, replies)."""
-        cmd = Record.command("WORKFLOW", intent, value, key=key, request_id=request_id,
-                             reply_partition=reply_partition)
+        return self.send_record(Record.command("WORKFLOW", intent, value, key=key, request_id=request_id,
+                                               reply_partition=reply_partition))
+
+    def send_record(self, cmd: Record) -> tuple[list, list]:
+        """Process one command of any value type; returns (events and rejections, replies)."""
         self.h.proc.process(codec.encode(cmd), None, self.h.position)
         self.h.position += 1
         replies = [codec.decode(codec.encode(r)) for _, r in self.h.proc.output.replies]

@@ -6,7 +6,9 @@ run on two worker processes and one engine process while each is SIGKILLed at ra
 moments, five times. Afterwards, from the events topic as a read_committed reader sees
 it: every workflow has exactly one WORKFLOW_EXECUTION_COMPLETED with the right result and
 three markers, no history event was written twice, every history is well-formed, and
-every step ran. A step may have run more than once (a worker killed after the function
+every step ran. Once with the markers written at the task's end (Temporal's way), once with
+a task per step (`--checkpoint-local-activities`), whose next task the engine hands back
+to the worker. A step may have run more than once (a worker killed after the function
 ran and before its task completed leaves no marker): local activities are at least once.
 """
 
@@ -18,7 +20,7 @@ import time
 
 import pytest
 
-from tests.support.crash_chaos import KILLS_EACH, chaos_rig
+from tests.support.crash_chaos import KILLS_EACH, chaos_rig, tasks_handed_back
 from tests.support.crash_workflow_checks import check_completed_once
 from tests.support.crash_workflows import ThreeLocalStepsAndATimer, read_effects
 
@@ -29,18 +31,22 @@ QUEUE = "crashy-local-flows"
 WORKFLOW = "tests.support.crash_workflows:ThreeLocalStepsAndATimer"
 
 
+@pytest.mark.parametrize("worker_options", [(), ("--checkpoint-local-activities",)],
+                         ids=["markers_at_task_end", "checkpointed_tasks_handed_back"])
 def test_local_activity_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
-        bootstrap, namespace, tmp_path):
+        bootstrap, namespace, tmp_path, worker_options):
     rng = random.Random(20261127)
     effects_dir = tmp_path / "effects"
     effects_dir.mkdir()
     ids = [f"local-crash-{n:04d}" for n in range(COUNT)]
     began = time.monotonic()
     with chaos_rig(bootstrap, namespace, tmp_path, "local-crashy", QUEUE, [WORKFLOW],
-                   effects_dir=effects_dir) as rig:
+                   effects_dir=effects_dir, worker_options=worker_options) as rig:
         progress = rig.chaos(rng, ids, workflow=ThreeLocalStepsAndATimer.run)
         assert rig.starter.started() == COUNT
         runs = rig.finish(COUNT, rng.sample(ids, 20))
+        if worker_options:  # the workers' last lives logged what they were handed
+            assert tasks_handed_back(rig.workers) > 0, "no task was handed back: the path went untested"
         check_completed_once(runs, ids, local=True)
         ran = collections.Counter((e["workflow_id"], e["step"]) for e in read_effects(effects_dir))
         assert set(ran) == {(w, step) for w in ids for step in (1, 2, 3)}, "every step ran"

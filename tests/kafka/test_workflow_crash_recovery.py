@@ -6,7 +6,9 @@ SIGKILLed at random moments, at least five times each. Afterwards, from the even
 as a read_committed reader sees it: every workflow has exactly one
 WORKFLOW_EXECUTION_COMPLETED with the right result, no history event was written twice,
 every run's history is well-formed, and no activity step ran again after it completed
-(each attempt at most once, none after the one that completed).
+(each attempt at most once, none after the one that completed). The workers run the
+activities eagerly and get the task after each with its completion (handed back on their
+replies partition), as by default.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 import orjson
 import pytest
 
-from tests.support.crash_chaos import KILLS_EACH, chaos_rig
+from tests.support.crash_chaos import KILLS_EACH, chaos_rig, tasks_handed_back
 from tests.support.crash_workflow_checks import check_completed_once, open_activities
 from tests.support.crash_workflows import read_effects
 
@@ -71,10 +73,15 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
         assert rig.starter.started() == COUNT
         runs = rig.finish(COUNT, rng.sample(ids, 20))
         assert open_activities(rig.state_dir) == []
+        # The workers ask for the next task with each eager activity's completion (the default):
+        # the path the engine takes then is part of what the kills test.
+        handed_back = tasks_handed_back(rig.workers)
+        assert handed_back > 0, "no workflow task was handed back: the path went untested"
         by_workflow = check_completed_once(runs, ids)
         attempts_per_step, final_attempts = _check_side_effects(read_effects(effects_dir), runs, by_workflow)
         assert max(final_attempts) > 1, "no kill caught an activity running: the retry path went untested"
         print(f"\n{COUNT} workflows, {KILLS_EACH} kills of the engine and of each of {len(rig.workers)} workers "
               f"in {chaos_s:.1f} s ((submitted, completed) at each kill: {progress}), all done in "
               f"{time.monotonic() - began:.1f} s; steps by attempts run to the end: {dict(attempts_per_step)}, "
-              f"by the attempt that completed them: {dict(final_attempts)}")
+              f"by the attempt that completed them: {dict(final_attempts)}; workflow tasks handed back to the "
+              f"workers' last lives: {handed_back}")

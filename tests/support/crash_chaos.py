@@ -5,6 +5,7 @@ child-workflow crash tests (through `ChaosRig`) and the takeover test."""
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import time
 from collections.abc import Iterator
@@ -29,6 +30,17 @@ def stop_workers_that_lived(workers: list) -> None:
     for w in workers:
         assert_lived(w)
         w.stop()
+
+
+def tasks_handed_back(workers: list) -> int:
+    """Workflow tasks the workers' last lives got as replies (the engine handed them back),
+    from the stats a worker logs when it stops (a SIGKILLed life logs none)."""
+    total = 0
+    for w in workers:
+        for line in w.log_text().splitlines():
+            if '"workflow_worker_stopped"' in line:
+                total += json.loads(line)["stats"].get("handed_back", 0)
+    return total
 
 
 def completed_workflows(events: EventLog) -> int:
@@ -65,14 +77,15 @@ class ChaosRig:
     reader of the events topic; `chaos` starts the workflows while the processes are killed."""
 
     def __init__(self, bootstrap: str, namespace: str, tmp_path: Path, engine_id: str, queue: str,
-                 workflows: list[str], activities: list[str] = (), effects_dir: Path | None = None) -> None:
+                 workflows: list[str], activities: list[str] = (), effects_dir: Path | None = None,
+                 worker_options: tuple[str, ...] = ()) -> None:
         self.bootstrap, self.namespace, self.queue = bootstrap, namespace, queue
         env = {} if effects_dir is None else {EFFECTS_DIR_VARIABLE: str(effects_dir)}
         self.state_dir = tmp_path / "state"
         self.engine: Process = engine_process(bootstrap, namespace, engine_id, self.state_dir, tmp_path)
         self.workers: list[Process] = [
             combined_worker_process(bootstrap, namespace, queue, f"w{n}", tmp_path, workflows=workflows,
-                                    activities=activities, **env)
+                                    activities=activities, options=worker_options, **env)
             for n in (1, 2)]
         self.events = EventLog(bootstrap, namespace)
         self.starter: Starter | None = None

@@ -38,9 +38,12 @@ class ActivityOwner(Protocol):
         """Why a client may not request the cancellation of activity `key`; None if it may."""
 
     def activity_closed(self, ctx: ProcessingContext, key: int, meta: ActivityMeta, state: ActivityState,
-                        last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any]) -> None:
+                        last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any],
+                        hand_back_after: int = 0) -> None:
         """The activity closed (`close_intent`: COMPLETED, FAILED, TIMED_OUT, CANCELED) with
-        `fields` for its close event; `started`: whether the closing attempt had started."""
+        `fields` for its close event; `started`: whether the closing attempt had started.
+        `hand_back_after`: the answering worker asks for what follows (its owner's next
+        workflow task) as a reply; 0 if it does not."""
 
 
 class StandaloneOwner:
@@ -50,7 +53,8 @@ class StandaloneOwner:
         return None
 
     def activity_closed(self, ctx: ProcessingContext, key: int, meta: ActivityMeta, state: ActivityState,
-                        last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any]) -> None:
+                        last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any],
+                        hand_back_after: int = 0) -> None:
         started_event_id = meta.take_event_id() if started else 0
         if started:
             ctx.out.event(ValueType.ACTIVITY_TASK, ActivityIntent.STARTED, key, event_value(

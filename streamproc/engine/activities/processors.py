@@ -212,7 +212,8 @@ def complete(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
         return
     outcome = complete_attempt(state, to_datetime(ctx.now_ms))
-    closing_events(ctx, cmd.key, meta, state, outcome.last_failure, A.COMPLETED, result=result)
+    closing_events(ctx, cmd.key, meta, state, outcome.last_failure, A.COMPLETED, hand_back_after=_asks_next(cmd, ctx),
+                   result=result)
     ctx.activities.remove(cmd.key, meta)
     _accepted(cmd, ctx, meta, state)
 
@@ -235,7 +236,7 @@ def fail(cmd: Record, ctx: ProcessingContext) -> None:
     if isinstance(outcome, ActivityRetry):
         _retry(cmd.key, meta, outcome, ctx)
         return
-    closing_events(ctx, cmd.key, meta, state, outcome.last_failure, A.FAILED,
+    closing_events(ctx, cmd.key, meta, state, outcome.last_failure, A.FAILED, hand_back_after=_asks_next(cmd, ctx),
                    failure=cmd.value["failure"], retry_state=outcome.retry_state.name)
     ctx.activities.remove(cmd.key, meta)
 
@@ -346,6 +347,12 @@ def _accepted(cmd: Record, ctx: ProcessingContext, meta: ActivityMeta, state) ->
         ctx.out.reply(ACT, A.ANSWER_ACCEPTED, cmd.key, event_value(meta, state))
 
 
+def _asks_next(cmd: Record, ctx: ProcessingContext) -> int:
+    """The workflow task the answering worker has the run cached at, when it asks for the
+    run's next task back and listens for it (0: it does not)."""
+    return cmd.value.get("return_workflow_task_after") or 0 if ctx.out.caller_listens else 0
+
+
 def _loads(text: str | None) -> Any:
     return orjson.loads(text) if text else None
 
@@ -364,6 +371,7 @@ ACTIVITY_PROCESSORS = {
 
 
 def closing_events(ctx: ProcessingContext, key: int, meta: ActivityMeta, state, last_failure, close_intent: str,
-                   started: bool = True, **fields: Any) -> None:
+                   started: bool = True, hand_back_after: int = 0, **fields: Any) -> None:
     """The activity closed: its owner writes what it writes (see `owners.py`)."""
-    ctx.activity_owner(meta).activity_closed(ctx, key, meta, state, last_failure, close_intent, started, fields)
+    ctx.activity_owner(meta).activity_closed(ctx, key, meta, state, last_failure, close_intent, started, fields,
+                                             hand_back_after)

@@ -109,8 +109,10 @@ class WorkflowActivityOwner:
                 f"run: the workflow cancels it (REQUEST_CANCEL_ACTIVITY_TASK)")
 
     def activity_closed(self, ctx: ProcessingContext, key: int, meta: ActivityMeta, state: ActivityState,
-                        last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any]) -> None:
-        """The activity machinery closed an owned activity: its events go to the run."""
+                        last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any],
+                        hand_back_after: int = 0) -> None:
+        """The activity machinery closed an owned activity: its events go to the run, and the
+        next workflow task to the worker that asked for it, if it may have it (`deliver`)."""
         run_key, scheduled_id = meta.workflow.run_key, meta.workflow.scheduled_event_id
         run = ctx.workflows.get(run_key)
         if run is None or scheduled_id not in run.activities:
@@ -134,5 +136,5 @@ class WorkflowActivityOwner:
             run.activities[scheduled_id].closed = True  # forgotten when the buffer flushes
         else:
             del run.activities[scheduled_id]
-        RunWriter(ctx, run_key, run).deliver(events)
+        RunWriter(ctx, run_key, run).deliver(events, hand_back_after)
         ctx.workflows.put(run_key, run)

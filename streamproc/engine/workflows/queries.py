@@ -12,6 +12,9 @@ the engine wrote before it, so the worker applies those first (a signal then a q
 sees the signal). Events buffered while a task is out reach the code only with the next
 task: a query that arrives then waits in the run's state and goes out right after that
 task (or when the run closes), as Temporal holds a query until the task in flight ends.
+So does a query that arrives while a task handed back to its worker is out (it went to the
+worker's replies partition, not before the query on the task partition): it goes out when
+that task completes, or after the next one if events were buffered meanwhile.
 A run waiting out its first-task backoff (a delayed start, a cron run before its time)
 has run no code yet: its query is refused at once (INVALID_STATE), as Temporal refuses it.
 """
@@ -64,7 +67,7 @@ def query(cmd: Record, ctx: ProcessingContext) -> None:
         return
     waiting = {"query_type": v["query_type"], "input": v["input"], "request_id": cmd.request_id or "",
                "reply_partition": cmd.reply_partition}
-    if run.is_open and run.task is not None and (run.buffered or run.admitted_updates()):
+    if run.is_open and run.task is not None and (run.buffered or run.admitted_updates() or run.task.handed_back):
         run.waiting_queries.append(waiting)
         ctx.workflows.put(run_key, run)
     else:

@@ -112,15 +112,19 @@ class RunWriter:
                 else:
                     del run.children[attributes["initiated_event_id"]]
 
-    def deliver(self, events: list[PendingEvent]) -> None:
+    def deliver(self, events: list[PendingEvent], hand_back_after: int = 0) -> None:
         """Events from outside a workflow task (an activity closed, a timer fired, a cancel
-        request): appended with a new workflow task, or buffered while one is out."""
-        if self.run.task is not None:
-            self.run.buffered.extend(events)
+        request): appended with a new workflow task, or buffered while one is out.
+        `hand_back_after`: the command's caller (the worker that ran an eager activity)
+        has the run cached as of the task scheduled at that event id and asks for the next
+        task as a reply; it gets it when that is the run's last completed task."""
+        run = self.run
+        if run.task is not None:
+            run.buffered.extend(events)
             return
         self.append_all(events)
-        if BACKOFF_START not in self.run.deadlines:  # a run in its first-task backoff waits
-            self.schedule_task()
+        if BACKOFF_START not in run.deadlines:  # a run in its first-task backoff waits
+            self.schedule_task(hand_back=hand_back_after > 0 and hand_back_after == run.task_history_from)
 
     def end_backoff_now(self) -> None:
         """A run waiting out its first-task backoff (a start delay, a cron time, a retry
@@ -150,12 +154,17 @@ class RunWriter:
                         events=event_count, history_size_bytes=run.history_size_bytes)
 
     # workflow tasks ------------------------------------------------------------------------
-    def schedule_task(self, *, speculative: bool = False) -> None:
+    def schedule_task(self, *, speculative: bool = False, hand_back: bool = False) -> None:
         """WORKFLOW_TASK_SCHEDULED (or, for a retried attempt, its transient copy shown only to
         the worker), its timeout armed, and the task published with the history and the
         updates waiting for the code. A `speculative` task only carries updates: its
         Scheduled is written (like a transient one's) only if it completes with more than
-        rejections, so a rejected update leaves no history, as in Temporal."""
+        rejections, so a rejected update leaves no history, as in Temporal.
+        `hand_back`: the command's caller asked for the task (Temporal's
+        return_new_workflow_task): it goes to the caller's replies partition instead of the
+        task queue when it fits one record (the caller has the run cached: no hop through
+        the queue). Its timeout runs as for any task: a worker that dies with it lets it
+        time out and the next attempt goes through the queue."""
         ctx, run_key, run = self.ctx, self.key, self.run
         attempt = run.task_attempt
         attributes = _scheduled_attributes(run, attempt)
@@ -174,17 +183,22 @@ class RunWriter:
         ctx.workflow_timers.arm(run_key, run, TASK_TIME_OUT, ctx.now_ms + attributes["start_to_close_timeout_ms"])
         first_event_id = run.task_history_from or 1
         pages = history_pages(ctx, run_key, first_event_id, run.next_event_id - 1, shown)
+        handed_back = hand_back and len(pages) == 1 and not speculative and ctx.out.caller_listens
         for page, history in enumerate(pages):
-            ctx.out.task(run.task_queue, run_key, {
-                "workflow_id": run.workflow_id, "run_id": run.run_id,
-                "workflow_type": run.workflow_type, "task_queue": run.task_queue,
-                "attempt": attempt, "scheduled_event_id": event_id, "event_time_ms": ctx.now_ms,
-                "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages),
-                "attributes": _carried_updates(run, updates)},
-                WF, WorkflowIntent.WORKFLOW_TASK)
-        self._send_waiting_queries()
+            value = {"workflow_id": run.workflow_id, "run_id": run.run_id,
+                     "workflow_type": run.workflow_type, "task_queue": run.task_queue,
+                     "attempt": attempt, "scheduled_event_id": event_id, "event_time_ms": ctx.now_ms,
+                     "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages),
+                     "attributes": _carried_updates(run, updates)}
+            if handed_back:
+                ctx.out.reply(WF, WorkflowIntent.WORKFLOW_TASK, run_key, value)
+            else:
+                ctx.out.task(run.task_queue, run_key, value, WF, WorkflowIntent.WORKFLOW_TASK)
+        run.task.handed_back = handed_back
+        if not handed_back:  # a handed-back task's worker answers the queries after it (`queries.py`)
+            self.send_waiting_queries()
 
-    def _send_waiting_queries(self) -> None:
+    def send_waiting_queries(self) -> None:
         """The queries that waited for this task (or the close): after it, on the same partition."""
         if self.run.waiting_queries:
             send_query_tasks(self.ctx, self.key, self.run, self.run.waiting_queries)
@@ -240,7 +254,7 @@ class RunWriter:
                                            "event_time_ms": ctx.now_ms, "attributes": attributes})
         abort_updates(ctx, run_key, run)
         on_run_closed(ctx, run, event_type, attributes)
-        self._send_waiting_queries()
+        self.send_waiting_queries()
         ctx.workflow_timers.disarm_all(run_key, run)
         for entry in run.activities.values():
             found = ctx.activities.get(entry.key)

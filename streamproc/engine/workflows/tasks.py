@@ -55,6 +55,7 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"commands is not valid JSON: {exc}")
         return
     identity = cmd.value["identity"]
+    scheduled_before = run.task.scheduled_event_id
     writer = RunWriter(ctx, cmd.key, run)
     try:
         validated = validate(ctx, run, commands)
@@ -64,10 +65,15 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
     else:
         carried = list(run.task.updates)
         if run.task.speculative and all(kind is WorkflowCommandType.REJECT_UPDATE for kind, _ in validated) \
-                and not _forces_new_task(cmd):
+                and not _asks(cmd, FORCE_NEW_TASK):
             _drop_speculative_task(writer, validated)
         else:
+            handed_back = run.task.handed_back
             scheduled_id, started_id = writer.end_task(identity)
+            if handed_back and not run.buffered:
+                # Queries that came while it was out saw nothing new since: its worker answers
+                # them with the state its answer left (see `queries.py`).
+                writer.send_waiting_queries()
             completed_id = writer.append(E.WORKFLOW_TASK_COMPLETED, {
                 "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
             run.task_attempt = 1
@@ -76,25 +82,43 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
             needs_task = apply(writer, validated, completed_id, eager_for)
             if run.is_open:
                 updates.reject_unhandled(writer, carried)
-                if writer.flush_buffer() or needs_task or run.admitted_updates() or _forces_new_task(cmd):
-                    writer.schedule_task()
+                if writer.flush_buffer() or needs_task or run.admitted_updates() or _asks(cmd, FORCE_NEW_TASK):
+                    # As in Temporal, the new task (whatever made it: the worker's heartbeat,
+                    # buffered events) goes straight back to the worker that asked for it.
+                    writer.schedule_task(hand_back=_asks(cmd, RETURN_NEW_TASK))
     ctx.workflows.put(cmd.key, run)
-    # The last answer to a worker that listens: the eager activity tasks it got (if any)
-    # came before, so it can give back the slots it held for the others.
-    ctx.out.reply(ValueType.WORKFLOW, WorkflowIntent.TASK_PROCESSED, cmd.key, {
-        "workflow_id": run.workflow_id, "run_id": run.run_id,
-        "scheduled_event_id": cmd.value["scheduled_event_id"]})
+    # The last answer to a worker that asked for eager activities: the activity tasks it got
+    # (if any) came before, so it can give back the slots it held for the others. A task
+    # handed back is the last answer itself; a worker that only asked for one needs no
+    # answer when none comes.
+    handed_back = run.task is not None and run.task.handed_back and run.task.scheduled_event_id != scheduled_before
+    if _asked_eager(commands) and not handed_back:
+        ctx.out.reply(ValueType.WORKFLOW, WorkflowIntent.TASK_PROCESSED, cmd.key, {
+            "workflow_id": run.workflow_id, "run_id": run.run_id,
+            "scheduled_event_id": cmd.value["scheduled_event_id"]})
 
 
-def _forces_new_task(cmd: Record) -> bool:
-    """The worker asked for a new task whatever happens (Temporal's
-    force_create_new_workflow_task): its local activities are still running, and this
-    answer is a workflow task heartbeat that keeps the run's task out."""
+def _asked_eager(commands: object) -> bool:
+    return isinstance(commands, list) and any(isinstance(c, dict) and c.get("request_eager_execution")
+                                              for c in commands)
+
+
+#: The worker asks for a new task whatever happens (Temporal's force_create_new_workflow_task):
+#: its local activities are still running, and this answer is a workflow task heartbeat that
+#: keeps the run's task out (or, checkpointing, it records a step before the next).
+FORCE_NEW_TASK = "force_create_new_workflow_task"
+#: The worker asks for the next task, if the answer makes one, as a reply (Temporal's
+#: return_new_workflow_task): it has the run cached and runs it without the task queue.
+RETURN_NEW_TASK = "return_new_workflow_task"
+
+
+def _asks(cmd: Record, flag: str) -> bool:
+    """Whether the answer's attributes set `flag`."""
     try:
         attributes = orjson.loads(cmd.value.get("attributes") or "{}")
     except orjson.JSONDecodeError:
         return False
-    return isinstance(attributes, dict) and attributes.get("force_create_new_workflow_task") is True
+    return isinstance(attributes, dict) and attributes.get(flag) is True
 
 
 def _drop_speculative_task(writer: RunWriter, rejections: list) -> None:

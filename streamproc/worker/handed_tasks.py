@@ -1,0 +1,122 @@
+"""Workflow tasks the engine hands straight back to this worker, on its replies partition.
+
+A worker that answers a workflow task, or completes an activity of a run it has cached
+(usually one it ran eagerly), asks for the run's next workflow task (Temporal's
+`return_new_workflow_task`). When the answer makes a new task, the engine sends that task
+as a reply to the command (on the replies partition it names) instead of writing it to
+`workflow-tasks.<queue>`: the worker runs it from its sticky cache, with no trip through
+the task queue and its consumer group. The engine keeps the right to refuse (the task is
+too large for one record, the worker's cache is behind the run) and then writes the task
+to the queue as usual. A handed-back task is a dispatched task like any other: if this
+worker dies with it, it times out on the engine and the next attempt goes through the
+queue.
+
+Replies arrive on the listener's thread; the worker's polling thread takes them between
+its polls of the task queue (`take`). While it expects some (it asked within the last
+`EXPECT_S`), it polls the queue without waiting and waits here instead, so a task handed
+back is run at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from streamproc.kafka.replies import Reply, ReplyListener
+from streamproc.protocol.records import Record, RecordType, ValueType, WorkflowIntent
+
+__all__ = ["HandedTasks", "is_handed_task"]
+
+#: How long after an ask the worker keeps looking for a handed-back task between polls.
+EXPECT_S = 1.0
+#: How long an ask stays registered with the listener. The engine writes nothing back when
+#: the answer makes no new task (no record per answer for nothing), so an ask is only ever
+#: forgotten by this: a task handed back later than this is dropped, times out on the
+#: engine and is sent again through the queue.
+LISTEN_S = 10.0
+
+
+def is_handed_task(record: Record) -> bool:
+    return (record.value_type == ValueType.WORKFLOW and record.intent == WorkflowIntent.WORKFLOW_TASK
+            and record.record_type is RecordType.EVENT)
+
+
+class HandedTasks:
+    """The asks of one workflow worker and the tasks handed back to it."""
+
+    def __init__(self, replies: ReplyListener | None, cached_at: Callable[[str], int] = lambda run_id: 0) -> None:
+        #: Where the TASK_COMPLETEs that ask are answered (None: not listening yet).
+        self.replies = replies
+        #: Or the listener of another part of the process (an ActivityWorker's, once it
+        #: runs), shared rather than a second consumer reading a replies partition.
+        self.replies_of: Callable[[], ReplyListener | None] | None = None
+        #: The task a run's cached instance answered last (its scheduled event id; 0: none).
+        self.cached_at = cached_at
+        self._tasks: list[Record] = []
+        self._cond = threading.Condition()
+        self._expect_until = 0.0
+        #: Tasks handed back so far.
+        self.received = 0
+
+    def listen(self, then: Callable[[Reply], bool | None] | None = None) -> tuple[str, int] | None:
+        """A request id and replies partition for an answer that asks for the next task, or
+        None when there is no listener. `then` gets the answer's other replies (eager
+        activity tasks, TASK_PROCESSED, a rejection) and says when they are over; a handed
+        task ends them too (the engine writes it last)."""
+        replies = self.replies if self.replies is not None else self.replies_of() if self.replies_of else None
+        if replies is None:
+            return None
+        request_id = uuid.uuid4().hex
+
+        def on_reply(reply: Reply) -> bool:
+            if is_handed_task(reply.record):
+                self.put(reply.record)
+                if then is not None:
+                    then(reply)  # the last reply: slots not filled are given back
+                return True
+            return True if then is None else bool(then(reply))
+
+        replies.expect(request_id, on_reply, LISTEN_S)
+        self.expect()
+        return request_id, replies.partition
+
+    def ask_after_activity(self, value: dict, run_id: str) -> Callable[[Reply], bool | None] | None:
+        """For an activity's answer (COMPLETE, FAIL) of run `run_id`: when the run is cached
+        here, ask in `value` for its next task, and return what hears a handed-back task
+        among the answer's replies (None: not asked)."""
+        after = self.cached_at(run_id) if run_id else 0
+        if not after:
+            return None
+        value["return_workflow_task_after"] = after
+        self.expect()
+
+        def on_reply(reply: Reply) -> bool:
+            if is_handed_task(reply.record):
+                self.put(reply.record)
+                return True
+            return False
+        return on_reply
+
+    def expect(self) -> None:
+        """A task may come back soon: look for it between polls."""
+        self._expect_until = time.monotonic() + EXPECT_S
+
+    def expecting(self) -> bool:
+        return time.monotonic() < self._expect_until
+
+    def put(self, record: Record) -> None:
+        """A task the engine handed back (from the listener's thread)."""
+        with self._cond:
+            self._tasks.append(record)
+            self.received += 1
+            self._cond.notify_all()
+
+    def take(self, timeout_s: float = 0.0) -> list[Record]:
+        """The tasks handed back so far, waiting up to `timeout_s` for the first."""
+        with self._cond:
+            if not self._tasks and timeout_s > 0:
+                self._cond.wait(timeout_s)
+            tasks, self._tasks = self._tasks, []
+            return tasks

@@ -1,0 +1,96 @@
+"""The next workflow task handed straight back to the worker on a real broker: a worker that
+checkpoints its local activities gets each step's next task as a reply to its answer (no
+trip through the task queue), histories as the queue path writes them; with the option
+off every task comes through the queue."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from streamproc import activity, workflow
+from streamproc.client import Client
+from streamproc.clock import ManualClock
+from streamproc.semantics.workflow_events import EventType
+from streamproc.semantics.workflow_history import check_well_formed
+from streamproc.worker import Worker
+from tests.support.engines import EngineThread
+
+pytestmark = pytest.mark.kafka
+
+QUEUE = "hand-back"
+STEP = timedelta(seconds=10)
+
+
+@activity.defn
+def add_one(n: int) -> int:
+    return n + 1
+
+
+@workflow.defn
+class LocalSteps:
+    @workflow.run
+    async def run(self, steps: int) -> int:
+        n = 0
+        for _ in range(steps):
+            n = await workflow.execute_local_activity(add_one, n, start_to_close_timeout=STEP)
+        return n
+
+
+@workflow.defn
+class RemoteSteps:
+    @workflow.run
+    async def run(self, steps: int) -> int:
+        n = 0
+        for _ in range(steps):
+            n = await workflow.execute_activity(add_one, n, start_to_close_timeout=STEP)
+        return n
+
+
+def _types(handle) -> list[str]:
+    events = handle.fetch_history().events
+    assert check_well_formed([(e["event_id"], EventType[e["event_type"]], e["attributes"]) for e in events]) == []
+    return [e["event_type"] for e in events]
+
+
+@pytest.fixture
+def engine(bootstrap, namespace, tmp_path):
+    with EngineThread.on(bootstrap, namespace, tmp_path, "hand-back", partitions=2, clock=ManualClock()), \
+            Client(bootstrap, namespace) as client:
+        yield client
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_checkpointed_local_steps_get_their_next_task_handed_back(engine, disabled):
+    with Worker(engine, task_queue=QUEUE, workflows=[LocalSteps], identity="checkpointing",
+                checkpoint_local_activities=True, disable_workflow_task_hand_back=disabled) as worker:
+        handles = [engine.start_workflow(LocalSteps.run, 5, id=f"local-{disabled}-{n}", task_queue=QUEUE)
+                   for n in range(3)]
+        assert [h.result(60) for h in handles] == [5, 5, 5]
+        stats = worker.workflow_worker.stats
+    for handle in handles:
+        types = _types(handle)
+        # a task per step, the last step's marker going with the completion
+        assert types.count("MARKER_RECORDED") == 5 and types.count("WORKFLOW_TASK_COMPLETED") == 5
+    # each run's first task comes through the queue; with the path on, its next four come back
+    assert stats.handed_back == (0 if disabled else 12)
+    assert stats.completed == 15 and stats.history_fetches == 0
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_an_eager_activitys_completion_brings_the_next_task_back_with_it(engine, disabled):
+    with Worker(engine, task_queue=QUEUE, workflows=[RemoteSteps], activities=[add_one], identity="eager",
+                disable_workflow_task_hand_back=disabled) as worker:
+        handles = [engine.start_workflow(RemoteSteps.run, 4, id=f"remote-{disabled}-{n}", task_queue=QUEUE)
+                   for n in range(3)]
+        assert [h.result(60) for h in handles] == [4, 4, 4]
+        stats, activities = worker.workflow_worker.stats, worker.activity_worker.stats
+    for handle in handles:
+        types = _types(handle)
+        assert types.count("ACTIVITY_TASK_COMPLETED") == 4 and types.count("WORKFLOW_TASK_COMPLETED") == 5
+    assert activities.eager == 12
+    # each run's first task comes through the queue; with the path on, the task after each
+    # activity comes back with the activity's completion
+    assert stats.handed_back == (0 if disabled else 12)
+    assert stats.completed == 15 and stats.history_fetches == 0

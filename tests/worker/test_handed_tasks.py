@@ -1,0 +1,103 @@
+"""The worker side of handing the next workflow task back: which answers ask for it, how
+a handed-back task reaches the polling thread, and how it shares an answer's replies with
+eager activities (no broker: the replies listener is a fake)."""
+
+from __future__ import annotations
+
+import threading
+
+import orjson
+
+from streamproc.kafka.replies import Reply
+from streamproc.protocol.records import Record, RecordType
+from streamproc.worker.handed_tasks import HandedTasks
+from streamproc.worker.sticky_cache import StickyCache
+from streamproc.worker.workflow_activation import WorkflowTaskHandler
+from tests.worker.test_eager_activities import Replies
+from tests.worker.test_workflow_task_handler import COMPLETE, SCHEDULE, Definition, FakeInstance, Outcome, task
+from tests.support.workflow_tasks import first_task_history
+
+
+def workflow_task(key=9):
+    return Record(RecordType.EVENT, "WORKFLOW", "WORKFLOW_TASK", {}, key=key)
+
+
+def processed():
+    return Record(RecordType.EVENT, "WORKFLOW", "TASK_PROCESSED", {}, key=9)
+
+
+def handler(handed, *answers):
+    h = WorkflowTaskHandler({"Order": Definition("Order", list(answers))}, "worker-1", FakeInstance, StickyCache(10))
+    h.handed = handed
+    return h
+
+
+def test_an_answer_that_leaves_the_run_open_asks_for_the_next_task_and_a_closing_one_does_not():
+    replies = Replies()
+    asking = handler(HandedTasks(replies), Outcome([SCHEDULE])).answer(task(first_task_history()))
+    assert orjson.loads(asking.value["attributes"]) == {"return_new_workflow_task": True}
+    assert asking.reply_partition == 3 and asking.request_id in replies.waiting
+    closing = handler(HandedTasks(replies), Outcome([COMPLETE])).answer(task(first_task_history()))
+    assert closing.value.get("attributes") is None and closing.reply_partition < 0
+
+
+def test_no_ask_without_a_listener_or_with_the_path_off():
+    for handed in (HandedTasks(None), None):
+        answer = handler(handed, Outcome([SCHEDULE])).answer(task(first_task_history()))
+        assert answer.value.get("attributes") is None and answer.reply_partition < 0
+
+
+def test_a_handed_back_task_is_queued_for_the_polling_thread_and_ends_the_request():
+    replies = Replies()
+    handed = HandedTasks(replies)
+    request_id, partition = handed.listen()
+    assert partition == 3 and handed.expecting()
+    threading.Timer(0.05, replies.answer, (request_id, workflow_task())).start()
+    (got,) = handed.take(timeout_s=5)
+    assert got.key == 9 and handed.received == 1 and request_id not in replies.waiting
+
+
+def test_eager_replies_go_to_the_reservation_and_a_handed_back_task_ends_them():
+    replies = Replies()
+    seen = []
+    request_id, _ = HandedTasks(replies).listen(lambda reply: seen.append(reply.record.intent) or False)
+    replies.answer(request_id, Record(RecordType.EVENT, "ACTIVITY_TASK", "ACTIVITY_TASK", {}, key=1))
+    assert request_id in replies.waiting  # the reservation said: more may come
+    replies.answer(request_id, workflow_task())
+    assert seen == ["ACTIVITY_TASK", "WORKFLOW_TASK"] and request_id not in replies.waiting
+
+    request_id, _ = HandedTasks(replies).listen(lambda reply: True)
+    replies.answer(request_id, processed())
+    assert request_id not in replies.waiting
+
+
+def test_an_activity_of_a_cached_run_asks_for_the_runs_next_task_after_the_one_cached():
+    handed = HandedTasks(Replies(), cached_at={"run-1": 6}.get)
+    value = {"attempt": 1}
+    assert handed.ask_after_activity(value, "run-2") is None and value == {"attempt": 1}
+    takes = handed.ask_after_activity(value, "run-1")
+    assert value == {"attempt": 1, "return_workflow_task_after": 6} and handed.expecting()
+    rejection = Record(RecordType.COMMAND_REJECTION, "ACTIVITY_TASK", "COMPLETE", {}, key=1,
+                       rejection_type="INVALID_STATE", rejection_reason="over")
+    assert takes(Reply(rejection, 0)) is False  # the attempt's own callback reads it
+    assert takes(Reply(workflow_task(), 0)) is True and len(handed.take()) == 1
+
+
+def test_the_cache_says_which_task_a_run_was_cached_at_and_nothing_while_it_runs():
+    cache = StickyCache(10)
+    first = task(first_task_history())
+    assert cache.answered_event_id("run-1") == 0
+    cache.keep(first, object())
+    assert cache.answered_event_id("run-1") == first.scheduled_event_id
+    cache.take(first)  # taken by the task that runs now
+    assert cache.answered_event_id("run-1") == 0
+
+
+def test_a_listener_shared_with_the_activity_part_is_used_once_it_runs():
+    handed = HandedTasks(None)
+    shared = []
+    handed.replies_of = lambda: shared[0] if shared else None
+    assert handed.listen() is None  # the activity part is not up yet: no ask
+    shared.append(Replies())
+    request_id, partition = handed.listen()
+    assert partition == 3 and request_id in shared[0].waiting
