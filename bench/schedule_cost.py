@@ -38,6 +38,7 @@ from streamproc.due.checker import partition_checker  # noqa: E402
 from streamproc.engine.partition import PartitionProcessor  # noqa: E402
 from streamproc.kafka.changelog import changelog_records  # noqa: E402
 from streamproc.protocol import codec  # noqa: E402
+from streamproc.protocol.command_batches import pack  # noqa: E402
 from streamproc.protocol.partitioning import partition_for, routing_key_of  # noqa: E402
 from streamproc.protocol.records import Record, ScheduleIntent, ValueType  # noqa: E402
 from streamproc.state.db import PartitionDb  # noqa: E402
@@ -68,14 +69,18 @@ class Partitions:
         """Every partition's batch: applied, its records counted; returns the commands written,
         with the partition each goes to."""
         routed = []
-        for pid, (proc, db) in enumerate(zip(self.procs, self.dbs)):
+        for pid, proc in enumerate(self.procs):
             out = proc.output
-            if count:
-                self.records.update(events=len(out.events), commands=len(out.commands), tasks=len(out.tasks),
-                                    replies=len(out.replies), changelog=len(changelog_records(proc.writes.batch)))
+            own = []
             for cmd in out.commands:
                 routing = routing_key_of(cmd.value_type, cmd.value)
-                routed.append((pid if routing is None else partition_for(routing, self.count), cmd))
+                own.append((pid if routing is None else partition_for(routing, self.count), cmd))
+            own = pack(own)  # as the engine's batch writer does, per partition's output
+            routed += own
+            if count:
+                self.records.update(events=len(out.events), commands=len(own), tasks=len(out.tasks),
+                                    replies=len(out.replies), changelog=len(changelog_records(proc.writes.batch)))
+        for pid, (proc, db) in enumerate(zip(self.procs, self.dbs)):
             db.apply(proc.writes.batch, {"changelog_offset": self._position})
             proc.reset_batch()
             self.checkers[pid].refresh()
@@ -114,6 +119,7 @@ def one_burst(count: int, partitions: int, profiler: cProfile.Profile | None = N
                 began = time.process_time()
                 for pid, checker in enumerate(parts.checkers):
                     for cmd in checker.collect(clock.now_ms()):
+                        parts.records["due_commands"] += 1  # records on the log (a batch is one)
                         cmd.encoded = codec.encode(cmd)
                         parts.procs[pid].process_command(cmd, -1)
                 routed = parts.commit()
@@ -123,7 +129,7 @@ def one_burst(count: int, partitions: int, profiler: cProfile.Profile | None = N
                 began = time.process_time()
                 for pid, cmd in routed:
                     parts.send(pid, cmd)
-                    starts += cmd.value_type == ValueType.WORKFLOW
+                    starts += len(cmd.parts or (cmd,)) if cmd.value_type == ValueType.WORKFLOW else 0
                 parts.commit()
                 start_cpu += time.process_time() - began
             if profiler is not None:

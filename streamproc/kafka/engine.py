@@ -326,8 +326,9 @@ class Engine:
             part.processor.process_command(cmd, -1)
             touched.add(pid)
             if tally is not None:
-                due_ms = part.checker.due_ms_of(cmd)
-                tally.due(pid, cmd, None if due_ms is None else now - due_ms)
+                for one in cmd.parts or (cmd,):  # a batch's commands one by one
+                    due_ms = part.checker.due_ms_of(one)
+                    tally.due(pid, one, None if due_ms is None else now - due_ms)
         if due or fresh:
             self._begin_commit(commands, touched, due)
         elif commands:
