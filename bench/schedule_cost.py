@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -99,6 +101,22 @@ def _definition(workflow_id: str) -> str:
         "policy": {"overlap": "ALLOW_ALL"}}).decode()
 
 
+def _callgrind(command: str) -> int | None:
+    """Under `valgrind --tool=callgrind`: zero its counters (-z), or dump them (-d) and
+    return the instructions counted since (deterministic, whatever the machine's load)."""
+    if not os.environ.get("SCHEDULE_COST_CALLGRIND"):
+        return None
+    out_dir = Path(os.environ["SCHEDULE_COST_CALLGRIND"])
+    before = set(out_dir.glob("callgrind.out.*"))
+    subprocess.run(["callgrind_control", command, str(os.getpid())], check=True, capture_output=True)
+    if command != "-d":
+        return None
+    dumps = set(out_dir.glob("callgrind.out.*")) - before
+    totals = [int(line.split()[1]) for d in dumps for line in d.read_text().splitlines()
+              if line.startswith(("totals:", "summary:"))]
+    return max(totals) if totals else None
+
+
 def one_burst(count: int, partitions: int, profiler: cProfile.Profile | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         clock = ManualClock(start_ms=DUE_MS - 60_000)
@@ -115,6 +133,7 @@ def one_burst(count: int, partitions: int, profiler: cProfile.Profile | None = N
             starts = 0
             if profiler is not None:
                 profiler.enable()
+            _callgrind("-z")  # under valgrind: count from here
             while True:
                 began = time.process_time()
                 for pid, checker in enumerate(parts.checkers):
@@ -134,7 +153,8 @@ def one_burst(count: int, partitions: int, profiler: cProfile.Profile | None = N
                 start_cpu += time.process_time() - began
             if profiler is not None:
                 profiler.disable()
-            return {"trigger_us": trigger_cpu / count * 1e6, "start_us": start_cpu / count * 1e6,
+            instructions = _callgrind("-d")
+            return {"instructions": instructions, "trigger_us": trigger_cpu / count * 1e6, "start_us": start_cpu / count * 1e6,
                     "starts": starts, "records": {k: v / count for k, v in sorted(parts.records.items())}}
         finally:
             parts.close()
@@ -159,6 +179,8 @@ def main() -> None:
     print(json.dumps({"scenario": "schedule_action_cost", "schedules": args.count, "partitions": args.partitions,
                       "repeats": args.repeats, "cpu_us_per_action": {
                           "trigger": round(trigger), "start": round(start), "total": round(trigger + start)},
+                      **({"instructions_per_action": round(statistics.median(
+                          r["instructions"] for r in runs) / args.count)} if runs[0]["instructions"] else {}),
                       "records_per_action": {k: round(v, 3) for k, v in runs[-1]["records"].items()}}))
 
 

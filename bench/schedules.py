@@ -2,8 +2,9 @@
 
 schedule_fire_lag: schedules with one action each (an interval of 1 s bounded by start =
 end = the action time), one engine on 4 partitions, no worker (the start is what is
-measured). Burst: 10,000 actions due in the same second. Spread: 10,000 spread evenly over
-10 s: schedule times have a resolution of one second, so each schedule's jitter (up to
+measured; the runs' task timeout is 120 s, so none times out while the phases are
+measured). Burst: 10,000 actions due in the same second. Spread: 10,000 spread evenly
+over 10 s: schedule times have a resolution of one second, so each schedule's jitter (up to
 999 ms, deterministic per schedule) spreads the 1,000 of each second over it.
   lag_ms = WORKFLOW_EXECUTION_STARTED's timestamp - the action's due time (its nominal
   time plus its jitter; the burst has none). It includes the TRIGGER, the START to the
@@ -29,12 +30,17 @@ from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, ScheduleIntent, ValueType
 
 PARTITIONS = 4
+#: No worker takes the started workflows' tasks: each would time out and be scheduled again
+#: after its task timeout (10 s by default; a run timeout would also end them all at once),
+#: 10,000 commands as costly as the starts, falling on the next phase. The longest task
+#: timeout (120 s) and no run timeout keep both phases clear of them.
+WORKFLOW_TASK_TIMEOUT_MS = 120_000
 
 
 def _definition(first_ms: int, last_ms: int | None, every_ms: int, jitter_ms: int = 0) -> str:
     return orjson.dumps({
         "action": {"start_workflow": {"workflow_id": "", "workflow_type": "BenchTick", "task_queue": "bench-ticks",
-                                      "workflow_run_timeout_ms": 60_000}},
+                                      "workflow_task_timeout_ms": WORKFLOW_TASK_TIMEOUT_MS}},
         "spec": {"interval": [{"interval_ms": every_ms}], "start_time_ms": first_ms, "end_time_ms": last_ms,
                  "jitter_ms": jitter_ms},
         "policy": {"overlap": "ALLOW_ALL"}}).decode()
