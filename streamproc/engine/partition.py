@@ -125,9 +125,8 @@ class PartitionProcessor:
             self._writer.encode_pending_or_strip()
             self._writer.accept_into(self.output)
             return
-        for part in parts:
-            if command_batches.is_batch(part):  # unpack refuses nested batches; never recurse
-                continue
+        batch.parts = parts  # for whoever counts the commands processed
+        for part in parts:  # never a BATCH: `unpack` refuses nested ones
             self.process_command(part, position, now_ms)
 
     def _run(self, processor: Processor, cmd: Record, position: int, now_ms: int) -> None:
