@@ -127,7 +127,7 @@ class PartitionProcessor:
             return
         batch.parts = parts  # for whoever counts the commands processed
         for part in parts:  # never a BATCH: `unpack` refuses nested ones
-            self.process_command(part, position, now_ms)
+            self.process_command(part, position)  # at its own time, as if it came alone
 
     def _run(self, processor: Processor, cmd: Record, position: int, now_ms: int) -> None:
         cmd.value = codec.with_defaults(cmd.value_type, cmd.value)
