@@ -30,8 +30,11 @@ from streamproc.protocol.partitioning import ROUTING_FIELDS
 from streamproc.protocol.records import Record, RecordType, ScheduleIntent, ValueType, WorkflowIntent
 
 BATCH = "BATCH"
-#: The commands packed: the checker's wake-ups of schedules, and the starts they send.
-PACKED = frozenset({(ValueType.SCHEDULE, ScheduleIntent.TRIGGER), (ValueType.WORKFLOW, WorkflowIntent.START)})
+#: The commands packed: the checker's wake-ups of schedules, the starts they send, and
+#: what the workflows' partitions answer (a start refused, a workflow closed).
+PACKED = frozenset({(ValueType.SCHEDULE, ScheduleIntent.TRIGGER), (ValueType.WORKFLOW, WorkflowIntent.START),
+                    (ValueType.SCHEDULE, ScheduleIntent.WORKFLOW_START_FAILED),
+                    (ValueType.SCHEDULE, ScheduleIntent.WORKFLOW_CLOSED)})
 #: A batch's parts add up to at most this many bytes (far below the command size limit);
 #: a part larger than MAX_PART_BYTES travels alone, as the command it is.
 MAX_BATCH_BYTES = 256 * 1024

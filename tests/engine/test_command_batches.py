@@ -173,3 +173,15 @@ def test_a_part_that_is_refused_leaves_the_others_and_a_batch_that_cannot_be_rea
     parts.commit(0)
     assert [(e.intent, e.rejection_type) for e in parts.events] == [(BATCH, "INVALID_ARGUMENT")]
     assert "must name the intent of its parts" in parts.events[0].rejection_reason
+
+
+def test_workflows_answering_one_schedule_partition_send_one_batch_and_each_answer_is_heard(parts):
+    closed = [Record.command("SCHEDULE", "WORKFLOW_CLOSED", {"schedule_id": f"gone-{n}", "workflow_id": f"w{n}",
+                                                            "attributes": '{"status": "COMPLETED"}'})
+              for n in range(3)]
+    (_, batch), = pack([(0, c) for c in closed])
+    assert batch.intent == BATCH and batch.value_type == "SCHEDULE"
+    parts.send(0, codec.encode(batch))
+    parts.commit(0)
+    assert [(e.intent, e.rejection_type, e.value["schedule_id"]) for e in parts.events] == [
+        ("WORKFLOW_CLOSED", "NOT_FOUND", f"gone-{n}") for n in range(3)]
