@@ -39,6 +39,9 @@ PACKED = frozenset({(ValueType.SCHEDULE, ScheduleIntent.TRIGGER), (ValueType.WOR
 #: a part larger than MAX_PART_BYTES travels alone, as the command it is.
 MAX_BATCH_BYTES = 256 * 1024
 MAX_PART_BYTES = 64 * 1024
+#: And hold at most this many commands: the engine processes a bounded number of commands
+#: between two commits, counting a batch's parts (each may write a dozen records).
+MAX_BATCH_PARTS = 1000
 
 
 class BatchError(ValueError):
@@ -89,7 +92,7 @@ def pack(records: Iterable[tuple[int, Record]]) -> list[tuple[int, Record]]:
             group, parts, size = current
             first = parts[0]
             if (first.value_type, first.intent) == (record.value_type, record.intent) \
-                    and size + len(part) <= MAX_BATCH_BYTES:
+                    and size + len(part) <= MAX_BATCH_BYTES and len(parts) < MAX_BATCH_PARTS:
                 parts.append(record)
                 open_group[partition] = (group, parts, size + len(part))
                 continue
@@ -131,6 +134,8 @@ def unpack(batch: Record) -> list[Record]:
     intent = doc.get("intent")
     if not isinstance(intent, str) or not intent or intent == BATCH:
         raise BatchError(f"a BATCH's intent must name the intent of its parts (not BATCH), got {intent!r}")
+    if len(doc["parts"]) > MAX_BATCH_PARTS:
+        raise BatchError(f"a BATCH holds at most {MAX_BATCH_PARTS} commands, got {len(doc['parts'])}")
     records = []
     for i, part in enumerate(doc["parts"]):
         if not isinstance(part, dict) or not isinstance(part.get("value"), dict):

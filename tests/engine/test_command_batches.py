@@ -11,7 +11,16 @@ from streamproc.clock import ManualClock
 from streamproc.due.checker import partition_checker
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.protocol import codec
-from streamproc.protocol.command_batches import BATCH, MAX_BATCH_BYTES, MAX_PART_BYTES, is_batch, pack, unpack
+from streamproc.protocol.command_batches import (
+    BATCH,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_PARTS,
+    MAX_PART_BYTES,
+    BatchError,
+    is_batch,
+    pack,
+    unpack,
+)
 from streamproc.protocol.partitioning import partition_for, routing_key_of
 from streamproc.protocol.records import Record
 from streamproc.state.db import PartitionDb
@@ -35,6 +44,17 @@ def test_starts_for_one_partition_in_a_row_travel_as_one_batch_and_order_per_par
     assert [(p, r.intent, [x.value["workflow_id"] for x in unpack(r)] if is_batch(r) else r.value["workflow_id"])
             for p, r in packed] == [(0, BATCH, ["a", "c"]), (1, BATCH, ["b", "e"]), (0, "SIGNAL", "c"),
                                     (0, BATCH, ["d"])]
+
+
+def test_a_batch_holds_at_most_its_number_of_commands_and_a_larger_one_is_refused():
+    packed = pack([(0, Record.command("SCHEDULE", "TRIGGER", {"schedule_id": f"s{n}", "due_ms": 1}))
+                   for n in range(MAX_BATCH_PARTS + 1)])
+    assert [len(unpack(r)) for _, r in packed] == [MAX_BATCH_PARTS, 1]
+    parts = [{"value": {"schedule_id": f"s{n}"}} for n in range(MAX_BATCH_PARTS + 1)]
+    too_many = Record.command("SCHEDULE", BATCH, {"schedule_id": "s0", "attributes": orjson.dumps(
+        {"intent": "TRIGGER", "parts": parts}).decode()})
+    with pytest.raises(BatchError, match=f"at most {MAX_BATCH_PARTS} commands"):
+        unpack(too_many)
 
 
 def test_a_batch_read_back_from_the_log_holds_the_commands_as_written():
