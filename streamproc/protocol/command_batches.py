@@ -15,6 +15,9 @@ the command it is, at the batch's position, one after the other: each is accepte
 rejected on its own (a part that fails leaves the others), each part of a replayed batch
 is checked again as a replayed command would be. A client may send batches too.
 
+The engine processes at most `max_batch` commands from the log between two commits,
+counting a batch's parts: a poll of batches is taken in steps, the rest read again.
+
 What is packed: the commands in `PACKED`, when several for one partition follow one
 another in a transaction's output; a command is never moved past another one for the
 same partition, so the order of a partition's commands stays as written.
