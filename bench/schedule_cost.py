@@ -13,8 +13,16 @@ the record counts say how many produce calls the engine would make.
 
 Prints one JSON line: the median over `--repeats` of the CPU microseconds per action in
 the TRIGGER phase and the START phase, and the records per action by kind (events,
-commands, tasks, replies, changelog). `--profile FILE` writes a cProfile of one repeat's
-processing (`python -m pstats FILE`).
+commands, tasks, replies, changelog; `due_commands`: the checker's records). `--profile
+FILE` writes a cProfile of one repeat's processing (`python -m pstats FILE`).
+
+CPU time still varies with the machine's load; instructions do not. Under callgrind the
+tool also prints the instructions per action of each phase (the interpreter itself, not
+a launcher script, must run under valgrind):
+
+    mkdir -p /tmp/cg && SCHEDULE_COST_CALLGRIND=/tmp/cg PYTHONHASHSEED=0 valgrind \
+        --tool=callgrind --callgrind-out-file=/tmp/cg/callgrind.out.%p \
+        "$(python -c 'import sys; print(sys.executable)')" -m bench.schedule_cost --count 400 --repeats 1
 """
 
 from __future__ import annotations
