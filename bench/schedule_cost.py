@@ -20,8 +20,8 @@ CPU time still varies with the machine's load; instructions do not. Under callgr
 tool also prints the instructions per action of each phase (the interpreter itself, not
 a launcher script, must run under valgrind):
 
-    mkdir -p /tmp/cg && SCHEDULE_COST_CALLGRIND=/tmp/cg PYTHONHASHSEED=0 valgrind \
-        --tool=callgrind --callgrind-out-file=/tmp/cg/callgrind.out.%p \
+    mkdir -p cg && SCHEDULE_COST_CALLGRIND=cg PYTHONHASHSEED=0 valgrind \
+        --tool=callgrind --callgrind-out-file=cg/callgrind.out.%p \
         "$(python -c 'import sys; print(sys.executable)')" -m bench.schedule_cost --count 400 --repeats 1
 """
 
