@@ -137,6 +137,8 @@ def unpack(batch: Record) -> list[Record]:
     intent = doc.get("intent")
     if not isinstance(intent, str) or not intent or intent == BATCH:
         raise BatchError(f"a BATCH's intent must name the intent of its parts (not BATCH), got {intent!r}")
+    if not doc["parts"]:
+        raise BatchError("a BATCH holds no commands")
     if len(doc["parts"]) > MAX_BATCH_PARTS:
         raise BatchError(f"a BATCH holds at most {MAX_BATCH_PARTS} commands, got {len(doc['parts'])}")
     records = []

@@ -55,6 +55,9 @@ def test_a_batch_holds_at_most_its_number_of_commands_and_a_larger_one_is_refuse
         {"intent": "TRIGGER", "parts": parts}).decode()})
     with pytest.raises(BatchError, match=f"at most {MAX_BATCH_PARTS} commands"):
         unpack(too_many)
+    empty = Record.command("SCHEDULE", BATCH, {"schedule_id": "s0", "attributes": '{"intent": "TRIGGER", "parts": []}'})
+    with pytest.raises(BatchError, match="holds no commands"):
+        unpack(empty)
 
 
 def test_a_batch_read_back_from_the_log_holds_the_commands_as_written():
