@@ -10,7 +10,9 @@ over 10 s: schedule times have a resolution of one second, so each schedule's ji
   time plus its jitter; the burst has none). It includes the TRIGGER, the START to the
   workflow's partition and its processing; pass_lag_ms is the part until the schedule's
   pass (ACTION_STARTED's timestamp), start_after_pass_ms the rest (the START's way
-  through the log to its partition, and its processing).
+  through the log to its partition, and its processing). engine_cpu_ms_per_action: the
+  engine process's CPU from the last CREATED to the last start, per action (it idles until
+  the first is due); transactions: what it committed meanwhile.
 
 schedule_memory: N idle schedules (hourly, first action a day away) on 4 partitions.
   engine_rss_mb = the engine's peak RSS once all are created
@@ -26,7 +28,19 @@ import uuid
 
 import orjson
 
-from bench.common import Bench, EventTap, loadavg, log_time_ms, peak_rss_mb, percentiles, say, stop, wait_log
+from bench.common import (
+    Bench,
+    EventTap,
+    engine_counters,
+    loadavg,
+    log_time_ms,
+    peak_rss_mb,
+    percentiles,
+    pid_cpu_seconds,
+    say,
+    stop,
+    wait_log,
+)
 from streamproc.client import SyncClient
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, ScheduleIntent, ValueType
@@ -79,7 +93,10 @@ def run_fire_lag(bench: Bench, quick: bool) -> dict:
             schedules = [(f"{phase}-{n}", _definition(t, t, 1000, jitter_ms))
                          for n in range(count) for t in [first_ms + (n * spread // count) * 1000]]
             created_s = _create(client, tap, schedules)
+            counters, cpu_s = engine_counters(engine), pid_cpu_seconds(engine.pid)
             tap.wait(lambda: tap.count("WORKFLOW_EXECUTION_STARTED") >= count, 120, "every action's start")
+            cpu_s = pid_cpu_seconds(engine.pid) - cpu_s
+            transactions = engine_counters(engine)["transactions"] - counters["transactions"]
             tap.poll(0.5)
             taken = {e.value["workflow_id"]: (orjson.loads(e.value["attributes"])["actual_time_ms"], e.timestamp_ms)
                      for e in tap.decode("ACTION_STARTED")}
@@ -89,6 +106,9 @@ def run_fire_lag(bench: Bench, quick: bool) -> dict:
                           # the lag in two: to the schedule's pass (ACTION_STARTED), then to the start
                           "pass_lag_ms": percentiles([passed - due for _, due, passed in started]),
                           "start_after_pass_ms": percentiles([at - passed for at, _, passed in started]),
+                          # from the last CREATED to the last start (idle until the first is due)
+                          "engine_cpu_ms_per_action": round(cpu_s * 1000 / count, 3),
+                          "transactions": transactions,
                           "create_s": round(created_s, 2), "spread_s": spread, "jitter_ms": jitter_ms,
                           "rejections": tap.rejections()}
             say(phase, out[phase])
