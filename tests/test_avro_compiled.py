@@ -73,3 +73,11 @@ def test_types_it_does_not_compile_are_refused_when_compiling():
     with pytest.raises(NotImplementedError, match="map"):
         compile_schemas([schema], "M")
     json.dumps(schema)  # the schema itself is valid Avro: the refusal is ours
+
+
+@pytest.mark.parametrize("value_type, value", [
+    ("JOB", {"type": "t"}), ("WORKFLOW", {"workflow_id": "w", "attributes": "{}"}),
+    ("SCHEDULE", {"schedule_id": "s", "due_ms": 1_800_000_000_000}), ("ACTIVITY_TASK", {}), ("INCIDENT", {})])
+def test_a_value_with_unset_fields_encodes_as_with_every_default_filled_in(value_type, value):
+    record = Record.command(value_type, "X", value, key=5)
+    assert codec.encode(record) == _fastavro_bytes(codec._to_avro_dict(record))

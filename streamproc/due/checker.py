@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from streamproc.due.sources import DueSource, Item
+from streamproc.protocol.command_batches import pack
 from streamproc.protocol.records import Record
 
 #: A command written this long ago and still not seen processed is written again
@@ -50,7 +51,8 @@ class DueDateChecker:
         return max(0, self.next_fire_ms - now_ms)
 
     def collect(self, now_ms: int) -> list[Record]:
-        """Commands for everything due now that has no command in flight, at most the cap."""
+        """Commands for everything due now that has no command in flight, at most the cap
+        (of the commands, not of the records: the packable ones come in batches)."""
         if self.next_fire_ms is None or self.next_fire_ms > now_ms:
             return []
         commands: list[Record] = []
@@ -67,7 +69,9 @@ class DueDateChecker:
                 self._in_flight[item] = now_ms
                 commands.append(command)
         self._waiting_for_in_flight = not commands
-        return commands
+        # The schedules due at this pass wake up in one TRIGGER batch: one record on the log,
+        # each schedule still checked on its own when processed (`command_batches.py`).
+        return [cmd for _, cmd in pack((0, cmd) for cmd in commands)]
 
     def processed(self, command: Record) -> None:
         """The processor has handled one of our commands (accepted or rejected): forget it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from streamproc.protocol import codec
+from streamproc.protocol import codec, command_batches
 from streamproc.protocol.records import Record, RecordType
 
 
@@ -117,9 +117,12 @@ class RecordWriter:
 
     def encode_pending(self) -> None:
         """Encode the command's records now, so a record that cannot be encoded fails the
-        command that wrote it (and becomes its rejection), not the partition's transaction."""
+        command that wrote it (and becomes its rejection), not the partition's transaction.
+        A command that may travel in a batch is made its batch part instead (JSON, much
+        cheaper), unless it must travel alone (`protocol/command_batches.py`)."""
         for record in self._pending_records():
-            record.encoded = codec.encode(record)
+            if not (command_batches.packable(record) and command_batches.part_of(record) is not None):
+                record.encoded = codec.encode(record)
 
     def encode_pending_or_strip(self) -> None:
         """For rejections: if the repeated command cannot be encoded, drop its value."""

@@ -20,7 +20,7 @@ from streamproc.engine.workflows.activity_ids import addressed_by_ids
 from streamproc.engine.schedules.processors import SCHEDULE_PROCESSORS
 from streamproc.engine.workflows.processors import WORKFLOW_PROCESSORS
 from streamproc.engine.workflows.runs import HistoryLimitExceeded, terminate_at_history_limit
-from streamproc.protocol import codec
+from streamproc.protocol import codec, command_batches
 from streamproc.protocol.records import ActivityIntent, Record, RecordType, RejectionType, ValueType
 from streamproc.state.activities import Activities
 from streamproc.state.db import PartitionDb, PendingWrites
@@ -93,6 +93,9 @@ class PartitionProcessor:
         bytes go to the log too, but decoding them again would only cost time)."""
         if now_ms is None:
             now_ms = self.clock.now_ms()
+        if command_batches.is_batch(cmd):
+            self._process_batch(cmd, position, now_ms)
+            return
         self._writer.begin(cmd, position, now_ms)
         if cmd.record_type is not RecordType.COMMAND:
             self._writer.reject(cmd, RejectionType.UNKNOWN_COMMAND,
@@ -110,6 +113,21 @@ class PartitionProcessor:
         self.writes.accept()
         if self.on_processed is not None:
             self.on_processed(cmd)
+
+    def _process_batch(self, batch: Record, position: int, now_ms: int) -> None:
+        """Each command of a BATCH as the command it is, at the batch's position (see
+        `protocol/command_batches.py`); a batch whose parts cannot be read is rejected."""
+        try:
+            parts = command_batches.unpack(batch)
+        except command_batches.BatchError as exc:
+            self._writer.begin(batch, position, now_ms)
+            self._writer.reject(batch, RejectionType.INVALID_ARGUMENT, str(exc))
+            self._writer.encode_pending_or_strip()
+            self._writer.accept_into(self.output)
+            return
+        batch.parts = parts  # for whoever counts the commands processed
+        for part in parts:  # never a BATCH: `unpack` refuses nested ones
+            self.process_command(part, position)  # at its own time, as if it came alone
 
     def _run(self, processor: Processor, cmd: Record, position: int, now_ms: int) -> None:
         cmd.value = codec.with_defaults(cmd.value_type, cmd.value)

@@ -17,6 +17,7 @@ from streamproc.kafka.changelog import changelog_records
 from streamproc.engine.partition import PartitionProcessor
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.protocol import codec
+from streamproc.protocol.command_batches import pack
 from streamproc.protocol.partitioning import partition_for, routing_key_of
 from streamproc.protocol.records import Record, ValueType
 from streamproc.protocol.topics import Topics
@@ -54,11 +55,14 @@ class BatchWriter:
         framing = self._event_framing
         for record in out.events:
             self.write(self.topics.events, partition, record, framing.headers, framing.prefix)
+        routed = []
         for record in out.commands:
             # A command about a workflow or a schedule goes to its partition (a child's start,
             # a signal to another workflow, a schedule's start, the answer back), like a client's would.
             routing = routing_key_of(record.value_type, record.value)
-            target = partition if routing is None else partition_for(routing, self._partition_count)
+            routed.append((partition if routing is None else partition_for(routing, self._partition_count), record))
+        # Starts for one partition in a row travel as one BATCH command (`command_batches.py`).
+        for target, record in pack(routed):
             self.write(self.topics.commands, target, record)
         for queue, record in out.tasks:
             # Workflow tasks go by workflow id, so the pages of one task share a partition.

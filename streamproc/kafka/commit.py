@@ -109,7 +109,8 @@ class Committer:
         future = self._thread.submit(
             self.commit_transaction, producer, writer,
             [TopicPartition(self.topics.commands, pid, off) for pid, off in offsets.items()], group, deadline)
-        self.committing = Committing(future, touched, messages, len(due), writer, slot, deadline)
+        due_count = sum(len(cmd.parts or (cmd,)) for _, cmd in due)  # a batch's commands, not one
+        self.committing = Committing(future, touched, messages, due_count, writer, slot, deadline)
 
     def commit_transaction(self, producer: Producer, writer: BatchWriter, offsets: list[TopicPartition],
                            group, deadline: float) -> float:

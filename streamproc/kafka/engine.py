@@ -303,13 +303,19 @@ class Engine:
         p.stage = "process"
         fresh = [msg for msg in commands if not is_echo(msg)]
         self.stats.echoes += len(commands) - len(fresh)
-        # 1. Processors only stage writes (over the committing batch's) and follow-ups.
+        # 1. Processors only stage writes (over the committing batch's) and follow-ups, for at
+        #    most `max_batch` commands (a BATCH counts its parts): what is left is read again.
         touched: set[int] = set()
         tally = self._tally
-        for msg in fresh:
+        processed = 0
+        for i, msg in enumerate(fresh):
+            if processed >= self.max_batch:
+                commands = self._session.put_back(fresh[i:], commands)
+                break
             pid = msg.partition()
             cmd = self.partitions[pid].processor.process(msg.value(), msg.headers(), msg.offset())
             touched.add(pid)
+            processed += len(cmd.parts) if cmd is not None and cmd.parts else 1
             if tally is not None:
                 tally.command(pid, cmd)
         # 2. The previous batch must have committed before this one's transaction begins.
@@ -326,8 +332,9 @@ class Engine:
             part.processor.process_command(cmd, -1)
             touched.add(pid)
             if tally is not None:
-                due_ms = part.checker.due_ms_of(cmd)
-                tally.due(pid, cmd, None if due_ms is None else now - due_ms)
+                for one in cmd.parts or (cmd,):  # a batch's commands one by one
+                    due_ms = part.checker.due_ms_of(one)
+                    tally.due(pid, one, None if due_ms is None else now - due_ms)
         if due or fresh:
             self._begin_commit(commands, touched, due)
         elif commands:

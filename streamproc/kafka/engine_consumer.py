@@ -77,6 +77,20 @@ class EngineConsumer:
         self.check_in_group()
         return messages, commands
 
+    def put_back(self, unprocessed: list[Message], commands: list[Message]) -> list[Message]:
+        """Give back `unprocessed` (a suffix of each partition's messages of this poll): seek
+        each partition to its first one, so the next polls read them again; answers
+        `commands` without them and without what follows them in their partition."""
+        first: dict[int, int] = {}
+        for msg in unprocessed:
+            first.setdefault(msg.partition(), msg.offset())
+        for pid, offset in first.items():
+            try:
+                self.consumer.seek(TopicPartition(self.topics.commands, pid, offset))
+            except KafkaException as exc:
+                raise ClientFailure(Origin.CONSUMER, exc) from exc
+        return [m for m in commands if m.offset() < first.get(m.partition(), m.offset() + 1)]
+
     def check_in_group(self) -> None:
         """Raise (and mark the consumer dead) when it has been out of its group for
         `LEFT_OUT_REPLACE_S`: nothing else would tell, since such a consumer fails nothing."""

@@ -31,9 +31,11 @@ class BatchTally:
         self.due_lags_ms: dict[tuple[str, str], list[int]] = {}
 
     def command(self, partition: int, command: Record | None) -> None:
-        """A command from the log was processed (None: it could not be decoded)."""
+        """A command from the log was processed (None: it could not be decoded); a batch
+        that could be read counts as its commands."""
         if command is not None:
-            self.commands[(partition, command.value_type, command.intent)] += 1
+            for one in command.parts or (command,):  # a BATCH counts as the commands it holds
+                self.commands[(partition, one.value_type, one.intent)] += 1
         else:
             self.commands[(partition, *UNDECODABLE)] += 1
 

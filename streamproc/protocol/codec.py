@@ -105,7 +105,9 @@ def with_defaults(value_type: str, value: dict[str, Any] | None) -> dict[str, An
     return merged
 
 
-def _to_avro_dict(record: Record) -> dict[str, Any]:
+def _to_avro_dict(record: Record, value_defaults: bool = True) -> dict[str, Any]:
+    """The Avro datum of `record`; `value_defaults=False` leaves the value's unset fields
+    out (the compiled writer writes their defaults itself, without a merged copy)."""
     out = {
         "record_type": record.record_type.value,
         "value_type": record.value_type,
@@ -126,18 +128,17 @@ def _to_avro_dict(record: Record) -> dict[str, Any]:
     }
     field = VALUE_FIELDS.get(record.value_type)
     if field is not None and record.value is not None:
-        out[field] = with_defaults(record.value_type, record.value)
+        out[field] = with_defaults(record.value_type, record.value) if value_defaults else record.value
     return out
 
 
 def encode(record: Record) -> bytes:
-    datum = _to_avro_dict(record)
     try:
-        return _write_record(datum)
+        return _write_record(_to_avro_dict(record, value_defaults=False))
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         # The compiled writer does not say which field was wrong; fastavro's validation does.
         try:
-            fastavro.validation.validate(datum, RECORD_SCHEMA, raise_errors=True)
+            fastavro.validation.validate(_to_avro_dict(record), RECORD_SCHEMA, raise_errors=True)
         except fastavro.validation.ValidationError as explained:
             raise ValueError(f"record does not fit streamproc.Record: {schema_mismatch(explained)}") from None
         raise ValueError(f"record does not fit streamproc.Record: {type(exc).__name__}: {exc}") from None

@@ -236,6 +236,10 @@ class Record:
     reply_partition: int = -1
     #: The Avro bytes, once encoded by the processor that wrote the record.
     encoded: bytes | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: A command that travels in a batch (`command_batches.py`): its part's JSON, once made.
+    packed: bytes | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: A batch made in this process: its commands, so that processing it here needs no decoding.
+    parts: list[Record] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @classmethod
     def command(cls, value_type: str, intent: str, value: dict[str, Any] | None = None,

@@ -45,6 +45,15 @@ def test_a_tally_counts_commands_rejections_and_due_lags_per_batch():
     assert tally.size == 6
 
 
+def test_a_batch_of_commands_counts_as_the_commands_it_holds():
+    from streamproc.protocol.command_batches import pack
+
+    (_, batch), = pack([(0, Record.command("WORKFLOW", "START", {"workflow_id": f"w{n}"})) for n in range(3)])
+    tally = BatchTally()
+    tally.command(2, batch)
+    assert tally.commands == {(2, "WORKFLOW", "START"): 3}
+
+
 def test_committed_batches_add_up_in_the_engine_families(tmp_path):
     metrics = EngineMetrics()
     for lag_ms in (3, 700):

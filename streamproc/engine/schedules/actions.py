@@ -45,6 +45,24 @@ CANCEL_REASON = "cancelled by schedule overlap policy"
 TERMINATE_REASON = "terminated by schedule overlap policy"
 
 
+#: Compiled specs by their stored form: schedules sharing a spec (every hour, say) share
+#: its compiled search structures, and a pass does not rebuild them. Bounded: cleared
+#: when full.
+_COMPILED: dict[bytes, CompiledSpec] = {}
+COMPILED_SPECS_KEPT = 4096
+
+
+def compiled_spec(schedule: StoredSchedule) -> CompiledSpec:
+    """The schedule's compiled spec, built once per distinct spec (see `_COMPILED`)."""
+    key = orjson.dumps(schedule.spec)
+    spec = _COMPILED.get(key)
+    if spec is None:
+        if len(_COMPILED) >= COMPILED_SPECS_KEPT:
+            _COMPILED.clear()
+        spec = _COMPILED[key] = CompiledSpec.from_dict(schedule.spec)
+    return spec
+
+
 def seed_of(ctx: ProcessingContext, schedule: StoredSchedule) -> str:
     """The jitter seed: Temporal's `<namespace id>-<schedule id>`, with our namespace."""
     return f"{ctx.namespace}-{schedule.schedule_id}"
@@ -63,7 +81,7 @@ def scheduled_workflow_id(base: str, nominal_ms: int) -> str:
 def run_pass(ctx: ProcessingContext, schedule: StoredSchedule) -> None:
     """Take what is due now (see the module's steps); the caller stores the schedule."""
     now = ctx.now_ms
-    spec = CompiledSpec.from_dict(schedule.spec)
+    spec = compiled_spec(schedule)
     seed = seed_of(ctx, schedule)
     skipped = {"missed_catchup_window": 0, "buffer_dropped": 0, "overlap_skipped": 0}
     more = _buffer_automatic(ctx, schedule, spec, seed, now, skipped)
@@ -88,7 +106,7 @@ def arm_next(ctx: ProcessingContext, schedule: StoredSchedule, spec: CompiledSpe
     if at_ms is None and schedule.backfills:
         at_ms = ctx.now_ms
     if at_ms is None and not schedule.paused and not (schedule.limited_actions and schedule.remaining_actions <= 0):
-        spec = spec or CompiledSpec.from_dict(schedule.spec)
+        spec = spec or compiled_spec(schedule)
         upcoming = next_action_time(spec, seed_of(ctx, schedule), schedule.processed_ms)
         at_ms = None if upcoming is None else upcoming.actual_ms
     if at_ms is None:

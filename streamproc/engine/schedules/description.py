@@ -8,8 +8,8 @@ import dataclasses
 from typing import Any
 
 from streamproc.engine.processing import ProcessingContext
-from streamproc.engine.schedules.actions import seed_of
-from streamproc.semantics.schedule_spec import CompiledSpec, action_times
+from streamproc.engine.schedules.actions import compiled_spec, seed_of
+from streamproc.semantics.schedule_spec import action_times
 from streamproc.state.schedules import StoredSchedule
 
 #: Next action times a description lists (Temporal: 10), and a list entry (Temporal: 5).
@@ -26,7 +26,7 @@ def future_action_times(ctx: ProcessingContext, schedule: StoredSchedule, count:
         return []
     # A paused schedule is not woken, so its last pass may be long ago: list from now.
     after = max(schedule.processed_ms, ctx.now_ms) if schedule.paused else schedule.processed_ms
-    times = action_times(CompiledSpec.from_dict(schedule.spec), seed_of(ctx, schedule), after, limit=count)
+    times = action_times(compiled_spec(schedule), seed_of(ctx, schedule), after, limit=count)
     return [t.actual_ms for t in times]
 
 
