@@ -14,7 +14,9 @@ queue.
 Replies arrive on the listener's thread; the worker's polling thread takes them between
 its polls of the task queue (`take`). While it expects some (it asked within the last
 `EXPECT_S`), it polls the queue without waiting and waits here instead, so a task handed
-back is run at once.
+back is run at once. A worker that stops asks no more (`stop`), and runs the tasks handed
+back for what it asked before it leaves: left, they would wait for nobody until their
+timeout, where a task on the queue goes to the group's next member at once.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class HandedTasks:
         self._tasks: list[Record] = []
         self._cond = threading.Condition()
         self._expect_until = 0.0
+        #: Set when the worker stops taking tasks: no answer asks for one any more.
+        self._stopped = False
         #: Tasks handed back so far.
         self.received = 0
 
@@ -66,7 +70,7 @@ class HandedTasks:
         activity tasks, TASK_PROCESSED, a rejection) and says when they are over; a handed
         task ends them too (the engine writes it last)."""
         replies = self.replies if self.replies is not None else self.replies_of() if self.replies_of else None
-        if replies is None:
+        if replies is None or not self._ask():
             return None
         request_id = uuid.uuid4().hex
 
@@ -79,7 +83,6 @@ class HandedTasks:
             return True if then is None else bool(then(reply))
 
         replies.expect(request_id, on_reply, LISTEN_S)
-        self.expect()
         return request_id, replies.partition
 
     def ask_after_activity(self, value: dict, run_id: str) -> Callable[[Reply], bool | None] | None:
@@ -87,10 +90,9 @@ class HandedTasks:
         here, ask in `value` for its next task, and return what hears a handed-back task
         among the answer's replies (None: not asked)."""
         after = self.cached_at(run_id) if run_id else 0
-        if not after:
+        if not after or not self._ask():
             return None
         value["return_workflow_task_after"] = after
-        self.expect()
 
         def on_reply(reply: Reply) -> bool:
             if is_handed_task(reply.record):
@@ -99,12 +101,32 @@ class HandedTasks:
             return False
         return on_reply
 
-    def expect(self) -> None:
-        """A task may come back soon: look for it between polls."""
-        self._expect_until = time.monotonic() + EXPECT_S
+    def _ask(self) -> bool:
+        """Whether an answer may ask now (the worker still takes tasks); if so, a task may
+        come back soon: look for it between polls."""
+        with self._cond:  # after `stop`, no window opens that its worker would not drain
+            if self._stopped:
+                return False
+            self._expect_until = time.monotonic() + EXPECT_S
+            return True
 
     def expecting(self) -> bool:
         return time.monotonic() < self._expect_until
+
+    def stop(self) -> None:
+        """The worker takes no more tasks: no answer asks for one from now on. A task handed
+        back to it then would wait for nobody until it timed out, where through the queue
+        the group's next member runs it at once. What was asked before still comes back
+        within the window (`expecting`): its worker runs it before it leaves."""
+        with self._cond:
+            self._stopped = True
+
+    def wait_quiet(self, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until no task is expected any more: the replies
+        listener that hears them must stay open until then."""
+        deadline = time.monotonic() + timeout_s
+        while (left := min(self._expect_until, deadline) - time.monotonic()) > 0:
+            time.sleep(left)
 
     def put(self, record: Record) -> None:
         """A task the engine handed back (from the listener's thread)."""

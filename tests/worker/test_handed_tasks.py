@@ -5,17 +5,20 @@ eager activities (no broker: the replies listener is a fake)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import orjson
 
+from streamproc import workflow
 from streamproc.kafka.replies import Reply
 from streamproc.protocol.records import Record, RecordType
 from streamproc.worker.handed_tasks import HandedTasks
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_activation import WorkflowTaskHandler
+from streamproc.worker.workflow_worker import WorkflowWorker
 from tests.worker.test_eager_activities import Replies
 from tests.worker.test_workflow_task_handler import COMPLETE, SCHEDULE, Definition, FakeInstance, Outcome, task
-from tests.support.workflow_tasks import first_task_history
+from tests.support.workflow_tasks import first_task_history, task_records
 
 
 def workflow_task(key=9):
@@ -101,3 +104,38 @@ def test_a_listener_shared_with_the_activity_part_is_used_once_it_runs():
     shared.append(Replies())
     request_id, partition = handed.listen()
     assert partition == 3 and request_id in shared[0].waiting
+
+
+def test_a_stopped_worker_asks_no_more_but_still_expects_what_it_asked_for_before():
+    replies = Replies()
+    handed = HandedTasks(replies, cached_at={"run-1": 6}.get)
+    assert handed.listen() is not None and handed.expecting()
+    handed.stop()
+    assert handed.listen() is None  # its answers go without the ask: the next task through the queue
+    value = {"attempt": 1}
+    assert handed.ask_after_activity(value, "run-1") is None and value == {"attempt": 1}
+    assert handed.expecting()  # the ask made before is still answered within its window
+
+
+@workflow.defn
+class _Idle:
+    @workflow.run
+    async def run(self) -> None:
+        pass
+
+
+def test_a_stopping_worker_runs_the_tasks_handed_back_for_what_it_asked_before_it_stopped():
+    """Left unrun, such a task would wait for nobody until it timed out (a task on the queue
+    goes to the group's next member at once)."""
+    worker = WorkflowWorker("q", [_Idle], bootstrap="127.0.0.1:1")  # nothing here talks to a broker
+    worker.handed.replies = Replies()
+    request_id, _ = worker.handed.listen()  # the last answer before the stop asked
+    ran = []
+    worker._run = lambda task, scheduled_ms=None: ran.append(task.scheduled_event_id)
+    (record,) = task_records(first_task_history())
+    record.record_type = RecordType.EVENT  # as the engine replies with it
+    threading.Timer(0.05, worker.handed.replies.answer, (request_id, record)).start()
+    began = time.monotonic()
+    worker._answer_handed_back_before_leaving(consumer=None)
+    assert ran == [2] and worker.handed.listen() is None
+    assert time.monotonic() - began < 5  # no longer than the window the ask opened
