@@ -210,7 +210,7 @@ class WorkflowTaskHandler:
         return commands, None, False
 
     def _instance_for(self, task: WorkflowTask, definition: Any) -> Instance:
-        cached = self.cache.take(task)
+        cached = self.cache.take(task, self.identity)
         if cached is not None:
             instance, new_events = cached
             instance.extend(new_events)

@@ -92,7 +92,7 @@ def test_the_cache_says_which_task_a_run_was_cached_at_and_nothing_while_it_runs
     assert cache.answered_event_id("run-1") == 0
     cache.keep(first, object())
     assert cache.answered_event_id("run-1") == first.scheduled_event_id
-    cache.take(first)  # taken by the task that runs now
+    cache.take(first, "worker-1")  # taken by the task that runs now
     assert cache.answered_event_id("run-1") == 0
 
 
