@@ -64,11 +64,13 @@ class HandedTasks:
         #: Tasks handed back so far.
         self.received = 0
 
-    def listen(self, then: Callable[[Reply], bool | None] | None = None) -> tuple[str, int] | None:
+    def listen(self, then: Callable[[Reply], bool | None] | None = None,
+               ttl_s: float = LISTEN_S) -> tuple[str, int] | None:
         """A request id and replies partition for an answer that asks for the next task, or
         None when there is no listener. `then` gets the answer's other replies (eager
         activity tasks, TASK_PROCESSED, a rejection) and says when they are over; a handed
-        task ends them too (the engine writes it last)."""
+        task ends them too (the engine writes it last). `ttl_s`: how long the request is
+        heard (longer for `then`'s replies: a late eager activity task still runs)."""
         replies = self.replies if self.replies is not None else self.replies_of() if self.replies_of else None
         if replies is None or not self._ask():
             return None
@@ -82,7 +84,7 @@ class HandedTasks:
                 return True
             return True if then is None else bool(then(reply))
 
-        replies.expect(request_id, on_reply, LISTEN_S)
+        replies.expect(request_id, on_reply, ttl_s)
         return request_id, replies.partition
 
     def ask_after_activity(self, value: dict, run_id: str) -> Callable[[Reply], bool | None] | None:

@@ -16,7 +16,9 @@ from streamproc.worker.handed_tasks import HandedTasks
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_activation import WorkflowTaskHandler
 from streamproc.worker.workflow_worker import WorkflowWorker
-from tests.worker.test_eager_activities import Replies
+from streamproc.worker import eager_activities
+from streamproc.worker.eager_activities import EagerActivities
+from tests.worker.test_eager_activities import Activities, Replies
 from tests.worker.test_workflow_task_handler import COMPLETE, SCHEDULE, Definition, FakeInstance, Outcome, task
 from tests.support.workflow_tasks import first_task_history, task_records
 
@@ -139,3 +141,25 @@ def test_a_stopping_worker_runs_the_tasks_handed_back_for_what_it_asked_before_i
     worker._answer_handed_back_before_leaving(consumer=None)
     assert ran == [2] and worker.handed.listen() is None
     assert time.monotonic() - began < 5  # no longer than the window the ask opened
+
+
+def test_an_answer_that_asks_for_eager_activities_too_hears_a_late_one_as_long_as_without_the_hand_back():
+    """A started eager attempt that never reaches its worker waits out its start-to-close
+    timeout: the answer's replies are heard for the eager path's time, not the hand-back's."""
+    ttls = {}
+
+    class Listener(Replies):
+        def expect(self, request_id, callback, ttl_s):
+            super().expect(request_id, callback, ttl_s)
+            ttls[request_id] = ttl_s
+
+    activities = Activities(slots=5)
+    activities.replies = Listener()
+    h = handler(HandedTasks(activities.replies), Outcome([{**SCHEDULE, "activity_type": "reserve"}]))
+    h.eager = EagerActivities(activities)
+    answer = h.answer(task(first_task_history()))
+    assert orjson.loads(answer.value["commands"])[0].get("request_eager_execution") is True
+    assert ttls[answer.request_id] >= eager_activities.LISTEN_S
+    late = Record(RecordType.EVENT, "ACTIVITY_TASK", "ACTIVITY_TASK", {}, key=7)
+    activities.replies.answer(answer.request_id, late)
+    assert activities.ran == [(7, True)]
