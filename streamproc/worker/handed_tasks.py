@@ -33,10 +33,11 @@ __all__ = ["HandedTasks", "is_handed_task"]
 
 #: How long after an ask the worker keeps looking for a handed-back task between polls.
 EXPECT_S = 1.0
-#: How long an ask stays registered with the listener. The engine writes nothing back when
-#: the answer makes no new task (no record per answer for nothing), so an ask is only ever
-#: forgotten by this: a task handed back later than this is dropped, times out on the
-#: engine and is sent again through the queue.
+#: How long an answer that asks for eager activities too is heard for them. An ask alone
+#: is not registered: the engine writes nothing back when the answer makes no new task (no
+#: record per answer for nothing), so each would only be forgotten by a time limit, and a
+#: task handed back later (an engine away for a restart) would be dropped and time out.
+#: Its request id starts with this worker's prefix instead, heard as long as it runs.
 LISTEN_S = 10.0
 
 
@@ -63,6 +64,10 @@ class HandedTasks:
         self._stopped = False
         #: Tasks handed back so far.
         self.received = 0
+        #: The request ids of this worker's asks start with it (`ReplyListener.expect_prefix`).
+        self._prefix = f"handed-{uuid.uuid4().hex[:16]}-"
+        #: The listener the prefix is registered with.
+        self._heard_on: ReplyListener | None = None
 
     def listen(self, then: Callable[[Reply], bool | None] | None = None,
                ttl_s: float = LISTEN_S) -> tuple[str, int] | None:
@@ -74,18 +79,28 @@ class HandedTasks:
         replies = self.replies if self.replies is not None else self.replies_of() if self.replies_of else None
         if replies is None or not self._ask():
             return None
-        request_id = uuid.uuid4().hex
+        if replies is not self._heard_on:
+            replies.expect_prefix(self._prefix, self._on_late_reply)
+            self._heard_on = replies
+        request_id = self._prefix + uuid.uuid4().hex
+        if then is None:  # heard by the prefix, however late: nothing to forget
+            return request_id, replies.partition
 
         def on_reply(reply: Reply) -> bool:
             if is_handed_task(reply.record):
                 self.put(reply.record)
-                if then is not None:
-                    then(reply)  # the last reply: slots not filled are given back
+                then(reply)  # the last reply: slots not filled are given back
                 return True
-            return True if then is None else bool(then(reply))
+            return bool(then(reply))
 
         replies.expect(request_id, on_reply, ttl_s)
         return request_id, replies.partition
+
+    def _on_late_reply(self, reply: Reply) -> None:
+        """A reply to an ask no registration waits for: its task, if it is one (a refusal
+        of the answer needs nothing from this worker)."""
+        if is_handed_task(reply.record):
+            self.put(reply.record)
 
     def ask_after_activity(self, value: dict, run_id: str) -> Callable[[Reply], bool | None] | None:
         """For an activity's answer (COMPLETE, FAIL) of run `run_id`: when the run is cached

@@ -10,13 +10,15 @@ import time
 import orjson
 
 from streamproc import workflow
-from streamproc.kafka.replies import Reply
+from streamproc.kafka import replies as replies_module
+from streamproc.kafka.replies import Reply, ReplyListener
+from streamproc.protocol.topics import Topics
 from streamproc.protocol.records import Record, RecordType
 from streamproc.worker.handed_tasks import HandedTasks
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_activation import WorkflowTaskHandler
 from streamproc.worker.workflow_worker import WorkflowWorker
-from streamproc.worker import eager_activities
+from streamproc.worker import eager_activities, handed_tasks
 from streamproc.worker.eager_activities import EagerActivities
 from tests.worker.test_eager_activities import Activities, Replies
 from tests.worker.test_workflow_task_handler import COMPLETE, SCHEDULE, Definition, FakeInstance, Outcome, task
@@ -41,7 +43,7 @@ def test_an_answer_that_leaves_the_run_open_asks_for_the_next_task_and_a_closing
     replies = Replies()
     asking = handler(HandedTasks(replies), Outcome([SCHEDULE])).answer(task(first_task_history()))
     assert orjson.loads(asking.value["attributes"]) == {"return_new_workflow_task": True}
-    assert asking.reply_partition == 3 and asking.request_id in replies.waiting
+    assert asking.reply_partition == 3 and asking.request_id.startswith(tuple(replies.prefixes))
     closing = handler(HandedTasks(replies), Outcome([COMPLETE])).answer(task(first_task_history()))
     assert closing.value.get("attributes") is None and closing.reply_partition < 0
 
@@ -105,7 +107,7 @@ def test_a_listener_shared_with_the_activity_part_is_used_once_it_runs():
     assert handed.listen() is None  # the activity part is not up yet: no ask
     shared.append(Replies())
     request_id, partition = handed.listen()
-    assert partition == 3 and request_id in shared[0].waiting
+    assert partition == 3 and request_id.startswith(tuple(shared[0].prefixes))
 
 
 def test_a_stopped_worker_asks_no_more_but_still_expects_what_it_asked_for_before():
@@ -163,3 +165,23 @@ def test_an_answer_that_asks_for_eager_activities_too_hears_a_late_one_as_long_a
     late = Record(RecordType.EVENT, "ACTIVITY_TASK", "ACTIVITY_TASK", {}, key=7)
     activities.replies.answer(answer.request_id, late)
     assert activities.ran == [(7, True)]
+
+
+def test_a_task_handed_back_after_an_engine_outage_longer_than_any_ask_is_remembered_is_still_taken(monkeypatch):
+    """An engine down for a restart or a takeover processes the answers sent meanwhile
+    when it is back; the queue path delivers their next tasks then, however long it took.
+    A task handed back then must be taken too: dropped, it would wait out its timeout and
+    the run's history would show it timed out. (The real listener, fed by hand: no broker.)"""
+    now = [1000.0]
+    monkeypatch.setattr(replies_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(handed_tasks.time, "monotonic", lambda: now[0])
+    listener = ReplyListener("127.0.0.1:1", Topics("t"))  # not started: nothing connects
+    handed = HandedTasks(listener)
+    request_id, _ = handed.listen()
+    now[0] += 15 * 60  # the engine was away a quarter of an hour
+    listener._purge_expired()
+    task_record = workflow_task()
+    task_record.request_id = request_id
+    listener._dispatch(task_record, 0)
+    assert len(handed.take()) == 1
+    assert listener.waiting == 0  # answers that make no task leave nothing behind
