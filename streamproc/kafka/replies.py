@@ -201,20 +201,16 @@ class ReplyListener:
             return
         with self._lock:
             entry = self._waiters.get(record.request_id)
-            by_prefix = None if entry is not None or not self._prefixes else next(
-                (callback for prefix, callback in self._prefixes.items() if record.request_id.startswith(prefix)),
-                None)
-        if by_prefix is not None:
-            by_prefix(Reply(record, kafka_timestamp_ms))
-            return
-        if entry is None:
+            callback = entry[0] if entry is not None else next(
+                (c for prefix, c in self._prefixes.items() if record.request_id.startswith(prefix)), None)
+        if callback is None:
             return
         try:
-            done = entry[0](Reply(record, kafka_timestamp_ms))
+            done = callback(Reply(record, kafka_timestamp_ms))
         except Exception:  # a waiter's bug must not stop replies to everyone else
             log.exception("reply_callback_failed", request_id=record.request_id)
             done = True
-        if done:
+        if done and entry is not None:
             self.forget(record.request_id)
 
     def _purge_expired(self) -> None:
