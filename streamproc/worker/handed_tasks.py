@@ -79,10 +79,7 @@ class HandedTasks:
         replies = self.replies if self.replies is not None else self.replies_of() if self.replies_of else None
         if replies is None or not self._ask():
             return None
-        if replies is not self._heard_on:
-            replies.expect_prefix(self._prefix, self._on_late_reply)
-            self._heard_on = replies
-        request_id = self._prefix + uuid.uuid4().hex
+        request_id = self._request_id_on(replies)
         if then is None:  # heard by the prefix, however late: nothing to forget
             return request_id, replies.partition
 
@@ -95,6 +92,18 @@ class HandedTasks:
 
         replies.expect(request_id, on_reply, ttl_s)
         return request_id, replies.partition
+
+    def request_id(self) -> str | None:
+        """A request id for an activity's answer that asked (`ask_after_activity`): its
+        task is heard by this worker's prefix too, however late (None: no listener)."""
+        replies = self.replies if self.replies is not None else self.replies_of() if self.replies_of else None
+        return None if replies is None else self._request_id_on(replies)
+
+    def _request_id_on(self, replies: ReplyListener) -> str:
+        if replies is not self._heard_on:
+            replies.expect_prefix(self._prefix, self._on_late_reply)
+            self._heard_on = replies
+        return self._prefix + uuid.uuid4().hex
 
     def _on_late_reply(self, reply: Reply) -> None:
         """A reply to an ask no registration waits for: its task, if it is one (a refusal

@@ -185,3 +185,21 @@ def test_a_task_handed_back_after_an_engine_outage_longer_than_any_ask_is_rememb
     listener._dispatch(task_record, 0)
     assert len(handed.take()) == 1
     assert listener.waiting == 0  # answers that make no task leave nothing behind
+
+
+def test_a_task_handed_back_late_with_an_activitys_completion_is_still_taken(monkeypatch):
+    """The activity's answer is heard for 120 s (a refusal); its run's next task, however late."""
+    now = [1000.0]
+    monkeypatch.setattr(replies_module.time, "monotonic", lambda: now[0])
+    listener = ReplyListener("127.0.0.1:1", Topics("t"))  # not started: nothing connects
+    handed = HandedTasks(None, cached_at={"run-1": 6}.get)
+    handed.replies_of = lambda: listener  # the activity part's listener, shared
+    takes = handed.ask_after_activity({}, "run-1")
+    request_id = handed.request_id()
+    listener.expect(request_id, lambda reply: takes(reply) or True, 120)  # what the attempt registers
+    now[0] += 15 * 60
+    listener._purge_expired()
+    task_record = workflow_task()
+    task_record.request_id = request_id
+    listener._dispatch(task_record, 0)
+    assert len(handed.take()) == 1
