@@ -56,6 +56,8 @@ class ReplyListener:
         self.topics = topics
         self.partition = partition if partition is not None else -1
         self._waiters: dict[str, tuple[ReplyCallback, float]] = {}
+        #: Callbacks for the replies to request ids that start with a prefix (`expect_prefix`).
+        self._prefixes: dict[str, Callable[[Reply], None]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
@@ -115,6 +117,13 @@ class ReplyListener:
         until it returns True, `forget` is called or `ttl_s` passed. Register before sending."""
         with self._lock:
             self._waiters[request_id] = (callback, time.monotonic() + ttl_s)
+
+    def expect_prefix(self, prefix: str, callback: Callable[[Reply], None]) -> None:
+        """Call `callback` (on the listener's thread) with each reply to a request id that
+        starts with `prefix` and that no `expect` waits for, as long as this listener runs:
+        for requests answered only sometimes, and maybe late, too many to register each."""
+        with self._lock:
+            self._prefixes[prefix] = callback
 
     def first_reply(self, request_id: str, ttl_s: float = DEFAULT_TTL_S) -> Future[Reply]:
         """A future of the first reply to `request_id` (the event or the rejection)."""
@@ -192,14 +201,16 @@ class ReplyListener:
             return
         with self._lock:
             entry = self._waiters.get(record.request_id)
-        if entry is None:
+            callback = entry[0] if entry is not None else next(
+                (c for prefix, c in self._prefixes.items() if record.request_id.startswith(prefix)), None)
+        if callback is None:
             return
         try:
-            done = entry[0](Reply(record, kafka_timestamp_ms))
+            done = callback(Reply(record, kafka_timestamp_ms))
         except Exception:  # a waiter's bug must not stop replies to everyone else
             log.exception("reply_callback_failed", request_id=record.request_id)
             done = True
-        if done:
+        if done and entry is not None:
             self.forget(record.request_id)
 
     def _purge_expired(self) -> None:

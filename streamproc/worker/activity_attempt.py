@@ -208,11 +208,13 @@ class ActivityAttempt:
             self._send_heartbeat(pending)
         value = {"attempt": self.number, **value}
         handed = getattr(self.worker, "workflow_tasks", None)  # test doubles may lack it
-        self._takes_task = None
+        self._takes_task = request_id = None
         if handed is not None and intent in (A.COMPLETE, A.FAIL):
-            # The run's next workflow task rides back with the answer when the run is cached here.
+            # The run's next workflow task rides back with the answer when the run is cached here
+            # (heard after the answer's 120 s too: an engine may be away longer).
             self._takes_task = handed.ask_after_activity(value, self.task.get("run_id") or "")
-        self.worker.send(self.key, intent, value, on_reply=self._on_answer, ttl_s=120)
+            request_id = handed.request_id() if self._takes_task is not None else None
+        self.worker.send(self.key, intent, value, request_id=request_id, on_reply=self._on_answer, ttl_s=120)
         self.worker.count(_SENT[intent])
 
     def _on_answer(self, reply: Reply) -> bool:

@@ -58,6 +58,9 @@ from streamproc.worker.task_offsets import TaskOffsets
 log = structlog.get_logger("streamproc.worker")
 
 A = ActivityIntent
+#: At most this long, a stopping worker keeps its replies listener open for the workflow
+#: tasks its workflow part still expects back (asked before it stopped asking).
+HANDED_BACK_QUIET_S = 10.0
 
 
 @dataclasses.dataclass
@@ -272,6 +275,8 @@ class ActivityWorker:
                 self._lock.wait_for(lambda: not any(a.ctx.is_async for a in self._running), 1.0)
         executor.shutdown(wait=False, cancel_futures=True)
         self.client.flush()
+        if self.workflow_tasks is not None:  # the workflow part hears its handed-back tasks here
+            self.workflow_tasks.wait_quiet(HANDED_BACK_QUIET_S)
         self.replies.close()
         if loop_thread is not None:  # our own loop; a caller's loop is the caller's to stop
             self._loop.call_soon_threadsafe(self._loop.stop)

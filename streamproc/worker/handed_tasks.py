@@ -14,7 +14,9 @@ queue.
 Replies arrive on the listener's thread; the worker's polling thread takes them between
 its polls of the task queue (`take`). While it expects some (it asked within the last
 `EXPECT_S`), it polls the queue without waiting and waits here instead, so a task handed
-back is run at once.
+back is run at once. A worker that stops asks no more (`stop`), and runs the tasks handed
+back for what it asked before it leaves: left, they would wait for nobody until their
+timeout, where a task on the queue goes to the group's next member at once.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ __all__ = ["HandedTasks", "is_handed_task"]
 
 #: How long after an ask the worker keeps looking for a handed-back task between polls.
 EXPECT_S = 1.0
-#: How long an ask stays registered with the listener. The engine writes nothing back when
-#: the answer makes no new task (no record per answer for nothing), so an ask is only ever
-#: forgotten by this: a task handed back later than this is dropped, times out on the
-#: engine and is sent again through the queue.
+#: How long an answer that asks for eager activities too is heard for them. An ask alone
+#: is not registered: the engine writes nothing back when the answer makes no new task (no
+#: record per answer for nothing), so each would only be forgotten by a time limit, and a
+#: task handed back later (an engine away for a restart) would be dropped and time out.
+#: Its request id starts with this worker's prefix instead, heard as long as it runs.
 LISTEN_S = 10.0
 
 
@@ -57,40 +60,65 @@ class HandedTasks:
         self._tasks: list[Record] = []
         self._cond = threading.Condition()
         self._expect_until = 0.0
+        #: Set when the worker stops taking tasks: no answer asks for one any more.
+        self._stopped = False
         #: Tasks handed back so far.
         self.received = 0
+        #: The request ids of this worker's asks start with it (`ReplyListener.expect_prefix`).
+        self._prefix = f"handed-{uuid.uuid4().hex[:16]}-"
+        #: The listener the prefix is registered with.
+        self._heard_on: ReplyListener | None = None
 
-    def listen(self, then: Callable[[Reply], bool | None] | None = None) -> tuple[str, int] | None:
+    def listen(self, then: Callable[[Reply], bool | None] | None = None,
+               ttl_s: float = LISTEN_S) -> tuple[str, int] | None:
         """A request id and replies partition for an answer that asks for the next task, or
         None when there is no listener. `then` gets the answer's other replies (eager
         activity tasks, TASK_PROCESSED, a rejection) and says when they are over; a handed
-        task ends them too (the engine writes it last)."""
+        task ends them too (the engine writes it last). `ttl_s`: how long the request is
+        heard (longer for `then`'s replies: a late eager activity task still runs)."""
         replies = self.replies if self.replies is not None else self.replies_of() if self.replies_of else None
-        if replies is None:
+        if replies is None or not self._ask():
             return None
-        request_id = uuid.uuid4().hex
+        request_id = self._request_id_on(replies)
+        if then is None:  # heard by the prefix, however late: nothing to forget
+            return request_id, replies.partition
 
         def on_reply(reply: Reply) -> bool:
             if is_handed_task(reply.record):
                 self.put(reply.record)
-                if then is not None:
-                    then(reply)  # the last reply: slots not filled are given back
+                then(reply)  # the last reply: slots not filled are given back
                 return True
-            return True if then is None else bool(then(reply))
+            return bool(then(reply))
 
-        replies.expect(request_id, on_reply, LISTEN_S)
-        self.expect()
+        replies.expect(request_id, on_reply, ttl_s)
         return request_id, replies.partition
+
+    def request_id(self) -> str | None:
+        """A request id for an activity's answer that asked (`ask_after_activity`): its
+        task is heard by this worker's prefix too, however late (None: no listener)."""
+        replies = self.replies if self.replies is not None else self.replies_of() if self.replies_of else None
+        return None if replies is None else self._request_id_on(replies)
+
+    def _request_id_on(self, replies: ReplyListener) -> str:
+        if replies is not self._heard_on:
+            replies.expect_prefix(self._prefix, self._on_late_reply)
+            self._heard_on = replies
+        return self._prefix + uuid.uuid4().hex
+
+    def _on_late_reply(self, reply: Reply) -> None:
+        """A reply to an ask no registration waits for: its task, if it is one (a refusal
+        of the answer needs nothing from this worker)."""
+        if is_handed_task(reply.record):
+            self.put(reply.record)
 
     def ask_after_activity(self, value: dict, run_id: str) -> Callable[[Reply], bool | None] | None:
         """For an activity's answer (COMPLETE, FAIL) of run `run_id`: when the run is cached
         here, ask in `value` for its next task, and return what hears a handed-back task
         among the answer's replies (None: not asked)."""
         after = self.cached_at(run_id) if run_id else 0
-        if not after:
+        if not after or not self._ask():
             return None
         value["return_workflow_task_after"] = after
-        self.expect()
 
         def on_reply(reply: Reply) -> bool:
             if is_handed_task(reply.record):
@@ -99,12 +127,32 @@ class HandedTasks:
             return False
         return on_reply
 
-    def expect(self) -> None:
-        """A task may come back soon: look for it between polls."""
-        self._expect_until = time.monotonic() + EXPECT_S
+    def _ask(self) -> bool:
+        """Whether an answer may ask now (the worker still takes tasks); if so, a task may
+        come back soon: look for it between polls."""
+        with self._cond:  # after `stop`, no window opens that its worker would not drain
+            if self._stopped:
+                return False
+            self._expect_until = time.monotonic() + EXPECT_S
+            return True
 
     def expecting(self) -> bool:
         return time.monotonic() < self._expect_until
+
+    def stop(self) -> None:
+        """The worker takes no more tasks: no answer asks for one from now on. A task handed
+        back to it then would wait for nobody until it timed out, where through the queue
+        the group's next member runs it at once. What was asked before still comes back
+        within the window (`expecting`): its worker runs it before it leaves."""
+        with self._cond:
+            self._stopped = True
+
+    def wait_quiet(self, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until no task is expected any more: the replies
+        listener that hears them must stay open until then."""
+        deadline = time.monotonic() + timeout_s
+        while (left := min(self._expect_until, deadline) - time.monotonic()) > 0:
+            time.sleep(left)
 
     def put(self, record: Record) -> None:
         """A task the engine handed back (from the listener's thread)."""

@@ -9,9 +9,15 @@ continues it when:
 * the instance was shown events 1..n, ending with the WORKFLOW_TASK_SCHEDULED (id n)
   this worker answered, and the task's history has that very event (same id, time and
   attempt) at that place;
-* right after it come WORKFLOW_TASK_STARTED and WORKFLOW_TASK_COMPLETED for that task
-  (the engine accepted the answer the instance produced), then no other workflow task
-  event until the new WORKFLOW_TASK_SCHEDULED at the end.
+* right after it come WORKFLOW_TASK_STARTED and WORKFLOW_TASK_COMPLETED for that task,
+  the STARTED naming this worker (the engine accepted the answer the instance produced,
+  not another worker's to the same task), then no other workflow task event until the
+  new WORKFLOW_TASK_SCHEDULED at the end;
+* this worker answered that task once: a task delivered to it again (its batch answered
+  a second time after the broker was away, its partition back before the offset was
+  committed) gets two answers, of which the engine keeps the first that lands, and the
+  worker cannot tell which; its instance is not kept. The answers differ when local
+  activities ran (their results are the code's input, not replayed).
 
 Anything else (the answer timed out or was refused, another worker handled a task of
 the run in between, the engine wrote a task failure, the task starts after event n)
@@ -51,17 +57,22 @@ class StickyCache(Generic[Instance]):
             raise ValueError(f"max_runs must be >= 0, got {max_runs}")
         self.max_runs = max_runs
         self._entries: collections.OrderedDict[str, _Entry[Instance]] = collections.OrderedDict()
+        #: Runs whose task now running was answered here before: its instance is not kept.
+        self._answered_twice: set[str] = set()
         #: Tasks served from the cache, and cached runs that had to be replayed after all.
         self.hits = 0
         self.misses = 0
 
-    def take(self, task: WorkflowTask) -> tuple[Instance, list[dict[str, Any]]] | None:
+    def take(self, task: WorkflowTask, identity: str) -> tuple[Instance, list[dict[str, Any]]] | None:
         """The run's cached instance and the events it has not seen, if `task`'s history
-        continues what it was shown; else None (and the stale entry is gone)."""
+        continues what it was shown and answered as the worker `identity`; else None (and
+        the stale entry is gone)."""
         entry = self._entries.pop(task.run_id, None)
         if entry is None:
             return None
-        new_events = _new_events(task, entry.answered)
+        if task.history and task.history[-1] == entry.answered:  # this very task, again
+            self._answered_twice.add(task.run_id)
+        new_events = _new_events(task, entry.answered, identity)
         if new_events is None:
             self.misses += 1
             return None
@@ -71,6 +82,9 @@ class StickyCache(Generic[Instance]):
     def keep(self, task: WorkflowTask, instance: Instance) -> None:
         """Remember `instance` after it answered `task` (shown all of the run's history up
         to the task's WORKFLOW_TASK_SCHEDULED, the last event of `task.history`)."""
+        if task.run_id in self._answered_twice:
+            self._answered_twice.discard(task.run_id)
+            return
         if self.max_runs == 0 or not task.history:
             return
         self._entries.pop(task.run_id, None)
@@ -92,6 +106,7 @@ class StickyCache(Generic[Instance]):
 
     def evict(self, run_id: str) -> None:
         self._entries.pop(run_id, None)
+        self._answered_twice.discard(run_id)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -100,8 +115,9 @@ class StickyCache(Generic[Instance]):
         return run_id in self._entries
 
 
-def _new_events(task: WorkflowTask, answered: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The events of `task` after the `answered` one, if they continue it; else None."""
+def _new_events(task: WorkflowTask, answered: dict[str, Any], identity: str) -> list[dict[str, Any]] | None:
+    """The events of `task` after the `answered` one, if they continue it (the answer
+    `identity` gave was kept); else None."""
     answered_event_id = answered.get("event_id")
     at = answered_event_id - task.first_event_id if isinstance(answered_event_id, int) else -1
     history = task.history
@@ -111,6 +127,7 @@ def _new_events(task: WorkflowTask, answered: dict[str, Any]) -> list[dict[str, 
     continues = (answered.get("event_type") == _SCHEDULED
                  and started.get("event_type") == _STARTED
                  and started.get("attributes", {}).get("scheduled_event_id") == answered_event_id
+                 and started.get("attributes", {}).get("identity") == identity
                  and completed.get("event_type") == _COMPLETED
                  and completed.get("attributes", {}).get("scheduled_event_id") == answered_event_id
                  # Only our task in between: another task means another worker's answer,

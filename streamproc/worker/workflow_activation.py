@@ -27,6 +27,7 @@ import structlog
 from streamproc.activity import errors
 from streamproc.activity.failures import failure_from_exception
 from streamproc.protocol.records import Record, ValueType, WorkflowIntent
+from streamproc.worker.eager_activities import LISTEN_S as EAGER_LISTEN_S
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_task_pages import WorkflowTask
 from streamproc.protocol.workflow_commands import CLOSE_COMMANDS
@@ -202,7 +203,9 @@ class WorkflowTaskHandler:
             commands, reservation = self.eager.reserve(commands)
         asks_next = self.handed is not None and not any(c.get("type") in CLOSE_COMMANDS for c in commands)
         if self.handed is not None and (reservation is not None or asks_next):
-            request = self.handed.listen(reservation.on_reply if reservation is not None else None)
+            # With eager activities, heard as long as their own listening would be.
+            request = self.handed.listen(reservation.on_reply, EAGER_LISTEN_S) if reservation is not None \
+                else self.handed.listen()
             if request is not None:
                 return commands, request, asks_next
         if reservation is not None:  # not handing back: the activity worker's replies hear it
@@ -210,7 +213,7 @@ class WorkflowTaskHandler:
         return commands, None, False
 
     def _instance_for(self, task: WorkflowTask, definition: Any) -> Instance:
-        cached = self.cache.take(task)
+        cached = self.cache.take(task, self.identity)
         if cached is not None:
             instance, new_events = cached
             instance.extend(new_events)

@@ -188,6 +188,7 @@ class WorkflowWorker:
                 self._answer_batch(consumer, messages, handed)
                 if self.handler.eager is not None:
                     self.handler.eager.release_overdue()
+            self._answer_handed_back_before_leaving(membership.consumer)
             if self._last_offsets:  # the last asynchronous commits, made sure of
                 try:
                     membership.consumer.commit(offsets=list(self._last_offsets.values()), asynchronous=False)
@@ -239,6 +240,21 @@ class WorkflowWorker:
     # answering ----------------------------------------------------------------------------
     def _expecting(self) -> bool:
         return self.handed is not None and self.handed.expecting()
+
+    def _answer_handed_back_before_leaving(self, consumer: Consumer) -> None:
+        """No answer asks for its run's next task from now on; the tasks handed back for
+        the answers that asked before (within the window they are expected in) are run
+        here. Left, they would wait for nobody until they timed out."""
+        if self.handed is None:
+            return
+        self.handed.stop()
+        while True:
+            expecting = self.handed.expecting()  # before taking: a task that came in time is taken
+            handed = self._handed_tasks(HANDED_WAIT_S if expecting else 0.0)
+            if handed:
+                self._answer_batch(consumer, [], handed)
+            elif not expecting:
+                return
 
     def _handed_tasks(self, timeout_s: float) -> list[tuple[WorkflowTask, int]]:
         """Tasks the engine handed back to this worker (whole: the engine hands back only a

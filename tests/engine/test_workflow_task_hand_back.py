@@ -131,3 +131,41 @@ def test_eager_activities_come_first_and_the_handed_back_task_is_the_last_reply(
     replies = answer(d, key, [eager], RETURN)
     assert [r.intent for r in replies] == ["ACTIVITY_TASK", "WORKFLOW_TASK"]  # no TASK_PROCESSED after it
     assert attrs(d.history(key), "ACTIVITY_TASK_SCHEDULED")[0]["activity_id"] == "1"
+
+
+def _query_tasks(d):
+    return [r for _, r in d.h.tasks if r.intent == "QUERY_TASK"]
+
+
+def test_a_query_behind_buffered_events_is_not_held_back_by_task_after_task_handed_back(d):
+    """The queue path sends a query that waits for buffered events right after the next task;
+    a handed-back next task would leave it waiting again, for as long as each task ends with
+    new events buffered (a busy run), so that task goes through the queue, the query after it."""
+    key, _ = d.start()
+    answer(d, key, [MARKER], {**FORCE, **RETURN})  # handed back: a task is out
+    d.send("SIGNAL", workflow_id="w1", signal_name="go", input='["a"]')  # buffered
+    d.send("QUERY", request_id="q-1", reply_partition=3, workflow_id="w1", query_type="count", input="[]")
+    for n in range(3):  # each answer finds a new signal buffered
+        answer(d, key, [], RETURN)
+        d.send("SIGNAL", workflow_id="w1", signal_name="go", input=f'["{n}"]')
+    (query,) = _query_tasks(d)
+    tasks = [r for _, r in d.h.tasks if r.key == key]
+    at = tasks.index(query)
+    assert tasks[at - 1].intent == "WORKFLOW_TASK" and tasks[at - 1].value["scheduled_event_id"] > 6, \
+        "the query goes right after the task that shows the signal, on the same partition"
+    assert "waiting_queries" not in d.run(key)
+
+
+def test_a_query_behind_an_admitted_update_goes_after_the_task_that_carries_it(d):
+    """As on the queue path: a query that came while an update waited for the next task is
+    answered after that task, whether the task before was handed back or not."""
+    key, _ = d.start()
+    answer(d, key, [MARKER], {**FORCE, **RETURN})  # handed back: a task is out
+    d.send("UPDATE", request_id="u-req", reply_partition=5, workflow_id="w1", update_id="u-1",
+           update_name="remove_item", input='["a"]', update_stage="COMPLETED", identity="caller")
+    d.send("QUERY", request_id="q-1", reply_partition=3, workflow_id="w1", query_type="count", input="[]")
+    answer(d, key, [], RETURN)  # the update makes the next task
+    (query,) = _query_tasks(d)
+    tasks = [r for _, r in d.h.tasks if r.key == key]
+    carrier = tasks[tasks.index(query) - 1]
+    assert carrier.intent == "WORKFLOW_TASK" and "u-1" in (carrier.value["attributes"] or "")

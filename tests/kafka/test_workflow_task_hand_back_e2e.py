@@ -5,6 +5,8 @@ off every task comes through the queue."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -94,3 +96,47 @@ def test_an_eager_activitys_completion_brings_the_next_task_back_with_it(engine,
     # activity comes back with the activity's completion
     assert stats.handed_back == (0 if disabled else 12)
     assert stats.completed == 15 and stats.history_fetches == 0
+
+
+_slow_started, _slow_release = threading.Event(), threading.Event()
+
+
+@activity.defn
+def slow_step(n: int) -> int:
+    _slow_started.set()
+    _slow_release.wait(60)
+    return n + 1
+
+
+@workflow.defn
+class OneSlowStep:
+    @workflow.run
+    async def run(self) -> int:
+        return await workflow.execute_activity(slow_step, 1, start_to_close_timeout=STEP)
+
+
+def _wait_for_thread_to_end(name: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while any(t.name == name and t.is_alive() for t in threading.enumerate()):
+        assert time.monotonic() < deadline, f"{name} still running"
+        time.sleep(0.05)
+
+
+def test_an_activity_finished_during_a_graceful_shutdown_leaves_the_next_task_to_the_queue(engine):
+    """The workflow part stops at once; the activity part lets its activity finish. Its
+    completion must not ask for the next task: handed back to a worker that no longer takes
+    any, it would wait for its timeout (the engine's clock is manual here: forever), where
+    through the queue the group's next member runs it at once."""
+    leaving = Worker(engine, task_queue=QUEUE, workflows=[OneSlowStep], activities=[slow_step], identity="leaving",
+                     graceful_shutdown_timeout=timedelta(seconds=60)).start()
+    handle = engine.start_workflow(OneSlowStep.run, id="slow-step", task_queue=QUEUE)
+    assert _slow_started.wait(30)
+    stopping = threading.Thread(target=leaving.shutdown_sync)
+    stopping.start()
+    _wait_for_thread_to_end(f"WorkflowWorker-{QUEUE}")
+    _slow_release.set()  # finished after the workflow part left
+    stopping.join(60)
+    assert leaving.activity_worker.stats.completed == 1
+    with Worker(engine, task_queue=QUEUE, workflows=[OneSlowStep], identity="staying"):
+        assert handle.result(30) == 2
+    assert "WORKFLOW_TASK_TIMED_OUT" not in _types(handle)

@@ -22,11 +22,12 @@ def first_task_history() -> list[dict[str, Any]]:
 
 
 def after_completed_task(history: list[dict[str, Any]], *more: tuple[str, dict[str, Any]],
-                         started_by: int | None = None) -> list[dict[str, Any]]:
-    """`history` answered: STARTED and COMPLETED for its last task, `more`, a new SCHEDULED."""
+                         started_by: int | None = None, identity: str = "worker-1") -> list[dict[str, Any]]:
+    """`history` answered (by the worker `identity`): STARTED and COMPLETED for its last
+    task, `more`, a new SCHEDULED."""
     scheduled = history[-1]["event_id"] if started_by is None else started_by
     n = len(history)
-    out = [*history, event(n + 1, "WORKFLOW_TASK_STARTED", scheduled_event_id=scheduled, identity="w"),
+    out = [*history, event(n + 1, "WORKFLOW_TASK_STARTED", scheduled_event_id=scheduled, identity=identity),
            event(n + 2, "WORKFLOW_TASK_COMPLETED", scheduled_event_id=scheduled, started_event_id=n + 1)]
     for event_type, attributes in more:
         out.append(event(len(out) + 1, event_type, **attributes))

@@ -18,11 +18,20 @@ class Replies:
 
     def __init__(self) -> None:
         self.waiting = {}
+        self.prefixes = {}
 
     def expect(self, request_id, callback, ttl_s):
         self.waiting[request_id] = callback
 
+    def expect_prefix(self, prefix, callback):
+        self.prefixes[prefix] = callback
+
     def answer(self, request_id, record):
+        if request_id not in self.waiting:  # as the listener does: a prefix's, else nobody's
+            for prefix, callback in self.prefixes.items():
+                if request_id.startswith(prefix):
+                    callback(Reply(record, 0))
+            return
         if self.waiting[request_id](Reply(record, 0)):
             del self.waiting[request_id]
 

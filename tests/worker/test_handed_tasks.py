@@ -5,17 +5,24 @@ eager activities (no broker: the replies listener is a fake)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import orjson
 
-from streamproc.kafka.replies import Reply
+from streamproc import workflow
+from streamproc.kafka import replies as replies_module
+from streamproc.kafka.replies import Reply, ReplyListener
+from streamproc.protocol.topics import Topics
 from streamproc.protocol.records import Record, RecordType
 from streamproc.worker.handed_tasks import HandedTasks
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_activation import WorkflowTaskHandler
-from tests.worker.test_eager_activities import Replies
+from streamproc.worker.workflow_worker import WorkflowWorker
+from streamproc.worker import eager_activities, handed_tasks
+from streamproc.worker.eager_activities import EagerActivities
+from tests.worker.test_eager_activities import Activities, Replies
 from tests.worker.test_workflow_task_handler import COMPLETE, SCHEDULE, Definition, FakeInstance, Outcome, task
-from tests.support.workflow_tasks import first_task_history
+from tests.support.workflow_tasks import first_task_history, task_records
 
 
 def workflow_task(key=9):
@@ -36,7 +43,7 @@ def test_an_answer_that_leaves_the_run_open_asks_for_the_next_task_and_a_closing
     replies = Replies()
     asking = handler(HandedTasks(replies), Outcome([SCHEDULE])).answer(task(first_task_history()))
     assert orjson.loads(asking.value["attributes"]) == {"return_new_workflow_task": True}
-    assert asking.reply_partition == 3 and asking.request_id in replies.waiting
+    assert asking.reply_partition == 3 and asking.request_id.startswith(tuple(replies.prefixes))
     closing = handler(HandedTasks(replies), Outcome([COMPLETE])).answer(task(first_task_history()))
     assert closing.value.get("attributes") is None and closing.reply_partition < 0
 
@@ -89,7 +96,7 @@ def test_the_cache_says_which_task_a_run_was_cached_at_and_nothing_while_it_runs
     assert cache.answered_event_id("run-1") == 0
     cache.keep(first, object())
     assert cache.answered_event_id("run-1") == first.scheduled_event_id
-    cache.take(first)  # taken by the task that runs now
+    cache.take(first, "worker-1")  # taken by the task that runs now
     assert cache.answered_event_id("run-1") == 0
 
 
@@ -100,4 +107,99 @@ def test_a_listener_shared_with_the_activity_part_is_used_once_it_runs():
     assert handed.listen() is None  # the activity part is not up yet: no ask
     shared.append(Replies())
     request_id, partition = handed.listen()
-    assert partition == 3 and request_id in shared[0].waiting
+    assert partition == 3 and request_id.startswith(tuple(shared[0].prefixes))
+
+
+def test_a_stopped_worker_asks_no_more_but_still_expects_what_it_asked_for_before():
+    replies = Replies()
+    handed = HandedTasks(replies, cached_at={"run-1": 6}.get)
+    assert handed.listen() is not None and handed.expecting()
+    handed.stop()
+    assert handed.listen() is None  # its answers go without the ask: the next task through the queue
+    value = {"attempt": 1}
+    assert handed.ask_after_activity(value, "run-1") is None and value == {"attempt": 1}
+    assert handed.expecting()  # the ask made before is still answered within its window
+
+
+@workflow.defn
+class _Idle:
+    @workflow.run
+    async def run(self) -> None:
+        pass
+
+
+def test_a_stopping_worker_runs_the_tasks_handed_back_for_what_it_asked_before_it_stopped():
+    """Left unrun, such a task would wait for nobody until it timed out (a task on the queue
+    goes to the group's next member at once)."""
+    worker = WorkflowWorker("q", [_Idle], bootstrap="127.0.0.1:1")  # nothing here talks to a broker
+    worker.handed.replies = Replies()
+    request_id, _ = worker.handed.listen()  # the last answer before the stop asked
+    ran = []
+    worker._run = lambda task, scheduled_ms=None: ran.append(task.scheduled_event_id)
+    (record,) = task_records(first_task_history())
+    record.record_type = RecordType.EVENT  # as the engine replies with it
+    threading.Timer(0.05, worker.handed.replies.answer, (request_id, record)).start()
+    began = time.monotonic()
+    worker._answer_handed_back_before_leaving(consumer=None)
+    assert ran == [2] and worker.handed.listen() is None
+    assert time.monotonic() - began < 5  # no longer than the window the ask opened
+
+
+def test_an_answer_that_asks_for_eager_activities_too_hears_a_late_one_as_long_as_without_the_hand_back():
+    """A started eager attempt that never reaches its worker waits out its start-to-close
+    timeout: the answer's replies are heard for the eager path's time, not the hand-back's."""
+    ttls = {}
+
+    class Listener(Replies):
+        def expect(self, request_id, callback, ttl_s):
+            super().expect(request_id, callback, ttl_s)
+            ttls[request_id] = ttl_s
+
+    activities = Activities(slots=5)
+    activities.replies = Listener()
+    h = handler(HandedTasks(activities.replies), Outcome([{**SCHEDULE, "activity_type": "reserve"}]))
+    h.eager = EagerActivities(activities)
+    answer = h.answer(task(first_task_history()))
+    assert orjson.loads(answer.value["commands"])[0].get("request_eager_execution") is True
+    assert ttls[answer.request_id] >= eager_activities.LISTEN_S
+    late = Record(RecordType.EVENT, "ACTIVITY_TASK", "ACTIVITY_TASK", {}, key=7)
+    activities.replies.answer(answer.request_id, late)
+    assert activities.ran == [(7, True)]
+
+
+def test_a_task_handed_back_after_an_engine_outage_longer_than_any_ask_is_remembered_is_still_taken(monkeypatch):
+    """An engine down for a restart or a takeover processes the answers sent meanwhile
+    when it is back; the queue path delivers their next tasks then, however long it took.
+    A task handed back then must be taken too: dropped, it would wait out its timeout and
+    the run's history would show it timed out. (The real listener, fed by hand: no broker.)"""
+    now = [1000.0]
+    monkeypatch.setattr(replies_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(handed_tasks.time, "monotonic", lambda: now[0])
+    listener = ReplyListener("127.0.0.1:1", Topics("t"))  # not started: nothing connects
+    handed = HandedTasks(listener)
+    request_id, _ = handed.listen()
+    now[0] += 15 * 60  # the engine was away a quarter of an hour
+    listener._purge_expired()
+    task_record = workflow_task()
+    task_record.request_id = request_id
+    listener._dispatch(task_record, 0)
+    assert len(handed.take()) == 1
+    assert listener.waiting == 0  # answers that make no task leave nothing behind
+
+
+def test_a_task_handed_back_late_with_an_activitys_completion_is_still_taken(monkeypatch):
+    """The activity's answer is heard for 120 s (a refusal); its run's next task, however late."""
+    now = [1000.0]
+    monkeypatch.setattr(replies_module.time, "monotonic", lambda: now[0])
+    listener = ReplyListener("127.0.0.1:1", Topics("t"))  # not started: nothing connects
+    handed = HandedTasks(None, cached_at={"run-1": 6}.get)
+    handed.replies_of = lambda: listener  # the activity part's listener, shared
+    takes = handed.ask_after_activity({}, "run-1")
+    request_id = handed.request_id()
+    listener.expect(request_id, lambda reply: takes(reply) or True, 120)  # what the attempt registers
+    now[0] += 15 * 60
+    listener._purge_expired()
+    task_record = workflow_task()
+    task_record.request_id = request_id
+    listener._dispatch(task_record, 0)
+    assert len(handed.take()) == 1

@@ -113,6 +113,38 @@ def test_another_workers_task_in_between_means_a_full_replay():
     assert len(FakeInstance.created) == 2 and FakeInstance.created[1].shown == third
 
 
+def test_an_instance_whose_answer_lost_to_another_workers_for_the_same_task_is_not_continued():
+    """A task delivered twice (a rebalance before the offset was committed) is answered by
+    two workers; the engine keeps one answer. The other worker's instance ran the task on
+    its own (its local activities' results may differ): the task after, which it may get
+    (handed back with an activity's completion, or the queue's partition moving back),
+    must replay what the engine kept, not continue that instance."""
+    first = first_task_history()
+    second = after_completed_task(first, ("ACTIVITY_TASK_SCHEDULED", {"activity_id": "1"}), identity="worker-2")
+    h = handler(Outcome([SCHEDULE]), Outcome([COMPLETE]))
+    h.answer(task(first))
+    FakeInstance.created[0].definition.answers[:] = [Outcome([SCHEDULE]), Outcome([COMPLETE])]
+    h.answer(task(second))
+    assert len(FakeInstance.created) == 2 and FakeInstance.created[1].shown == second
+    assert h.cache.hits == 0
+
+
+def test_a_task_this_worker_answered_twice_is_not_continued_from_either_answer():
+    """The same task again (its batch answered a second time after the broker was away, or
+    its partition came back before the offset was committed): the engine keeps the first
+    answer that lands and refuses the other, and the worker cannot tell which one; its
+    instance is not kept, the next task replays what the engine kept."""
+    first = first_task_history()
+    second = after_completed_task(first, ("ACTIVITY_TASK_SCHEDULED", {"activity_id": "1"}))
+    h = handler(Outcome([SCHEDULE]))
+    h.answer(task(first))
+    FakeInstance.created[0].definition.answers[:] = [Outcome([SCHEDULE]), Outcome([SCHEDULE]), Outcome([COMPLETE])]
+    h.answer(task(first))  # again
+    h.answer(task(second))
+    assert len(FakeInstance.created) == 3 and FakeInstance.created[2].shown == second
+    assert h.cache.hits == 0
+
+
 def test_a_non_determinism_failure_fails_the_task_and_forgets_the_instance():
     failure = {"message": "nondeterminism", "kind": "APPLICATION", "type": "NonDeterminismError"}
     h = handler(Outcome([SCHEDULE]), Outcome(None, failure, "NON_DETERMINISTIC_ERROR"))

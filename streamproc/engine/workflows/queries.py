@@ -14,7 +14,8 @@ task: a query that arrives then waits in the run's state and goes out right afte
 task (or when the run closes), as Temporal holds a query until the task in flight ends.
 So does a query that arrives while a task handed back to its worker is out (it went to the
 worker's replies partition, not before the query on the task partition): it goes out when
-that task completes, or after the next one if events were buffered meanwhile.
+that task completes; or, if events were buffered or an update admitted meanwhile, right
+after the next task, which then goes through the queue rather than back to the worker.
 A run waiting out its first-task backoff (a delayed start, a cron run before its time)
 has run no code yet: its query is refused at once (INVALID_STATE), as Temporal refuses it.
 """

@@ -68,9 +68,11 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
                 and not _asks(cmd, FORCE_NEW_TASK):
             _drop_speculative_task(writer, validated)
         else:
+            # Before the task ends: the updates it did not carry (its own are still ADMITTED).
+            nothing_new = not run.buffered and not run.admitted_updates()
             handed_back = run.task.handed_back
             scheduled_id, started_id = writer.end_task(identity)
-            if handed_back and not run.buffered:
+            if handed_back and nothing_new:
                 # Queries that came while it was out saw nothing new since: its worker answers
                 # them with the state its answer left (see `queries.py`).
                 writer.send_waiting_queries()
@@ -84,8 +86,10 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
                 updates.reject_unhandled(writer, carried)
                 if writer.flush_buffer() or needs_task or run.admitted_updates() or _asks(cmd, FORCE_NEW_TASK):
                     # As in Temporal, the new task (whatever made it: the worker's heartbeat,
-                    # buffered events) goes straight back to the worker that asked for it.
-                    writer.schedule_task(hand_back=_asks(cmd, RETURN_NEW_TASK))
+                    # buffered events) goes straight back to the worker that asked for it;
+                    # unless queries wait for it: through the queue, they go right after it
+                    # on its partition (handed back, they would wait for the task after it).
+                    writer.schedule_task(hand_back=_asks(cmd, RETURN_NEW_TASK) and not run.waiting_queries)
     ctx.workflows.put(cmd.key, run)
     # The last answer to a worker that asked for eager activities: the activity tasks it got
     # (if any) came before, so it can give back the slots it held for the others. A task
