@@ -10,7 +10,8 @@ Kafka's own costs (produce calls, the transaction) are not in it.
 Under `valgrind --tool=callgrind` with `ENGINE_COST_CALLGRIND=<dir>` (the directory of
 `--callgrind-out-file`), `Instructions` counts the instructions of each phase exactly,
 whatever the machine's load (the interpreter itself, not a launcher script, must run
-under valgrind; `PYTHONHASHSEED=0` makes runs repeat).
+under valgrind; `PYTHONHASHSEED=0` makes runs repeat; with `--separate-threads=yes` the
+processing thread's count is taken, without RocksDB's background threads).
 """
 
 from __future__ import annotations

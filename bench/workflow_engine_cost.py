@@ -22,7 +22,7 @@ CPU time varies with the machine's load; instructions do not. Under callgrind th
 also prints the instructions per workflow of each phase:
 
     mkdir -p cg && ENGINE_COST_CALLGRIND=cg PYTHONHASHSEED=0 valgrind \
-        --tool=callgrind --callgrind-out-file=cg/callgrind.out.%p \
+        --tool=callgrind --separate-threads=yes --callgrind-out-file=cg/callgrind.out.%p \
         "$(python -c 'import sys; print(sys.executable)')" -m bench.workflow_engine_cost --count 200 --repeats 1
 """
 
