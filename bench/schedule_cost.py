@@ -8,8 +8,9 @@ partitions by their ids as the engine would) are created, the clock moves to the
 and each partition does what the engine's loop does: the checker collects what is due
 (its cap per round), the TRIGGERs are processed and committed together, the START
 commands they wrote are encoded, routed to their workflow's partition, decoded and
-processed there. Kafka's own costs (produce calls, the commit) are not in the figure;
-the record counts say how many produce calls the engine would make.
+processed there, each batch written for the log as `bench/in_process_engine.py` says.
+Kafka's own costs (produce calls, the commit) are not in the figure; the record counts
+say how many produce calls the engine would make.
 
 Prints one JSON line: the median over `--repeats` of the CPU microseconds per action in
 the TRIGGER phase and the START phase, and the records per action by kind (events,
@@ -20,7 +21,7 @@ CPU time still varies with the machine's load; instructions do not. Under callgr
 tool also prints the instructions per action of each phase (the interpreter itself, not
 a launcher script, must run under valgrind):
 
-    mkdir -p cg && SCHEDULE_COST_CALLGRIND=cg PYTHONHASHSEED=0 valgrind \
+    mkdir -p cg && ENGINE_COST_CALLGRIND=cg PYTHONHASHSEED=0 valgrind \
         --tool=callgrind --callgrind-out-file=cg/callgrind.out.%p \
         "$(python -c 'import sys; print(sys.executable)')" -m bench.schedule_cost --count 400 --repeats 1
 """
@@ -29,76 +30,24 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import os
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.in_process_engine import Instructions, Partitions  # noqa: E402
 from streamproc.clock import ManualClock  # noqa: E402
-from streamproc.due.checker import partition_checker  # noqa: E402
-from streamproc.engine.partition import PartitionProcessor  # noqa: E402
-from streamproc.kafka.changelog import changelog_records  # noqa: E402
 from streamproc.protocol import codec  # noqa: E402
-from streamproc.protocol.command_batches import pack  # noqa: E402
-from streamproc.protocol.partitioning import partition_for, routing_key_of  # noqa: E402
+from streamproc.protocol.partitioning import partition_for  # noqa: E402
 from streamproc.protocol.records import Record, ScheduleIntent, ValueType  # noqa: E402
-from streamproc.state.db import PartitionDb  # noqa: E402
 
 DUE_MS = 1_800_000_000_000  # a whole second, far from the clock's start
-
-
-class Partitions:
-    """P partition processors over temporary databases, committing like the engine."""
-
-    def __init__(self, root: Path, count: int, clock: ManualClock) -> None:
-        self.count = count
-        self.clock = clock
-        self.dbs = [PartitionDb(root / f"p{p}", p) for p in range(count)]
-        self.procs = [PartitionProcessor(p, db, clock) for p, db in enumerate(self.dbs)]
-        self.checkers = [partition_checker(db) for db in self.dbs]
-        for proc, checker in zip(self.procs, self.checkers):
-            proc.on_processed = checker.processed
-        self.records: Counter = Counter()
-        self._position = 0
-
-    def send(self, pid: int, record: Record) -> None:
-        data = record.encoded if record.encoded is not None else codec.encode(record)  # as produced
-        self.procs[pid].process(data, None, self._position)
-        self._position += 1
-
-    def commit(self, count: bool = True) -> list[tuple[int, Record]]:
-        """Every partition's batch: applied, its records counted; returns the commands written,
-        with the partition each goes to."""
-        routed = []
-        for pid, proc in enumerate(self.procs):
-            out = proc.output
-            own = []
-            for cmd in out.commands:
-                routing = routing_key_of(cmd.value_type, cmd.value)
-                own.append((pid if routing is None else partition_for(routing, self.count), cmd))
-            own = pack(own)  # as the engine's batch writer does, per partition's output
-            routed += own
-            if count:
-                self.records.update(events=len(out.events), commands=len(own), tasks=len(out.tasks),
-                                    replies=len(out.replies), changelog=len(changelog_records(proc.writes.batch)))
-        for pid, (proc, db) in enumerate(zip(self.procs, self.dbs)):
-            db.apply(proc.writes.batch, {"changelog_offset": self._position})
-            proc.reset_batch()
-            self.checkers[pid].refresh()
-        return routed
-
-    def close(self) -> None:
-        for db in self.dbs:
-            db.close()
 
 
 def _definition(workflow_id: str) -> str:
@@ -107,28 +56,6 @@ def _definition(workflow_id: str) -> str:
                                       "task_queue": "bench-ticks", "workflow_run_timeout_ms": 60_000}},
         "spec": {"interval": [{"interval_ms": 1000}], "start_time_ms": DUE_MS, "end_time_ms": DUE_MS},
         "policy": {"overlap": "ALLOW_ALL"}}).decode()
-
-
-def _callgrind(command: str) -> int | None:
-    """Under `valgrind --tool=callgrind`: zero its counters (-z), or dump them (-d) and
-    return the instructions counted since (deterministic, whatever the machine's load)."""
-    if not os.environ.get("SCHEDULE_COST_CALLGRIND"):
-        return None
-    out_dir = Path(os.environ["SCHEDULE_COST_CALLGRIND"])
-    before = set(out_dir.glob("callgrind.out.*"))
-    subprocess.run(["callgrind_control", command, str(os.getpid())], check=True, capture_output=True)
-    if command != "-d":
-        return None
-    dumps = set(out_dir.glob("callgrind.out.*")) - before
-    totals = [int(line.split()[1]) for d in dumps for line in d.read_text().splitlines()
-              if line.startswith(("totals:", "summary:"))]
-    return max(totals) if totals else None
-
-
-def _count(instructions: Counter, phase: str) -> None:
-    counted = _callgrind("-d")
-    if counted is not None:
-        instructions[phase] += counted
 
 
 def one_burst(count: int, partitions: int, profiler: cProfile.Profile | None = None) -> dict:
@@ -146,27 +73,27 @@ def one_burst(count: int, partitions: int, profiler: cProfile.Profile | None = N
             trigger_cpu = start_cpu = 0.0
             if profiler is not None:
                 profiler.enable()
-            instructions = Counter()  # by phase, under valgrind (see `_callgrind`)
+            instructions = Instructions()  # by phase, under valgrind
             while True:
-                _callgrind("-z")
+                instructions.start()
                 began = time.process_time()
                 for pid, checker in enumerate(parts.checkers):
                     for cmd in checker.collect(clock.now_ms()):
                         parts.records["due_commands"] += 1  # records on the log (a batch is one)
                         cmd.encoded = codec.encode(cmd)
                         parts.procs[pid].process_command(cmd, -1)
-                routed = parts.commit()
+                routed, _ = parts.commit()
                 trigger_cpu += time.process_time() - began
-                _count(instructions, "trigger")
+                instructions.stop("trigger")
                 if not routed:
                     break
-                _callgrind("-z")
+                instructions.start()
                 began = time.process_time()
                 for pid, cmd in routed:
                     parts.send(pid, cmd)
                 parts.commit()
                 start_cpu += time.process_time() - began
-                _count(instructions, "start")
+                instructions.stop("start")
             if profiler is not None:
                 profiler.disable()
             return {"instructions": instructions, "trigger_us": trigger_cpu / count * 1e6,

@@ -83,9 +83,11 @@ class _Compiler:
         self.env: dict[str, Any] = {
             "write_long": write_long, "write_int": write_int, "write_bytes": write_bytes,
             "write_bool": write_bool, "write_double": write_double,
-            "read_long": read_long, "unpack_double": _DOUBLE.unpack_from,
+            "read_long": read_long, "unpack_double": _DOUBLE.unpack_from, "MISSING": object(),
         }
         self.lines: list[str] = []
+        #: (name in the generated code, field type, namespace, default) of defaulted fields
+        self.defaults: list[tuple[str, Any, str | None, Any]] = []
         self._n = 0
 
     def fresh(self, prefix: str) -> str:
@@ -216,6 +218,13 @@ class _Compiler:
                     f"{ind}{target} = {items}"]
         raise NotImplementedError(f"Avro type {kind!r} is not compiled")
 
+    def encode_defaults(self) -> None:
+        """The bytes of each defaulted field's default, for the writers (compiled first)."""
+        for name, schema, ns, default in self.defaults:
+            source = ["def write_default(v, b):", *self.write(schema, "v", "    ", ns), "    return b"]
+            exec(compile("\n".join(source), f"<avro default {name}>", "exec"), self.env)  # noqa: S102
+            self.env[name] = bytes(self.env.pop("write_default")(default, bytearray()))
+
     # records ------------------------------------------------------------------------------
     def compile_record(self, full: str) -> None:
         schema = self.named[full]
@@ -225,10 +234,16 @@ class _Compiler:
         r = [f"def r_{ident}(buf, p):"]
         for i, field in enumerate(schema["fields"]):
             name = field["name"]
-            default = self.fresh("DEFAULT")
-            self.env[default] = field.get("default")
-            w.append(f"    v = d.get({name!r}, {default})")
-            w += self.write(field["type"], "v", "    ", ns)
+            if "default" in field:
+                # A field the datum leaves out (most of a sparse record's) is written as its
+                # default's bytes, encoded once (`encode_defaults`), not encoded again each time.
+                default = self.fresh("DEFAULT")
+                self.defaults.append((default, field["type"], ns, field["default"]))
+                w += [f"    v = d.get({name!r}, MISSING)", f"    if v is MISSING: b += {default}", "    else:"]
+                w += self.write(field["type"], "v", "        ", ns)
+            else:
+                w.append(f"    v = d.get({name!r})")
+                w += self.write(field["type"], "v", "    ", ns)
             r += self.read(field["type"], f"f{i}", "    ", ns)
         w.append("    return b")
         r.append("    return {" + ", ".join(f"{f['name']!r}: f{i}" for i, f in enumerate(schema["fields"])) + "}, p")
@@ -257,6 +272,7 @@ def compile_schemas(schemas: list[dict], root: str) -> tuple[Callable[[dict], by
     for full in c.order:
         c.compile_record(full)
     exec(compile("\n".join(c.lines), f"<avro {root}>", "exec"), c.env)  # noqa: S102 - our own generated code
+    c.encode_defaults()
     writer, reader = c.env[f"w_{_ident(root)}"], c.env[f"r_{_ident(root)}"]
 
     def encode(datum: dict) -> bytes:

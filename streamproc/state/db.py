@@ -166,6 +166,16 @@ class PendingWrites:
             return self.committing[k]
         return self.db.get(family, key)
 
+    def unwritten(self, family: Family, key: bytes) -> bytes | None:
+        """The value the key was given by a batch not in RocksDB yet (this one or the one
+        committing), or None: such a key was not put, or was deleted (RocksDB is not read)."""
+        k = (family, key)
+        for layer in (self._staged, self.batch, self.committing):
+            if k in layer:
+                value = layer[k]
+                return None if value is _ERASED else value
+        return None
+
     def put(self, family: Family, key: bytes, value: bytes) -> None:
         self._staged[(family, key)] = value
 

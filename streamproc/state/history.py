@@ -40,8 +40,18 @@ class History:
 
     def encoded_events(self, run_key: int, first_id: int, last_id: int) -> list[bytes]:
         """The same events as JSON bytes, as stored (pages are built without re-encoding)."""
+        # The newest events are often not in RocksDB yet (this batch's, or the one committing):
+        # those are taken from the writes, and RocksDB is scanned only for older ones, if any.
+        newest = []
+        while last_id >= first_id:
+            data = self._w.unwritten(Family.WORKFLOW_HISTORY, _key(run_key, last_id))
+            if data is None:
+                break
+            newest.append(data)
+            last_id -= 1
+        newest.reverse()
         if last_id < first_id:
-            return []
+            return newest
         found: dict[int, bytes] = {}
         committed = self._w.db.scan(Family.WORKFLOW_HISTORY, lower_bound=_key(run_key, first_id),
                                     upper_bound=_key(run_key, last_id + 1))
@@ -55,4 +65,4 @@ class History:
                 if data is None:
                     raise KeyError(f"event {event_id} of run {run_key} is missing")
             out.append(data)
-        return out
+        return out + newest

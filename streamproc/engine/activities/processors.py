@@ -127,8 +127,10 @@ def _save(key: int, meta: ActivityMeta, state, ctx: ProcessingContext) -> None:
     ctx.activities.put(key, meta, state)
 
 
-def _open(cmd: Record, ctx: ProcessingContext, verb: str, *, started: bool) -> tuple[ActivityMeta, Any] | None:
-    """The activity at the command's attempt (started or not, as asked), or None after rejecting."""
+def _open(cmd: Record, ctx: ProcessingContext, verb: str, *, started: bool,
+          found: tuple[ActivityMeta, Any] | None = None) -> tuple[ActivityMeta, Any] | None:
+    """The activity at the command's attempt (started or not, as asked), or None after
+    rejecting. `found`: the activity, if the caller has read it already."""
     def problem(meta: ActivityMeta, state: Any) -> str | None:
         if cmd.value["attempt"] != state.attempt:
             return f"that attempt is over: the activity is at attempt {state.attempt}"
@@ -138,8 +140,9 @@ def _open(cmd: Record, ctx: ProcessingContext, verb: str, *, started: bool) -> t
             return f"the attempt is {'already started' if state.started_time else 'not dispatched yet'}"
         return None
 
-    return _checked(cmd, ctx, ctx.activities.get(cmd.key) if cmd.key >= 0 else None,
-                    f"Expected to {verb} activity with key '{cmd.key}' at attempt {cmd.value['attempt']}, but", problem)
+    if found is None and cmd.key >= 0:
+        found = ctx.activities.get(cmd.key)
+    return _checked(cmd, ctx, found, f"Expected to {verb} activity with key '{cmd.key}' at attempt {cmd.value['attempt']}, but", problem)
 
 
 def _checked(cmd: Record, ctx: ProcessingContext, found: tuple[ActivityMeta, Any] | None, prefix: str,
@@ -157,13 +160,13 @@ def _checked(cmd: Record, ctx: ProcessingContext, found: tuple[ActivityMeta, Any
 
 
 def start(cmd: Record, ctx: ProcessingContext) -> None:
-    repeated = _repeated_start(cmd, ctx)
-    if repeated is not None:
+    found = ctx.activities.get(cmd.key) if cmd.key >= 0 else None
+    if _is_repeated_start(cmd, found):
         # A worker that got no answer sends its START again with the same request id
         # (a broker outage, an engine takeover): it is told again that the start is its.
-        ctx.out.reply(ACT, A.ATTEMPT_STARTED, cmd.key, event_value(*repeated))
+        ctx.out.reply(ACT, A.ATTEMPT_STARTED, cmd.key, event_value(*found))
         return
-    found = _open(cmd, ctx, "start", started=False)
+    found = _open(cmd, ctx, "start", started=False, found=found)
     if found is None:
         return
     meta, state = found
@@ -173,16 +176,13 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
     ctx.out.reply(ACT, A.ATTEMPT_STARTED, cmd.key, event_value(meta, state))
 
 
-def _repeated_start(cmd: Record, ctx: ProcessingContext) -> tuple[ActivityMeta, Any] | None:
-    """The activity, if the command is a copy of the START that started its current attempt."""
-    found = ctx.activities.get(cmd.key) if cmd.key >= 0 and cmd.request_id is not None else None
-    if found is None:
-        return None
+def _is_repeated_start(cmd: Record, found: tuple[ActivityMeta, Any] | None) -> bool:
+    """Whether the command is a copy of the START that started the activity's current attempt."""
+    if found is None or cmd.request_id is None:
+        return False
     meta, state = found
-    if (state.started_time is not None and state.attempt == cmd.value["attempt"]
-            and meta.start_request_id == cmd.request_id):
-        return found
-    return None
+    return (state.started_time is not None and state.attempt == cmd.value["attempt"]
+            and meta.start_request_id == cmd.request_id)
 
 
 def heartbeat(cmd: Record, ctx: ProcessingContext) -> None:

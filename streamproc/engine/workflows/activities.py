@@ -18,7 +18,8 @@ from streamproc.protocol.failures import failure_to_record
 from streamproc.protocol.records import ActivityIntent
 from streamproc.semantics import ActivityState, InvalidArgument
 from streamproc.semantics.workflow_events import EventType
-from streamproc.protocol.wire_values import policy_to_record, timeouts_to_record, to_ms
+from streamproc.protocol.wire_values import (policy_from_record, policy_to_record, timeouts_from_record,
+                                             timeouts_to_record, to_ms)
 from streamproc.state.activities import ActivityMeta, WorkflowOwner
 from streamproc.state.workflow_run import WorkflowRun
 from streamproc.state.workflow_run_parts import PendingEvent, RunActivity
@@ -68,8 +69,9 @@ def schedule(w: RunWriter, attributes: dict[str, Any], completed_event_id: int, 
         and attributes["task_queue"] == run.task_queue
     scheduled_id = w.append(E.ACTIVITY_TASK_SCHEDULED,
                             {**attributes, "workflow_task_completed_event_id": completed_event_id})
-    # Normalising again gives the same values; the activity keeps them as typed objects.
-    key = create_activity(ctx, attributes, *normalise_schedule(attributes, ctx),
+    # Normalised and admitted by `validate_schedule` already: the activity keeps them typed.
+    timeouts, policy = timeouts_from_record(attributes), policy_from_record(attributes["retry_policy"])
+    key = create_activity(ctx, attributes, timeouts, policy,
                           workflow=WorkflowOwner(w.key, scheduled_id, run.workflow_id, run.run_id,
                                                  run.workflow_type),
                           started_by=eager_for if eager else None)

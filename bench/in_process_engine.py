@@ -1,0 +1,118 @@
+"""Partition processors in this process, committing like the engine, for the tools that
+count what the engine does per action (`schedule_cost.py`, `workflow_engine_cost.py`).
+
+No broker, a manual clock. `Partitions.commit` does what the engine's batch writer and
+commit do with a batch (`kafka/batch_writer.py`, `kafka/engine.py`): it routes the
+commands written (packed into BATCH commands as the writer packs them), encodes every
+record for the log, builds the changelog records, and applies the writes to RocksDB.
+Kafka's own costs (produce calls, the transaction) are not in it.
+
+Under `valgrind --tool=callgrind` with `ENGINE_COST_CALLGRIND=<dir>` (the directory of
+`--callgrind-out-file`), `Instructions` counts the instructions of each phase exactly,
+whatever the machine's load (the interpreter itself, not a launcher script, must run
+under valgrind; `PYTHONHASHSEED=0` makes runs repeat; with `--separate-threads=yes` the
+processing thread's count is taken, without RocksDB's background threads).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+from streamproc.clock import ManualClock
+from streamproc.due.checker import partition_checker
+from streamproc.engine.partition import PartitionProcessor
+from streamproc.kafka.changelog import changelog_records
+from streamproc.protocol import codec
+from streamproc.protocol.command_batches import pack
+from streamproc.protocol.partitioning import partition_for, routing_key_of
+from streamproc.protocol.records import Record
+from streamproc.state.db import PartitionDb
+
+CALLGRIND_ENV = "ENGINE_COST_CALLGRIND"
+
+
+def _encoded(record: Record) -> bytes:
+    return record.encoded if record.encoded is not None else codec.encode(record)
+
+
+class Partitions:
+    """P partition processors over temporary databases, committing like the engine."""
+
+    def __init__(self, root: Path, count: int, clock: ManualClock) -> None:
+        self.count = count
+        self.clock = clock
+        self.dbs = [PartitionDb(root / f"p{p}", p) for p in range(count)]
+        self.procs = [PartitionProcessor(p, db, clock) for p, db in enumerate(self.dbs)]
+        self.checkers = [partition_checker(db) for db in self.dbs]
+        for proc, checker in zip(self.procs, self.checkers):
+            proc.on_processed = checker.processed
+        self.records: Counter = Counter()
+        self._position = 0
+
+    def send(self, pid: int, record: Record) -> None:
+        """Process `record` on partition `pid`, as read from the log (encoded, decoded)."""
+        self.procs[pid].process(_encoded(record), None, self._position)
+        self._position += 1
+
+    def commit(self, count: bool = True) -> tuple[list[tuple[int, Record]], list[tuple[str, Record]]]:
+        """Every partition's batch: written for the log, applied, its records counted.
+        Returns the commands written (with the partition each goes to) and the task records
+        (with their queue)."""
+        routed, tasks = [], []
+        for pid, proc in enumerate(self.procs):
+            out = proc.output
+            own = []
+            for cmd in out.commands:
+                routing = routing_key_of(cmd.value_type, cmd.value)
+                own.append((pid if routing is None else partition_for(routing, self.count), cmd))
+            own = pack(own)  # as the engine's batch writer does, per partition's output
+            for _, cmd in own:
+                cmd.encoded = _encoded(cmd)  # on the log, read back by the partition it goes to
+            for record in (*out.events, *(task for _, task in out.tasks), *(reply for _, reply in out.replies)):
+                _encoded(record)  # what the batch writer produces
+            changelog = changelog_records(proc.writes.batch)
+            routed += own
+            tasks += out.tasks
+            if count:
+                self.records.update(events=len(out.events), commands=len(own), tasks=len(out.tasks),
+                                    replies=len(out.replies), changelog=len(changelog))
+        for pid, (proc, db) in enumerate(zip(self.procs, self.dbs)):
+            db.apply(proc.writes.batch, {"changelog_offset": self._position})
+            proc.reset_batch()
+            self.checkers[pid].refresh()
+        return routed, tasks
+
+    def close(self) -> None:
+        for db in self.dbs:
+            db.close()
+
+
+class Instructions(Counter):
+    """Instructions by phase, counted by callgrind when the tool runs under it (else empty)."""
+
+    def start(self) -> None:
+        _callgrind("-z")
+
+    def stop(self, phase: str) -> None:
+        counted = _callgrind("-d")
+        if counted is not None:
+            self[phase] += counted
+
+
+def _callgrind(command: str) -> int | None:
+    """Under callgrind: zero its counters (-z), or dump them (-d) and return the
+    instructions counted since."""
+    if not os.environ.get(CALLGRIND_ENV):
+        return None
+    out_dir = Path(os.environ[CALLGRIND_ENV])
+    before = set(out_dir.glob("callgrind.out.*"))
+    subprocess.run(["callgrind_control", command, str(os.getpid())], check=True, capture_output=True)
+    if command != "-d":
+        return None
+    dumps = set(out_dir.glob("callgrind.out.*")) - before
+    totals = [int(line.split()[1]) for d in dumps for line in d.read_text().splitlines()
+              if line.startswith(("totals:", "summary:"))]
+    return max(totals) if totals else None
