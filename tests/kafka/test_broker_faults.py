@@ -160,8 +160,11 @@ def test_a_broker_killed_inside_a_commit_and_restarted_10_s_later(broker, tmp_pa
         killed.set()
     try:
         with EngineThread(settings) as engine:
-            hook = CommitHook(engine, nth=5, action=kill)
+            # The worker in its group first: a worker process that starts while the broker
+            # is away checks for it for 10 s and exits, and the kill comes at the 5th commit.
             worker.start()
+            worker.wait_for_log("tasks_assigned")
+            hook = CommitHook(engine, nth=5, action=kill)
             jobs = PacedJobs(settings).start()
             assert killed.wait(60), "the hooked commit was not reached"
             time.sleep(10)
