@@ -46,6 +46,7 @@ from streamproc.kafka.transactions import CommitThread, TransactionalProducers
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.errors import ClientFailure, CommitTimedOut, Origin
 from streamproc.protocol import codec
+from streamproc.protocol.command_batches import commands_in
 from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
 
@@ -109,7 +110,7 @@ class Committer:
         future = self._thread.submit(
             self.commit_transaction, producer, writer,
             [TopicPartition(self.topics.commands, pid, off) for pid, off in offsets.items()], group, deadline)
-        due_count = sum(len(cmd.parts or (cmd,)) for _, cmd in due)  # a batch's commands, not one
+        due_count = sum(len(commands_in(cmd)) for _, cmd in due)  # a batch's commands, not one
         self.committing = Committing(future, touched, messages, due_count, writer, slot, deadline)
 
     def commit_transaction(self, producer: Producer, writer: BatchWriter, offsets: list[TopicPartition],

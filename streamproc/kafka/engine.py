@@ -44,7 +44,7 @@ from streamproc.kafka.owned_partition import RESTORE_CONNECT_TIMEOUT_S, OwnedPar
 from streamproc.kafka.errors import IdentityConflict, StartRefused
 from streamproc.metrics.batch_tally import BatchTally
 from streamproc.metrics.engine_metrics import EngineMetrics
-from streamproc.protocol import codec
+from streamproc.protocol import codec, command_batches
 from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
 from streamproc.settings import Settings
@@ -315,7 +315,7 @@ class Engine:
             pid = msg.partition()
             cmd = self.partitions[pid].processor.process(msg.value(), msg.headers(), msg.offset())
             touched.add(pid)
-            processed += len(cmd.parts) if cmd is not None and cmd.parts else 1
+            processed += 1 if cmd is None else len(command_batches.commands_in(cmd))
             if tally is not None:
                 tally.command(pid, cmd)
         # 2. The previous batch must have committed before this one's transaction begins.
@@ -332,7 +332,7 @@ class Engine:
             part.processor.process_command(cmd, -1)
             touched.add(pid)
             if tally is not None:
-                for one in cmd.parts or (cmd,):  # a batch's commands one by one
+                for one in command_batches.commands_in(cmd):  # a batch's commands one by one
                     due_ms = part.checker.due_ms_of(one)
                     tally.due(pid, one, None if due_ms is None else now - due_ms)
         if due or fresh:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from streamproc.protocol.command_batches import commands_in
 from streamproc.protocol.records import Record, RecordType
 
 #: The value type and intent a command that could not be decoded is counted under
@@ -34,7 +35,7 @@ class BatchTally:
         """A command from the log was processed (None: it could not be decoded); a batch
         that could be read counts as its commands."""
         if command is not None:
-            for one in command.parts or (command,):  # a BATCH counts as the commands it holds
+            for one in commands_in(command):  # a BATCH counts as the commands it holds
                 self.commands[(partition, one.value_type, one.intent)] += 1
         else:
             self.commands[(partition, *UNDECODABLE)] += 1

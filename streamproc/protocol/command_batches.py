@@ -47,6 +47,11 @@ MAX_PART_BYTES = 64 * 1024
 MAX_BATCH_PARTS = 1000
 
 
+def commands_in(record: Record) -> tuple[Record, ...] | list[Record]:
+    """The commands a processed record stands for: a BATCH's parts, else the record itself."""
+    return record.parts or (record,)
+
+
 class BatchError(ValueError):
     """A BATCH command whose parts cannot be read; the reason says what is wrong."""
 

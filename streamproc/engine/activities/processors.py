@@ -350,7 +350,7 @@ def _accepted(cmd: Record, ctx: ProcessingContext, meta: ActivityMeta, state) ->
 def _asks_next(cmd: Record, ctx: ProcessingContext) -> int:
     """The workflow task the answering worker has the run cached at, when it asks for the
     run's next task back and listens for it (0: it does not)."""
-    return cmd.value.get("return_workflow_task_after") or 0 if ctx.out.caller_listens else 0
+    return (cmd.value.get("return_workflow_task_after") or 0) if ctx.out.caller_listens else 0
 
 
 def _loads(text: str | None) -> Any:
