@@ -31,22 +31,15 @@ def add_one(n: int) -> int:
 
 
 @workflow.defn
-class LocalSteps:
+class Steps:
+    """Adds one `steps` times: by local activities, or by activities through the engine."""
+
     @workflow.run
-    async def run(self, steps: int) -> int:
+    async def run(self, steps: int, local: bool) -> int:
+        execute = workflow.execute_local_activity if local else workflow.execute_activity
         n = 0
         for _ in range(steps):
-            n = await workflow.execute_local_activity(add_one, n, start_to_close_timeout=STEP)
-        return n
-
-
-@workflow.defn
-class RemoteSteps:
-    @workflow.run
-    async def run(self, steps: int) -> int:
-        n = 0
-        for _ in range(steps):
-            n = await workflow.execute_activity(add_one, n, start_to_close_timeout=STEP)
+            n = await execute(add_one, n, start_to_close_timeout=STEP)
         return n
 
 
@@ -65,9 +58,9 @@ def engine(bootstrap, namespace, tmp_path):
 
 @pytest.mark.parametrize("disabled", [False, True])
 def test_checkpointed_local_steps_get_their_next_task_handed_back(engine, disabled):
-    with Worker(engine, task_queue=QUEUE, workflows=[LocalSteps], identity="checkpointing",
+    with Worker(engine, task_queue=QUEUE, workflows=[Steps], identity="checkpointing",
                 checkpoint_local_activities=True, disable_workflow_task_hand_back=disabled) as worker:
-        handles = [engine.start_workflow(LocalSteps.run, 5, id=f"local-{disabled}-{n}", task_queue=QUEUE)
+        handles = [engine.start_workflow(Steps.run, args=[5, True], id=f"local-{disabled}-{n}", task_queue=QUEUE)
                    for n in range(3)]
         assert [h.result(60) for h in handles] == [5, 5, 5]
         stats = worker.workflow_worker.stats
@@ -82,9 +75,9 @@ def test_checkpointed_local_steps_get_their_next_task_handed_back(engine, disabl
 
 @pytest.mark.parametrize("disabled", [False, True])
 def test_an_eager_activitys_completion_brings_the_next_task_back_with_it(engine, disabled):
-    with Worker(engine, task_queue=QUEUE, workflows=[RemoteSteps], activities=[add_one], identity="eager",
+    with Worker(engine, task_queue=QUEUE, workflows=[Steps], activities=[add_one], identity="eager",
                 disable_workflow_task_hand_back=disabled) as worker:
-        handles = [engine.start_workflow(RemoteSteps.run, 4, id=f"remote-{disabled}-{n}", task_queue=QUEUE)
+        handles = [engine.start_workflow(Steps.run, args=[4, False], id=f"remote-{disabled}-{n}", task_queue=QUEUE)
                    for n in range(3)]
         assert [h.result(60) for h in handles] == [4, 4, 4]
         stats, activities = worker.workflow_worker.stats, worker.activity_worker.stats
