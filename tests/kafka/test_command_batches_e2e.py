@@ -6,21 +6,14 @@ from __future__ import annotations
 
 import collections
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 
-from streamproc.client import (
-    Client,
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleSpec,
-)
+from streamproc.client import Client
 from tests.support.engines import EngineThread
 from tests.support.history import EventLog
+from tests.support.tick_schedules import create_tick_schedules, started_workflow_ids, tick_workflow_ids
 
 pytestmark = pytest.mark.kafka
 
@@ -35,23 +28,14 @@ def test_a_burst_larger_than_a_step_starts_each_workflow_once(bootstrap, namespa
         put_back, original = [], engine._session.put_back
         engine._session.put_back = lambda rest, commands: put_back.append(len(rest)) or original(rest, commands)
         at = datetime.fromtimestamp(int(time.time()) + 8, tz=timezone.utc)
-        for n in range(SCHEDULES):
-            client.create_schedule(f"burst-{n:03d}", Schedule(
-                action=ScheduleActionStartWorkflow("Tick", id=f"burst-{n:03d}", task_queue="ticks"),
-                spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=1))], start_at=at,
-                                  end_at=at),
-                policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL)))
-        expected = {f"burst-{n:03d}-{at.strftime('%Y-%m-%dT%H:%M:%SZ')}" for n in range(SCHEDULES)}
-
-        def started(log: EventLog) -> list[str]:
-            return [r.value["workflow_id"] for r in log.events("WORKFLOW", "WORKFLOW_EXECUTION_STARTED")]
-
-        events.read_until(lambda log: set(started(log)) >= expected, timeout=120)
+        create_tick_schedules(client, "burst", SCHEDULES, at, at)  # one action each, all at `at`
+        expected = tick_workflow_ids("burst", SCHEDULES, at, at)
+        events.read_until(lambda log: set(started_workflow_ids(log)) >= expected, timeout=120)
         time.sleep(1)  # anything started twice would be there by now
         events.read_available()
         assert engine.stats.commands - SCHEDULES < 20  # the CREATEs, then a few BATCH records
         assert put_back  # some were read again
     events.close()
-    counts = collections.Counter(started(events))
+    counts = collections.Counter(started_workflow_ids(events))
     assert set(counts) == expected and max(counts.values()) == 1
     assert [r for r in events.records if r.rejection_type] == []

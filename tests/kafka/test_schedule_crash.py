@@ -17,18 +17,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from streamproc.client import (
-    Client,
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleSpec,
-)
+from streamproc.client import Client
 from tests.support.crash_workflow_checks import start_processes
 from tests.support.engines import engine_process
 from tests.support.history import EventLog
+from tests.support.tick_schedules import create_tick_schedules, started_workflow_ids, tick_workflow_ids
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -47,14 +40,7 @@ def test_no_action_is_lost_or_taken_twice_while_the_engine_is_sigkilled(bootstra
             # The first action time leaves room to create every schedule before it.
             first = datetime.fromtimestamp(int(time.time()) + 15, tz=timezone.utc)
             last = first + timedelta(seconds=ACTIONS - 1)
-            for n in range(SCHEDULES):
-                client.create_schedule(f"tick-{n:03d}", Schedule(
-                    # No worker runs "Tick": the starts are what is checked.
-                    action=ScheduleActionStartWorkflow("Tick", id=f"tick-{n:03d}", task_queue="ticks",
-                                                       run_timeout=timedelta(seconds=60)),
-                    spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=1))],
-                                      start_at=first, end_at=last),
-                    policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL)))
+            create_tick_schedules(client, "tick", SCHEDULES, first, last, run_timeout=timedelta(seconds=60))
         time.sleep(max(0.0, first.timestamp() - time.time()))
         for _ in range(KILLS):
             time.sleep(rng.uniform(0.5, 3.0))
@@ -63,20 +49,16 @@ def test_no_action_is_lost_or_taken_twice_while_the_engine_is_sigkilled(bootstra
             mark = len(engine.log_text())
             engine.start()
             engine.wait_for_log("partitions_assigned", since=mark)
-        expected = {f"tick-{n:03d}-{(first + timedelta(seconds=s)).strftime('%Y-%m-%dT%H:%M:%SZ')}"
-                    for n in range(SCHEDULES) for s in range(ACTIONS)}
-
-        def started(log: EventLog) -> list[str]:
-            return [r.value["workflow_id"] for r in log.events("WORKFLOW", "WORKFLOW_EXECUTION_STARTED")]
-
+        expected = tick_workflow_ids("tick", SCHEDULES, first, last)
+        assert len(expected) == SCHEDULES * ACTIONS
         try:
-            events.read_until(lambda log: len(set(started(log))) >= len(expected), timeout=180)
+            events.read_until(lambda log: len(set(started_workflow_ids(log))) >= len(expected), timeout=180)
         except TimeoutError:
-            missing = sorted(expected - set(started(events)))
+            missing = sorted(expected - set(started_workflow_ids(events)))
             raise AssertionError(f"{len(missing)} actions never started, e.g. {missing[:5]}") from None
         engine.stop()
         events.read_to_end(timeout=60)
-        counts = collections.Counter(started(events))
+        counts = collections.Counter(started_workflow_ids(events))
         assert set(counts) == expected
         assert [w for w, n in counts.items() if n > 1] == []
         # ... and the schedules recorded each action once (TRIGGERs come from the checker:
