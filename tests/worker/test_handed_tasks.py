@@ -138,10 +138,13 @@ def test_a_stopping_worker_runs_the_tasks_handed_back_for_what_it_asked_before_i
     worker._run = lambda task, scheduled_ms=None: ran.append(task.scheduled_event_id)
     (record,) = task_records(first_task_history())
     record.record_type = RecordType.EVENT  # as the engine replies with it
+    thread = threading.Thread(target=worker._run_handed_tasks, daemon=True)  # as `run` starts it
+    thread.start()
     threading.Timer(0.05, worker.handed.replies.answer, (request_id, record)).start()
     began = time.monotonic()
-    worker._answer_handed_back_before_leaving(consumer=None)
-    assert ran == [2] and worker.handed.listen() is None
+    worker.handed.stop()  # what `run` does when it leaves
+    thread.join(10)
+    assert not thread.is_alive() and ran == [2] and worker.handed.listen() is None
     assert time.monotonic() - began < 5  # no longer than the window the ask opened
 
 
