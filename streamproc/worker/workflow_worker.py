@@ -20,17 +20,9 @@ on the thread that took it (they run on the runner's own loop and threads), at m
 of its task timeout, after which it is answered as a workflow task heartbeat and the run's
 next task carries on with them.
 
-Tasks come from two sources: the task queue, and the tasks the engine hands back on the
-replies partition (`handed_tasks`). Each has a thread that blocks on it alone, so a task
-from either is taken the moment it arrives and an idle worker does not wake for the
-other: the thread of `run` owns the queue's consumer and blocks in its poll (librdkafka
-has no way to wake a poll from another thread, so one thread cannot wait on both), and
-a second thread blocks on the handed-back tasks, woken by the replies listener that puts
-them there. The two take turns to run what they took (`task_turns`). Everything about
-the consumer stays on the thread that owns it: its polls (the group's liveness and
-`max.poll.interval.ms`), rebalance callbacks, commits and seeks. It polls again only once
-its batch is answered, so it takes from the queue no more than before, and a handed-back
-task runs between two of its batches, as it did when one thread took both.
+The tasks the engine hands back on the replies partition (`handed_tasks`) are taken by a
+thread of their own (`handed_task_thread`), so that each source's thread blocks on it
+alone; the two take turns to run what they took.
 """
 
 from __future__ import annotations
@@ -63,6 +55,7 @@ from streamproc.worker.task_leases import OverdueAttempts
 from streamproc.worker.task_queue_membership import GROUP_TIMING, TaskQueueMembership
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.handed_tasks import HandedTasks
+from streamproc.worker.handed_task_thread import HandedTaskThread
 from streamproc.worker.task_turns import TaskTurns
 from streamproc.worker.workflow_activation import InstanceFactory, PendingAnswer, WorkflowTaskHandler
 from streamproc.worker.workflow_queries import QueryAnswerer
@@ -160,10 +153,8 @@ class WorkflowWorker:
         self._partitions = partitions
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        #: The two threads that take tasks run them one at a time.
+        #: The two threads that take tasks (the queue's, the handed-back ones') run them one at a time.
         self._turns = TaskTurns()
-        #: Why the thread that runs handed-back tasks ended early (it stops the worker).
-        self._handed_failure: Exception | None = None
 
     @property
     def definitions(self) -> dict[str, Any]:
@@ -192,11 +183,9 @@ class WorkflowWorker:
         if self.handed is not None and self.handed.replies_of is None:  # none to share: a listener of its own
             self.handed.replies = ReplyListener(self.client.bootstrap, topics).start()
         membership.join()
-        handed_thread = None
-        if self.handed is not None:
-            handed_thread = threading.Thread(target=self._run_handed_tasks, daemon=True,
-                                             name=f"workflow-worker-{self.task_queue}-handed")
-            handed_thread.start()
+        handed_thread = None if self.handed is None else HandedTaskThread(
+            self.handed, self._turns, self._answer_handed, lambda exc: self._stop.set(),
+            f"workflow-worker-{self.task_queue}-handed").start()
         log.info("workflow_worker_started", task_queue=self.task_queue, identity=self.identity,
                  workflows=sorted(self.handler.definitions))
         try:
@@ -208,16 +197,18 @@ class WorkflowWorker:
                     if messages:
                         self._answer_batch(consumer, messages)
                     self._release_overdue_slots()
-            self._stop_handed_tasks(handed_thread)
-            if self._handed_failure is not None:
-                raise self._handed_failure
+            if handed_thread is not None:
+                handed_thread.stop()
+                if handed_thread.failure is not None:
+                    raise handed_thread.failure
             if self._last_offsets:  # the last asynchronous commits, made sure of
                 try:
                     membership.consumer.commit(offsets=list(self._last_offsets.values()), asynchronous=False)
                 except KafkaException as exc:
                     log.warning("workflow_task_commit_failed", error=str(exc.args[0]))
         finally:
-            self._stop_handed_tasks(handed_thread)  # (after an error: the answers still go)
+            if handed_thread is not None:  # (after an error: its answers still go)
+                handed_thread.stop()
             membership.consumer.close()  # leave the group at once: the queue's partitions move on
             if self.handler.eager is not None:
                 self.handler.eager.release_all()
@@ -260,27 +251,10 @@ class WorkflowWorker:
         for tp in partitions:
             self._last_offsets.pop((tp.topic, tp.partition), None)
 
-    # handed-back tasks --------------------------------------------------------------------
-    def _run_handed_tasks(self) -> None:
-        """The thread of the handed-back tasks: blocks until some come (the replies listener
-        wakes it), runs them in its turn, until the worker stops. Then no answer asks for
-        its run's next task any more, and the tasks handed back for the answers that asked
-        before (within the window they are expected in) are still run: left, they would
-        wait for nobody until they timed out."""
-        try:
-            while (records := self.handed.wait_for_tasks()) is not None:
-                with self._turns:
-                    self._answer_batch(None, [], self._handed_tasks(records))
-                    self._release_overdue_slots()
-        except Exception as exc:  # the worker cannot go on without it: stop it, `run` raises it
-            self._handed_failure = exc
-            self._stop.set()
-
-    def _stop_handed_tasks(self, thread: threading.Thread | None) -> None:
-        """Ask no more tasks back and wait while the thread runs those already asked for."""
-        if thread is not None:
-            self.handed.stop()
-            thread.join()
+    # handed-back tasks (on their own thread, in its turn) ------------------------------------
+    def _answer_handed(self, records: list) -> None:
+        self._answer_batch(None, [], self._handed_tasks(records))
+        self._release_overdue_slots()
 
     def _release_overdue_slots(self) -> None:
         if self.handler.eager is not None:

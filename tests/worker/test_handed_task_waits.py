@@ -11,6 +11,7 @@ import time
 from streamproc.protocol.records import Record, RecordType
 from streamproc.worker import handed_tasks
 from streamproc.worker.handed_tasks import HandedTasks
+from streamproc.worker.handed_task_thread import HandedTaskThread
 from streamproc.worker.task_turns import TaskTurns
 from tests.worker.test_eager_activities import Replies
 
@@ -116,3 +117,24 @@ def test_turns_are_served_in_the_order_they_were_asked_for():
         order.append("handed")
     thread.join(WAIT_S)
     assert order == ["queue", "handed"]
+
+
+def test_the_thread_answers_each_lot_in_its_turn_and_a_failure_stops_the_worker():
+    handed = HandedTasks(Replies())
+    turns = TaskTurns()
+    answered, failures, first = [], [], threading.Event()
+
+    def answer(records):
+        if records[0].key == 13:
+            raise RuntimeError("broken")
+        answered.append([r.key for r in records])
+        first.set()
+
+    thread = HandedTaskThread(handed, turns, answer, failures.append, "handed").start()
+    with turns:  # the queue's thread has the turn: the task waits for it
+        handed.put(workflow_task(1))
+        assert not first.wait(0.2)
+    assert first.wait(WAIT_S)
+    handed.put(workflow_task(13))
+    thread._thread.join(WAIT_S)
+    assert answered == [[1]] and [str(f) for f in failures] == ["broken"] and str(thread.failure) == "broken"
