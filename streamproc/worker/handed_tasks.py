@@ -11,12 +11,13 @@ to the queue as usual. A handed-back task is a dispatched task like any other: i
 worker dies with it, it times out on the engine and the next attempt goes through the
 queue.
 
-Replies arrive on the listener's thread; the worker's polling thread takes them between
-its polls of the task queue (`take`). While it expects some (it asked within the last
-`EXPECT_S`), it polls the queue without waiting and waits here instead, so a task handed
-back is run at once. A worker that stops asks no more (`stop`), and runs the tasks handed
-back for what it asked before it leaves: left, they would wait for nobody until their
-timeout, where a task on the queue goes to the group's next member at once.
+Replies arrive on the listener's thread, which puts them here and wakes the worker's
+thread for handed-back tasks, blocked in `wait_for_tasks` with no timeout: a task handed
+back is run at once, and a worker that expects none does not wake for it (the task queue
+has a thread of its own, `workflow_worker`). A worker that stops asks no more (`stop`),
+and runs the tasks handed back for what it asked before it leaves (within `EXPECT_S` of
+its last ask): left, they would wait for nobody until their timeout, where a task on the
+queue goes to the group's next member at once.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from streamproc.protocol.records import Record, RecordType, ValueType, WorkflowI
 
 __all__ = ["HandedTasks", "is_handed_task"]
 
-#: How long after an ask the worker keeps looking for a handed-back task between polls.
+#: How long after an ask its task is still looked for by a worker that stops.
 EXPECT_S = 1.0
 #: How long an answer that asks for eager activities too is heard for them. An ask alone
 #: is not registered: the engine writes nothing back when the answer makes no new task (no
@@ -129,7 +130,7 @@ class HandedTasks:
 
     def _ask(self) -> bool:
         """Whether an answer may ask now (the worker still takes tasks); if so, a task may
-        come back soon: look for it between polls."""
+        come back soon: a worker that stops waits for it that long."""
         with self._cond:  # after `stop`, no window opens that its worker would not drain
             if self._stopped:
                 return False
@@ -146,6 +147,7 @@ class HandedTasks:
         within the window (`expecting`): its worker runs it before it leaves."""
         with self._cond:
             self._stopped = True
+            self._cond.notify_all()  # `wait_for_tasks` now waits only out the window
 
     def wait_quiet(self, timeout_s: float) -> None:
         """Wait (at most `timeout_s`) until no task is expected any more: the replies
@@ -160,6 +162,20 @@ class HandedTasks:
             self._tasks.append(record)
             self.received += 1
             self._cond.notify_all()
+
+    def wait_for_tasks(self) -> list[Record] | None:
+        """The tasks handed back, waiting as long as it takes for the first; None once the
+        worker stopped (`stop`) and the window of its last ask has passed with none left."""
+        with self._cond:
+            while not self._tasks:
+                if not self._stopped:
+                    self._cond.wait()  # woken by `put` or `stop`, never by a clock
+                elif (left := self._expect_until - time.monotonic()) > 0:
+                    self._cond.wait(left)  # no ask opens a window after `stop`: it only closes
+                else:
+                    return None
+            tasks, self._tasks = self._tasks, []
+            return tasks
 
     def take(self, timeout_s: float = 0.0) -> list[Record]:
         """The tasks handed back so far, waiting up to `timeout_s` for the first."""

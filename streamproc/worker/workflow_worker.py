@@ -14,11 +14,15 @@ Offsets are committed only once the answers of a batch are on the log (flushed),
 worker that dies loses nothing: the tasks it had not answered are delivered again to
 whoever gets the partition, and if that answer comes too late the engine's task timeout
 schedules the task again. Apart from its sticky cache (an optimisation), a worker keeps
-no state. Tasks run one at a time on the polling thread: workflow code only computes
-(activities do the waiting), so a task is short. A task whose code waits on local
-activities waits for them on that thread (they run on the runner's own loop and
-threads), at most 80% of its task timeout, after which it is answered as a workflow task
-heartbeat and the run's next task carries on with them.
+no state. Tasks run one at a time: workflow code only computes (activities do the
+waiting), so a task is short. A task whose code waits on local activities waits for them
+on the thread that took it (they run on the runner's own loop and threads), at most 80%
+of its task timeout, after which it is answered as a workflow task heartbeat and the run's
+next task carries on with them.
+
+The tasks the engine hands back on the replies partition (`handed_tasks`) are taken by a
+thread of their own (`handed_task_thread`), so that each source's thread blocks on it
+alone; the two take turns to run what they took.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ from streamproc.worker.task_leases import OverdueAttempts
 from streamproc.worker.task_queue_membership import GROUP_TIMING, TaskQueueMembership
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.handed_tasks import HandedTasks
+from streamproc.worker.handed_task_thread import HandedTaskThread
+from streamproc.worker.task_turns import TaskTurns
 from streamproc.worker.workflow_activation import InstanceFactory, PendingAnswer, WorkflowTaskHandler
 from streamproc.worker.workflow_queries import QueryAnswerer
 from streamproc.worker.workflow_task_pages import TaskPageAssembler, WorkflowTask
@@ -62,9 +68,9 @@ __all__ = ["WorkflowWorker", "WorkflowWorkerStats"]
 
 #: Tasks taken from Kafka per poll: answers are flushed and offsets committed per batch.
 MAX_BATCH = 100
-#: How long the polling thread waits for a handed-back task before polling the queue again,
-#: while it expects one.
-HANDED_WAIT_S = 0.002
+#: How long a poll of the task queue waits for a task: how often the consumer's thread sees
+#: to the group membership and to `stop` while no task comes.
+POLL_S = 0.1
 #: How long to wait for GET_HISTORY's pages before failing the task (the engine then
 #: sends the next attempt with the whole history).
 HISTORY_FETCH_TIMEOUT_S = 20.0
@@ -147,6 +153,8 @@ class WorkflowWorker:
         self._partitions = partitions
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: The two threads that take tasks (the queue's, the handed-back ones') run them one at a time.
+        self._turns = TaskTurns()
 
     @property
     def definitions(self) -> dict[str, Any]:
@@ -175,26 +183,32 @@ class WorkflowWorker:
         if self.handed is not None and self.handed.replies_of is None:  # none to share: a listener of its own
             self.handed.replies = ReplyListener(self.client.bootstrap, topics).start()
         membership.join()
+        handed_thread = None if self.handed is None else HandedTaskThread(
+            self.handed, self._turns, self._answer_handed, lambda exc: self._stop.set(),
+            f"workflow-worker-{self.task_queue}-handed").start()
         log.info("workflow_worker_started", task_queue=self.task_queue, identity=self.identity,
                  workflows=sorted(self.handler.definitions))
         try:
             while not self._stop.is_set():
                 membership.may_take_tasks()
                 consumer = membership.consumer
-                handed = self._handed_tasks(0.0)
-                messages = consume_available(consumer, MAX_BATCH, 0.0 if handed or self._expecting() else 0.1)
-                if not handed and not messages and self._expecting():
-                    handed = self._handed_tasks(HANDED_WAIT_S)
-                self._answer_batch(consumer, messages, handed)
-                if self.handler.eager is not None:
-                    self.handler.eager.release_overdue()
-            self._answer_handed_back_before_leaving(membership.consumer)
+                messages = consume_available(consumer, MAX_BATCH, POLL_S)
+                with self._turns:
+                    if messages:
+                        self._answer_batch(consumer, messages)
+                    self._release_overdue_slots()
+            if handed_thread is not None:
+                handed_thread.stop()
+                if handed_thread.failure is not None:
+                    raise handed_thread.failure
             if self._last_offsets:  # the last asynchronous commits, made sure of
                 try:
                     membership.consumer.commit(offsets=list(self._last_offsets.values()), asynchronous=False)
                 except KafkaException as exc:
                     log.warning("workflow_task_commit_failed", error=str(exc.args[0]))
         finally:
+            if handed_thread is not None:  # (after an error: its answers still go)
+                handed_thread.stop()
             membership.consumer.close()  # leave the group at once: the queue's partitions move on
             if self.handler.eager is not None:
                 self.handler.eager.release_all()
@@ -237,33 +251,25 @@ class WorkflowWorker:
         for tp in partitions:
             self._last_offsets.pop((tp.topic, tp.partition), None)
 
-    # answering ----------------------------------------------------------------------------
-    def _expecting(self) -> bool:
-        return self.handed is not None and self.handed.expecting()
+    # handed-back tasks (on their own thread, in its turn) ------------------------------------
+    def _answer_handed(self, records: list) -> None:
+        self._answer_batch(None, [], self._handed_tasks(records))
+        self._release_overdue_slots()
 
-    def _answer_handed_back_before_leaving(self, consumer: Consumer) -> None:
-        """No answer asks for its run's next task from now on; the tasks handed back for
-        the answers that asked before (within the window they are expected in) are run
-        here. Left, they would wait for nobody until they timed out."""
-        if self.handed is None:
-            return
-        self.handed.stop()
-        while True:
-            expecting = self.handed.expecting()  # before taking: a task that came in time is taken
-            handed = self._handed_tasks(HANDED_WAIT_S if expecting else 0.0)
-            if handed:
-                self._answer_batch(consumer, [], handed)
-            elif not expecting:
-                return
+    def _release_overdue_slots(self) -> None:
+        if self.handler.eager is not None:
+            self.handler.eager.release_overdue()
 
-    def _handed_tasks(self, timeout_s: float) -> list[tuple[WorkflowTask, int]]:
-        """Tasks the engine handed back to this worker (whole: the engine hands back only a
-        task that fits one record), each with the engine's time on its record."""
-        if self.handed is None:
-            return []
+    def _handed_tasks(self, records: list) -> list[tuple[WorkflowTask, int]]:
+        """Tasks the engine handed back to this worker, each with the engine's time on its
+        record. Whole: the engine hands back only a task that fits one record, and one in
+        pages is refused here, so the page assembler's state (the consumer thread's,
+        changed by its rebalance callbacks) is never touched from this thread."""
         tasks = []
-        for record in self.handed.take(timeout_s):
+        for record in records:
             try:
+                if (record.value.get("pages") or 1) != 1:
+                    raise ValueError(f"a handed-back task is one record, got {record.value['pages']} pages")
                 task = self._pages.add(record)
             except (ValueError, KeyError) as exc:
                 log.warning("workflow_task_unusable", handed_back=True, error=str(exc))
@@ -274,7 +280,8 @@ class WorkflowWorker:
         self.stats.handed_back += len(tasks)
         return tasks
 
-    def _answer_batch(self, consumer: Consumer, messages: list[Message],
+    # answering ----------------------------------------------------------------------------
+    def _answer_batch(self, consumer: Consumer | None, messages: list[Message],
                       handed: list[tuple[WorkflowTask, int]] = ()) -> None:
         waiting: list[PendingAnswer] = []
         for task, scheduled_ms in handed:  # nothing to commit for them: they came as replies

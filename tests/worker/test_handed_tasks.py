@@ -15,6 +15,8 @@ from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.protocol.topics import Topics
 from streamproc.protocol.records import Record, RecordType
 from streamproc.worker.handed_tasks import HandedTasks
+from streamproc.worker.handed_task_thread import HandedTaskThread
+from streamproc.worker.task_turns import TaskTurns
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.workflow_activation import WorkflowTaskHandler
 from streamproc.worker.workflow_worker import WorkflowWorker
@@ -138,10 +140,15 @@ def test_a_stopping_worker_runs_the_tasks_handed_back_for_what_it_asked_before_i
     worker._run = lambda task, scheduled_ms=None: ran.append(task.scheduled_event_id)
     (record,) = task_records(first_task_history())
     record.record_type = RecordType.EVENT  # as the engine replies with it
+    failures = []
+    thread = HandedTaskThread(worker.handed, TaskTurns(), worker._answer_handed, failures.append, "handed")
+    thread.start()  # as `run` starts it
     threading.Timer(0.05, worker.handed.replies.answer, (request_id, record)).start()
     began = time.monotonic()
-    worker._answer_handed_back_before_leaving(consumer=None)
-    assert ran == [2] and worker.handed.listen() is None
+    stopping = threading.Thread(target=thread.stop, daemon=True)  # what `run` does when it leaves
+    stopping.start()
+    stopping.join(10)
+    assert not stopping.is_alive() and ran == [2] and worker.handed.listen() is None and failures == []
     assert time.monotonic() - began < 5  # no longer than the window the ask opened
 
 

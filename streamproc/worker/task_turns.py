@@ -1,0 +1,45 @@
+"""One workflow task at a time across the threads that take them, in the order they asked.
+
+A workflow worker takes tasks from two sources, each on a thread that blocks on its own
+source (see `workflow_worker`): the task queue's consumer, and the tasks the engine hands
+back on the replies partition. Workflow code, the sticky cache and the eager-activity
+reservations are not made for two threads at once, so the two take turns to run what they
+took. A plain lock would do that, but not fairly: a thread that releases it and asks again
+at once (a run of handed-back tasks) can have it again before the other wakes up, and the
+consumer thread would stop polling meanwhile (its group's `max.poll.interval.ms`). Turns
+are served first come, first served (a ticket lock).
+"""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["TaskTurns"]
+
+
+class TaskTurns:
+    """`with turns:` runs the block when every thread that asked before has had its turn."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._next_ticket = 0
+        self._serving = 0
+
+    def __enter__(self) -> TaskTurns:
+        with self._cond:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            while ticket != self._serving:
+                self._cond.wait()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._serving += 1
+            self._cond.notify_all()
+
+    @property
+    def waiting(self) -> int:
+        """Threads waiting for their turn (not counting the one that has it)."""
+        with self._cond:
+            return max(self._next_ticket - self._serving - 1, 0)
