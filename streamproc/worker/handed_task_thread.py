@@ -57,6 +57,7 @@ class HandedTaskThread:
                     self._answer(records)
         except Exception as exc:  # the worker cannot go on without it: it is told, and stops
             self.failure = exc
+            self.handed.stop()  # at once: a task asked back from now on would wait for nobody
             self._on_failure(exc)
 
     def stop(self) -> None:

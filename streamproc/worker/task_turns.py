@@ -24,22 +24,35 @@ class TaskTurns:
         self._cond = threading.Condition(threading.Lock())
         self._next_ticket = 0
         self._serving = 0
+        #: Tickets whose thread stopped waiting (interrupted): skipped when their turn comes.
+        self._given_up: set[int] = set()
 
     def __enter__(self) -> TaskTurns:
         with self._cond:
             ticket = self._next_ticket
             self._next_ticket += 1
-            while ticket != self._serving:
-                self._cond.wait()
+            try:
+                while ticket != self._serving:
+                    self._cond.wait()
+            except BaseException:  # e.g. KeyboardInterrupt: kept, every later turn would wait for this one
+                self._given_up.add(ticket)
+                self._next_turn(self._serving)
+                raise
         return self
 
     def __exit__(self, *exc: object) -> None:
         with self._cond:
-            self._serving += 1
-            self._cond.notify_all()
+            self._next_turn(self._serving + 1)
+
+    def _next_turn(self, ticket: int) -> None:
+        while ticket in self._given_up:
+            self._given_up.discard(ticket)
+            ticket += 1
+        self._serving = ticket
+        self._cond.notify_all()
 
     @property
     def waiting(self) -> int:
         """Threads waiting for their turn (not counting the one that has it)."""
         with self._cond:
-            return max(self._next_ticket - self._serving - 1, 0)
+            return max(self._next_ticket - self._serving - len(self._given_up) - 1, 0)

@@ -25,7 +25,7 @@ import orjson
 
 from streamproc.protocol.records import Record
 
-__all__ = ["WorkflowTask", "TaskPageAssembler"]
+__all__ = ["WorkflowTask", "TaskPageAssembler", "one_record_task"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -91,11 +91,7 @@ class TaskPageAssembler:
         """
         v = record.value
         pages, page = v.get("pages", 1) or 1, v.get("page", 0)
-        if not 0 <= page < pages:
-            raise ValueError(f"page must be in [0, {pages}), got {page}")
-        events = orjson.loads(v["history"]) if v.get("history") else []
-        if not isinstance(events, list):
-            raise ValueError(f"history must be a JSON list, got {type(events).__name__}")
+        events = _page_events(record, pages, page)
         if pages == 1:
             return WorkflowTask.from_record(record, events)
         task_id = (v["run_id"], v["scheduled_event_id"], v["attempt"])
@@ -137,3 +133,21 @@ class TaskPageAssembler:
         while len(self._pending) > self.max_pending:
             del self._pending[next(iter(self._pending))]
             self.dropped += 1
+
+
+def one_record_task(record: Record) -> WorkflowTask:
+    """A task that must be whole in one record (the engine hands back only such a task),
+    read without an assembler; ValueError if it is a page."""
+    pages = record.value.get("pages", 1) or 1
+    if pages != 1:
+        raise ValueError(f"a handed-back task is one record, got {pages} pages")
+    return WorkflowTask.from_record(record, _page_events(record, pages, record.value.get("page", 0)))
+
+
+def _page_events(record: Record, pages: int, page: int) -> list[dict[str, Any]]:
+    if not 0 <= page < pages:
+        raise ValueError(f"page must be in [0, {pages}), got {page}")
+    events = orjson.loads(record.value["history"]) if record.value.get("history") else []
+    if not isinstance(events, list):
+        raise ValueError(f"history must be a JSON list, got {type(events).__name__}")
+    return events

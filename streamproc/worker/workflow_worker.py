@@ -59,7 +59,7 @@ from streamproc.worker.handed_task_thread import HandedTaskThread
 from streamproc.worker.task_turns import TaskTurns
 from streamproc.worker.workflow_activation import InstanceFactory, PendingAnswer, WorkflowTaskHandler
 from streamproc.worker.workflow_queries import QueryAnswerer
-from streamproc.worker.workflow_task_pages import TaskPageAssembler, WorkflowTask
+from streamproc.worker.workflow_task_pages import TaskPageAssembler, WorkflowTask, one_record_task
 from streamproc.workflow.local_activity_runner import LocalActivityRunner
 
 log = structlog.get_logger("streamproc.worker")
@@ -262,21 +262,14 @@ class WorkflowWorker:
 
     def _handed_tasks(self, records: list) -> list[tuple[WorkflowTask, int]]:
         """Tasks the engine handed back to this worker, each with the engine's time on its
-        record. Whole: the engine hands back only a task that fits one record, and one in
-        pages is refused here, so the page assembler's state (the consumer thread's,
-        changed by its rebalance callbacks) is never touched from this thread."""
+        record; one record each, not the page assembler's (the consumer thread's state)."""
         tasks = []
         for record in records:
             try:
-                if (record.value.get("pages") or 1) != 1:
-                    raise ValueError(f"a handed-back task is one record, got {record.value['pages']} pages")
-                task = self._pages.add(record)
+                tasks.append((one_record_task(record), record.timestamp_ms))
             except (ValueError, KeyError) as exc:
                 log.warning("workflow_task_unusable", handed_back=True, error=str(exc))
                 self.stats.skipped += 1
-                continue
-            if task is not None:
-                tasks.append((task, record.timestamp_ms))
         self.stats.handed_back += len(tasks)
         return tasks
 

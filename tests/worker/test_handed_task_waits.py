@@ -5,8 +5,11 @@ shows as a thread still blocked, or not, when the test looks."""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
+
+import pytest
 
 from streamproc.protocol.records import Record, RecordType
 from streamproc.worker import handed_tasks
@@ -138,3 +141,60 @@ def test_the_thread_answers_each_lot_in_its_turn_and_a_failure_stops_the_worker(
     handed.put(workflow_task(13))
     thread._thread.join(WAIT_S)
     assert answered == [[1]] and [str(f) for f in failures] == ["broken"] and str(thread.failure) == "broken"
+
+
+def test_a_turn_given_up_while_waiting_for_it_does_not_hold_up_the_turns_after_it():
+    """`WorkflowWorker.run` on the main thread, Ctrl-C while the queue's thread waits for
+    its turn: the KeyboardInterrupt leaves the wait. Its ticket is given up; kept, the
+    handed-back tasks' thread would wait for that turn for ever, and the worker's stop
+    with it (it waits for that thread to answer what it holds)."""
+    turns = TaskTurns()
+    held, release = threading.Event(), threading.Event()
+
+    def handed_thread() -> None:
+        with turns:
+            held.set()
+            release.wait(WAIT_S)
+
+    holder = threading.Thread(target=handed_thread, daemon=True)
+    holder.start()
+    assert held.wait(WAIT_S)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            with turns:  # the queue's thread (this one, the main thread) waits: interrupted
+                pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    release.set()
+    holder.join(WAIT_S)
+    assert turns.waiting == 0
+    served = threading.Event()
+
+    def next_turn() -> None:
+        with turns:
+            served.set()
+    threading.Thread(target=next_turn, daemon=True).start()
+    assert served.wait(WAIT_S)
+
+
+def test_a_failed_thread_stops_the_asks_at_once():
+    """Once the thread for handed-back tasks is gone, no answer asks for a task back: the
+    queue's thread may answer a whole batch more before it sees the stop, and each task
+    handed back for it would wait for nobody until its timeout."""
+    handed = HandedTasks(Replies(), lambda run_id: 4)  # every run cached, answered at event 4
+    failures = []
+
+    def answer(records):
+        raise RuntimeError("broken")
+
+    thread = HandedTaskThread(handed, TaskTurns(), answer, failures.append, "handed").start()
+    handed.put(workflow_task(1))
+    thread._thread.join(WAIT_S)
+    assert [str(f) for f in failures] == ["broken"]
+    assert handed.listen() is None and handed.ask_after_activity({}, "run") is None

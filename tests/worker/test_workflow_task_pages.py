@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamproc.worker.workflow_task_pages import TaskPageAssembler
+from streamproc.worker.workflow_task_pages import TaskPageAssembler, one_record_task
 from tests.support.workflow_tasks import RUN_KEY, after_completed_task, first_task_history, task_records
 
 
@@ -75,3 +75,13 @@ def test_a_page_outside_its_range_is_refused(page, pages):
     record.value.update(page=page, pages=pages)
     with pytest.raises(ValueError, match="page must be in"):
         TaskPageAssembler().add(record)
+
+
+def test_a_handed_back_task_is_read_whole_from_its_one_record_and_a_page_is_refused():
+    """Handed-back tasks are read on their own thread, with no assembler (whose pages are
+    the task queue's thread's): the engine hands back only a task that fits one record."""
+    history = long_history(4)
+    assert one_record_task(task_records(history)[0]).history == history
+    first_page = task_records(history, pages=2)[0]
+    with pytest.raises(ValueError, match="one record, got 2 pages"):
+        one_record_task(first_page)
