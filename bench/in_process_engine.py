@@ -24,6 +24,7 @@ from pathlib import Path
 from streamproc.clock import ManualClock
 from streamproc.due.checker import partition_checker
 from streamproc.engine.partition import PartitionProcessor
+from streamproc.engine.relay import Relay
 from streamproc.kafka.changelog import changelog_records
 from streamproc.protocol import codec
 from streamproc.protocol.command_batches import pack
@@ -51,6 +52,16 @@ class Partitions:
             proc.on_processed = checker.processed
         self.records: Counter = Counter()
         self._position = 0
+        self._relay = Relay(count)
+        self._touched: set[int] = set()
+
+    def relay(self) -> int:
+        """What the engine's loop does before it commits (`engine/relay.py`): the commands
+        the batch wrote for its partitions (all are this process's) are processed there, in
+        the same batch. Returns how many."""
+        relayed = self._relay.run(dict(enumerate(self.procs)), set(range(self.count)), 1 << 30)
+        self.records["relayed"] += len(relayed)
+        return len(relayed)
 
     def send(self, pid: int, record: Record) -> None:
         """Process `record` on partition `pid`, as read from the log (encoded, decoded)."""
@@ -67,18 +78,21 @@ class Partitions:
             own = []
             for cmd in out.commands:
                 routing = routing_key_of(cmd.value_type, cmd.value)
-                own.append((pid if routing is None else partition_for(routing, self.count), cmd))
+                # Relayed ones are written too, marked as processed: packed apart, as the writer does.
+                own.append(((pid if routing is None else partition_for(routing, self.count), cmd.relayed), cmd))
             own = pack(own)  # as the engine's batch writer does, per partition's output
             for _, cmd in own:
                 cmd.encoded = _encoded(cmd)  # on the log, read back by the partition it goes to
             for record in (*out.events, *(task for _, task in out.tasks), *(reply for _, reply in out.replies)):
                 _encoded(record)  # what the batch writer produces
             changelog = changelog_records(proc.writes.batch)
-            routed += own
+            routed += [(target, cmd) for (target, relayed), cmd in own if not relayed]  # read back: skipped
             tasks += out.tasks
             if count:
                 self.records.update(events=len(out.events), commands=len(own), tasks=len(out.tasks),
                                     replies=len(out.replies), changelog=len(changelog))
+        if count and any(len(proc.output) for proc in self.procs):
+            self.records["transactions"] += 1
         for pid, (proc, db) in enumerate(zip(self.procs, self.dbs)):
             db.apply(proc.writes.batch, {"changelog_offset": self._position})
             proc.reset_batch()

@@ -59,19 +59,23 @@ class Relay:
         self.max_rounds = max_rounds
         #: The partitions of the last `run`: commands for them not relayed carry the session.
         self.owned: frozenset[int] = frozenset()
-        self.hold_all()
+        self._start(all_held=False)  # nothing written yet: nothing to wait for
 
     # holds --------------------------------------------------------------------------------
     def hold_all(self) -> None:
         """After an assignment or a rewind: every partition is held until a command this
         engine writes to it through the log from now on is read back."""
-        self._session = uuid.uuid4().hex.encode()
+        self._start(all_held=True)
+
+    def _start(self, all_held: bool) -> None:
+        self._session = uuid.uuid4().hex.encode()  # what an earlier session wrote is not counted
         self._headers = [*codec.AVRO_HEADERS, (codec.RELAY_HEADER, self._session)]
+        self._all_held = all_held
         self._unread: dict[int, int] = {}  # partition -> our commands on its log not read back yet
-        self._caught_up: set[int] = set()
+        self._caught_up: set[int] = set()  # since `hold_all`, partitions that read one back
 
     def held(self, pid: int) -> bool:
-        return pid not in self._caught_up or pid in self._unread
+        return pid in self._unread or (self._all_held and pid not in self._caught_up)
 
     def sent_through_log(self, target: int) -> list:
         """A command for an owned `target` goes through the log: the headers to write it with."""

@@ -4,11 +4,14 @@ The exactly-once contract, step by step (the engine's loop, `kafka/engine.py`, d
 
 1. **Process.** Each command of the batch goes to its processor (`engine/partition.py`);
    state writes are staged per command (`state/db.py` PendingWrites), follow-up records
-   are collected (`engine/output.py`). Nothing has left the process.
+   are collected (`engine/output.py`). The checker's due commands are processed, then the
+   commands the batch wrote for partitions this engine owns, on those (`engine/relay.py`).
+   Nothing has left the process.
 2. **Begin** (`Committer.begin`) on the idle one of two transactional producers.
 3. **Produce** the follow-ups (events, commands, task records, replies) and, for every
    staged write, its changelog record (`kafka/batch_writer.py`); due commands the checker
-   made go to the commands topic marked as processed.
+   made and the commands relayed go to the commands topic marked as processed (read back,
+   they are skipped: `kafka/echoes.py`).
 4. **Seal** the batch's staged writes: the next batch is processed on top of them while
    this one commits.
 5. **Add the consumed offsets** to the transaction, fenced by our group generation
