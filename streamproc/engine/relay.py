@@ -31,7 +31,9 @@ Why this keeps the engine's promises:
   checked against the state again, relayed or not (a start whose id is taken is refused).
 - **Ownership.** Assignments change only while the engine polls, never between
   processing a batch and beginning its transaction; a partition revoked while the
-  transaction commits fences it by the group generation, as the rest of the batch.
+  transaction commits waits for it (the revoke callback finishes the commit), and one that
+  consumed commands is fenced by the group generation with its offsets. A transaction of
+  due and relayed commands only carries no offsets, as one of due commands never did.
 - **Size.** A transaction relays at most as many commands as it took from the log and the
   checker, or `max_batch` if that is more: the relay at most doubles a transaction. What is
   left travels through the log.
@@ -59,6 +61,9 @@ class Relay:
         self.max_rounds = max_rounds
         #: The partitions of the last `run`: commands for them not relayed carry the session.
         self.owned: frozenset[int] = frozenset()
+        #: Per partition, the partitions its output's commands go to, as far as the last
+        #: `run` looked (the batch writer routes by them instead of hashing ids again).
+        self.targets: dict[int, list[int]] = {}
         self._start(all_held=False)  # nothing written yet: nothing to wait for
 
     # holds --------------------------------------------------------------------------------
@@ -105,15 +110,16 @@ class Relay:
         `touched`; returns the commands relayed (at most `budget`) with their partition."""
         self.owned = frozenset(processors)
         blocked = {pid for pid in processors if self.held(pid)}  # in order, through the log
-        seen: dict[int, int] = {}  # per partition, its output's commands already looked at
+        self.targets = targets = {}
         sources, relayed = sorted(touched), []
         for _ in range(self.max_rounds):
             round_: list[tuple[int, Record]] = []
             for source in sources:
                 commands = processors[source].output.commands
-                start, seen[source] = seen.get(source, 0), len(commands)
-                for record in commands[start:]:
+                routes = targets.setdefault(source, [])
+                for record in commands[len(routes):]:  # those not looked at yet
                     target = self.target_of(source, record)
+                    routes.append(target)
                     if target not in processors or target in blocked:
                         continue
                     if len(relayed) + len(round_) >= budget:

@@ -61,12 +61,15 @@ class BatchWriter:
         for record in out.events:
             self.write(self.topics.events, partition, record, framing.headers, framing.prefix)
         routed = []
-        owned = relay.owned if relay is not None else ()
-        for record in out.commands:
+        owned, routes = (relay.owned, relay.targets.get(partition, ())) if relay is not None else ((), ())
+        for i, record in enumerate(out.commands):
             # A command about a workflow or a schedule goes to its partition (a child's start,
             # a signal to another workflow, a schedule's start, the answer back), like a client's would.
-            routing = routing_key_of(record.value_type, record.value)
-            target = partition if routing is None else partition_for(routing, self._partition_count)
+            if i < len(routes):
+                target = routes[i]  # the relay routed it already
+            else:
+                routing = routing_key_of(record.value_type, record.value)
+                target = partition if routing is None else partition_for(routing, self._partition_count)
             # Relayed (processed here), for an owned partition but not relayed, or neither:
             # never packed together, as they are written differently (`engine/relay.py`).
             routed.append(((target, _RELAYED if record.relayed else _HELD if target in owned else _SENT), record))
