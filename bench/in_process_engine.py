@@ -76,10 +76,15 @@ class Partitions:
         for pid, proc in enumerate(self.procs):
             out = proc.output
             own = []
-            for cmd in out.commands:
-                routing = routing_key_of(cmd.value_type, cmd.value)
+            routes = self._relay.targets.get(pid, ())  # as the writer does, the relay's routes first
+            for i, cmd in enumerate(out.commands):
+                if i < len(routes):
+                    target = routes[i]
+                else:
+                    routing = routing_key_of(cmd.value_type, cmd.value)
+                    target = pid if routing is None else partition_for(routing, self.count)
                 # Relayed ones are written too, marked as processed: packed apart, as the writer does.
-                own.append(((pid if routing is None else partition_for(routing, self.count), cmd.relayed), cmd))
+                own.append(((target, cmd.relayed), cmd))
             own = pack(own)  # as the engine's batch writer does, per partition's output
             for _, cmd in own:
                 cmd.encoded = _encoded(cmd)  # on the log, read back by the partition it goes to
@@ -91,6 +96,7 @@ class Partitions:
             if count:
                 self.records.update(events=len(out.events), commands=len(own), tasks=len(out.tasks),
                                     replies=len(out.replies), changelog=len(changelog))
+        self._relay.targets = {}  # for this batch only
         if count and any(len(proc.output) for proc in self.procs):
             self.records["transactions"] += 1
         for pid, (proc, db) in enumerate(zip(self.procs, self.dbs)):
