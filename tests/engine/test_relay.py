@@ -8,31 +8,24 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from streamproc.clock import ManualClock
 from streamproc.due.checker import partition_checker
-from streamproc.engine.partition import PartitionProcessor
 from streamproc.engine.relay import Relay
 from streamproc.engine.schedules.actions import scheduled_workflow_id
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record
-from streamproc.state.db import PartitionDb, PendingWrites
+from streamproc.state.db import PendingWrites
 from streamproc.state.workflows import Workflows
-
-PARTITIONS = 4
-DUE_MS = 1_800_000_000_000
+from tests.engine.test_command_batches import PARTITIONS, DUE_MS, Partitions
 
 
-class Engine:
-    """PARTITIONS processors of one engine with a manual clock; a batch is: the checkers'
-    due commands processed, then relayed, then committed (or aborted) together."""
+
+class Engine(Partitions):
+    """The PARTITIONS processors as one engine's; a batch is: the checkers' due commands
+    processed, then relayed, then committed (or aborted) together."""
 
     def __init__(self, root) -> None:
-        self.clock = ManualClock(start_ms=DUE_MS - 60_000)
-        self.dbs = [PartitionDb(root / f"p{p}", p) for p in range(PARTITIONS)]
-        self.procs = [PartitionProcessor(p, db, self.clock) for p, db in enumerate(self.dbs)]
-        self.checkers = []
-        self._reopen_checkers()
+        super().__init__(root)
         self.relay = Relay(PARTITIONS)
         #: Per committed batch, the events of all partitions (decoded as a reader sees them).
         self.batches: list[list[Record]] = []
@@ -44,8 +37,8 @@ class Engine:
         for proc, checker in zip(self.procs, self.checkers):
             proc.on_processed = checker.processed
 
-    def send(self, pid: int, record: Record) -> None:
-        self.procs[pid].process(codec.encode(record), None, 0)
+    def send_command(self, pid: int, record: Record) -> None:
+        self.send(pid, codec.encode(record))
 
     def due(self, owned=range(PARTITIONS), budget: int = 1 << 30) -> list[tuple[int, Record]]:
         """One batch: every due command processed on its partition, then the relay over the
@@ -58,7 +51,7 @@ class Engine:
                 touched.add(pid)
         return self.relay.run({pid: self.procs[pid] for pid in owned}, touched, budget)
 
-    def commit(self) -> list[Record]:
+    def commit_all(self) -> list[Record]:
         events = []
         for pid, (proc, db) in enumerate(zip(self.procs, self.dbs)):
             events += [codec.decode(codec.encode(r)) for r in proc.output.events]
@@ -69,7 +62,7 @@ class Engine:
         self.batches.append(events)
         return events
 
-    def abort(self) -> None:
+    def abort_all(self) -> None:
         """The transaction aborted: the batch is forgotten, the partitions reopen from their state."""
         for proc in self.procs:
             proc.reset_batch()
@@ -79,9 +72,6 @@ class Engine:
         pid = partition_for(workflow_id, PARTITIONS)
         return 1 if Workflows(PendingWrites(self.dbs[pid])).current_key(workflow_id) is not None else 0
 
-    def close(self) -> None:
-        for db in self.dbs:
-            db.close()
 
 
 @pytest.fixture
@@ -106,9 +96,9 @@ def _create(engine: Engine, schedule_id: str, overlap: str = "ALLOW_ALL") -> Non
                                                 "task_queue": "ticks"}},
                   "spec": {"interval": [{"interval_ms": 1000}], "start_time_ms": DUE_MS, "end_time_ms": DUE_MS},
                   "policy": {"overlap": overlap}}
-    engine.send(partition_for(schedule_id, PARTITIONS), Record.command("SCHEDULE", "CREATE", {
+    engine.send_command(partition_for(schedule_id, PARTITIONS), Record.command("SCHEDULE", "CREATE", {
         "schedule_id": schedule_id, "schedule": orjson.dumps(definition).decode()}))
-    engine.commit()
+    engine.commit_all()
 
 
 def _started(events: list[Record]) -> list[str]:
@@ -121,7 +111,7 @@ def test_a_schedule_starts_its_workflow_on_another_partition_in_the_batch_of_its
     engine.clock.set(DUE_MS)
     relayed = engine.due()
     assert [(pid, cmd.intent) for pid, cmd in relayed] == [(partition_for(workflow_id, PARTITIONS), "START")]
-    events = engine.commit()
+    events = engine.commit_all()
     assert [e.intent for e in events if e.value_type == "SCHEDULE"] == ["ACTION_STARTED"]
     assert _started(events) == [workflow_id]  # in the TRIGGER's batch, not a later one
     started = next(e for e in events if e.intent == "WORKFLOW_EXECUTION_STARTED")
@@ -137,16 +127,16 @@ def test_an_aborted_batch_is_relayed_again_and_each_action_starts_once(engine):
         _create(engine, schedule_id)
     engine.clock.set(DUE_MS)
     assert len(engine.due()) == 5
-    engine.abort()  # the transaction of TRIGGERs and relayed STARTs never committed
+    engine.abort_all()  # the transaction of TRIGGERs and relayed STARTs never committed
     assert all(engine.runs_of(workflow_id) == 0 for _, workflow_id in pairs)
     assert len(engine.due()) == 5  # the replay: the checker's TRIGGERs again, relayed again
-    events = engine.commit()
+    events = engine.commit_all()
     assert sorted(_started(events)) == sorted(w for _, w in pairs)
     # A START read back and processed anyway (the engine skips it) would start nothing twice.
     for target, start in engine.written:
         engine.procs[target].process_command(Record.command(start.value_type, start.intent, start.value,
                                                             request_id=start.request_id), 0)
-    again = engine.commit()
+    again = engine.commit_all()
     assert _started(again) == [] and all(engine.runs_of(w) == 1 for _, w in pairs)
 
 
@@ -155,7 +145,7 @@ def test_commands_for_a_partition_not_owned_are_not_relayed(engine):
     _create(engine, schedule_id)
     engine.clock.set(DUE_MS)
     assert engine.due(owned=[partition_for(schedule_id, PARTITIONS)]) == []
-    events = engine.commit()
+    events = engine.commit_all()
     assert _started(events) == []
     (target, start), = engine.written
     assert target == partition_for(workflow_id, PARTITIONS) and not start.relayed
@@ -170,13 +160,13 @@ def test_a_start_refused_is_answered_in_the_next_round_within_the_bound_of_round
             schedule_id, workflow_id = _schedule_elsewhere("refused")
             _create(engine, schedule_id)
             target = partition_for(workflow_id, PARTITIONS)
-            engine.send(target, Record.command("WORKFLOW", "START", {  # its id is taken already
+            engine.send_command(target, Record.command("WORKFLOW", "START", {  # its id is taken already
                 "workflow_id": workflow_id, "workflow_type": "Other", "task_queue": "q"}))
-            engine.commit()
+            engine.commit_all()
             engine.clock.set(DUE_MS)
             relayed = [cmd.intent for _, cmd in engine.due()]
             assert relayed == (["START", "WORKFLOW_START_FAILED"] if answered else ["START"])
-            engine.commit()
+            engine.commit_all()
             failed = [c for _, c in engine.written if c.intent == "WORKFLOW_START_FAILED"]
             assert [c.relayed for c in failed] == [answered]  # beyond the bound: through the log
         finally:
@@ -194,7 +184,7 @@ def test_beyond_the_budget_commands_travel_through_the_log_and_later_ones_for_th
         _create(engine, schedule_id)
     engine.clock.set(DUE_MS)
     assert len(engine.due(budget=2)) == 2
-    engine.commit()
+    engine.commit_all()
     assert [c.relayed for _, c in engine.written] == [True, True, False]
 
 
@@ -223,5 +213,5 @@ def test_a_held_partition_gets_its_commands_through_the_log(engine):
     engine.relay.hold_all()
     engine.clock.set(DUE_MS)
     assert engine.due() == []
-    assert _started(engine.commit()) == []
+    assert _started(engine.commit_all()) == []
     assert [c.relayed for _, c in engine.written] == [False]
