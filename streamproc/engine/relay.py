@@ -17,16 +17,17 @@ Why this keeps the engine's promises:
   command read back marked as processed is never processed again, by this engine or by the
   next owner of its partition (whose state, restored from the changelog, has its effects).
 - **Order.** A relayed command is processed before commands already waiting on its
-  partition's log. Those were written by other transactions that did not know of it: a
-  client's, or another partition's that is not waiting for this one, so either order is one
-  the log could have had. Only a command this engine wrote itself through the log could be
-  a cause of the relayed one (a schedule's START, then its TERMINATE of that workflow): so
-  the partition is *held* while such a command is on its log unread. Every command for an
-  owned partition that is not relayed (beyond the rounds or the budget, or for a held
+  partition's log. Those were written by transactions that did not wait for it: a
+  client's (a client that needs its command processed first waits for the answer, as the
+  SDK's calls do), or another partition's, so either order is one the log could have had.
+  Only a command this engine wrote itself through the log could be a cause of the relayed
+  one (a schedule's START, then its TERMINATE of that workflow, with no answer between):
+  so the partition is *held* while such a command is on its log unread. Every command for
+  an owned partition that is not relayed (beyond the rounds or the budget, or for a held
   partition) is written with `codec.RELAY_HEADER` and this engine's session; the partition
-  is held until it read back every one, and after every assignment or rewind until it read
-  back one (then the commands another owner of a sender wrote before it are behind it).
-  While held, commands for it travel through the log as before, in order.
+  is held until the engine has read back every one, and after every assignment or rewind
+  until it has read back one (the commands an earlier owner of a sender wrote are before
+  it on the log). While held, its commands travel through the log as before, in order.
 - **A batch processed twice** (a client sends one again, or a replay): each command is
   checked against the state again, relayed or not (a start whose id is taken is refused).
 - **Ownership.** Assignments change only while the engine polls, never between
