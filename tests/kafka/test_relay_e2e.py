@@ -1,7 +1,8 @@
 """The relay on a real broker (engine/relay.py): an engine owning every partition starts a
 schedule's workflow on another partition in the transaction of its TRIGGER; the START is
 on the log marked as processed and skipped when read back; an aborted transaction of
-relayed starts is redone and every action starts exactly once."""
+relayed starts is redone and every action starts exactly once; a START for a partition
+of another engine travels through the log as before."""
 
 from __future__ import annotations
 
@@ -147,3 +148,38 @@ def test_an_aborted_transaction_of_relayed_starts_is_redone_and_each_action_star
     assert set(started) == expected and max(started.values()) == 1
     actions = collections.Counter(r.value["workflow_id"] for r in events.events("SCHEDULE", "ACTION_STARTED"))
     assert set(actions) == expected and max(actions.values()) == 1
+
+
+def test_a_start_for_a_partition_of_another_engine_travels_through_the_log(bootstrap, namespace, tmp_path):
+    events = EventLog(bootstrap, namespace)
+    with EngineThread.on(bootstrap, namespace, tmp_path / "a", "relay-a", partitions=PARTITIONS) as a, \
+            EngineThread.on(bootstrap, namespace, tmp_path / "b", "relay-b", partitions=PARTITIONS) as b, \
+            Client(bootstrap, namespace) as client:
+        deadline = time.monotonic() + 60
+        while not (a.partitions and b.partitions and len({*a.partitions, *b.partitions}) == PARTITIONS
+                   and not set(a.partitions) & set(b.partitions)):
+            assert time.monotonic() < deadline, "the two engines did not share the partitions"
+            time.sleep(0.2)
+        time.sleep(2)  # no rebalance in flight
+        owner_a = set(a.partitions)
+        at = datetime.fromtimestamp(int(time.time()) + 6, tz=timezone.utc)
+        pairs = [(s, w) for s, w in _elsewhere("other", at, 200)
+                 if partition_for(s, PARTITIONS) in owner_a and partition_for(w, PARTITIONS) not in owner_a][:5]
+        assert pairs
+        for schedule_id, _ in pairs:
+            _create(client, schedule_id, at)
+        expected = {w for _, w in pairs}
+        events.read_until(lambda log: {r.value["workflow_id"] for r in _started(log)} >= expected, timeout=60)
+        time.sleep(1)
+        events.read_available()
+        assert set(a.partitions) == owner_a  # the same owners throughout
+        assert a.stats.relayed_commands == b.stats.relayed_commands == 0
+    events.close()
+    started = collections.Counter(r.value["workflow_id"] for r in _started(events))
+    assert set(started) == expected and max(started.values()) == 1
+    assert all(r.source_position >= 0 for r in _started(events))  # each read from the log by its engine
+    for target in {partition_for(w, PARTITIONS) for w in expected}:
+        for headers, record in _commands_on(bootstrap, namespace, target):
+            if record.value_type == "WORKFLOW":
+                assert codec.header(headers, codec.PROCESSED_HEADER) is None
+                assert codec.header(headers, codec.RELAY_HEADER) is None
