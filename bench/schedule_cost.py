@@ -1,20 +1,24 @@
 """What a schedule's action costs the engine, counted rather than timed on the wall:
-`python -m bench.schedule_cost [--count N] [--partitions P] [--repeats R] [--profile FILE]`.
+`python -m bench.schedule_cost [--count N] [--partitions P] [--repeats R] [--profile FILE] [--through-log]`.
 
 Wall-clock lag needs a quiet machine; CPU seconds of the processing thread and record
 counts do not (much). The partition processors run in this process with a manual clock,
 no broker: N schedules (one action each, all due at the same time, spread over P
 partitions by their ids as the engine would) are created, the clock moves to their time,
 and each partition does what the engine's loop does: the checker collects what is due
-(its cap per round), the TRIGGERs are processed and committed together, the START
-commands they wrote are encoded, routed to their workflow's partition, decoded and
-processed there, each batch written for the log as `bench/in_process_engine.py` says.
+(its cap per round), the TRIGGERs are processed, and the START commands they wrote are
+processed on their workflow's partition in the same transaction, as an engine that owns
+every partition relays them (`engine/relay.py`), and the batch is written for the log as
+`bench/in_process_engine.py` says. With `--through-log`, as an engine that does not own
+the workflows' partitions: the TRIGGERs commit, and the STARTs are encoded, routed,
+decoded and processed in a second transaction.
 Kafka's own costs (produce calls, the commit) are not in the figure; the record counts
 say how many produce calls the engine would make.
 
 Prints one JSON line: the median over `--repeats` of the CPU microseconds per action in
 the TRIGGER phase and the START phase, and the records per action by kind (events,
-commands, tasks, replies, changelog; `due_commands`: the checker's records). `--profile
+commands, tasks, replies, changelog; `due_commands`: the checker's records; `relayed`:
+commands processed in the transaction that wrote them; `transactions`). `--profile
 FILE` writes a cProfile of one repeat's processing (`python -m pstats FILE`).
 
 CPU time still varies with the machine's load; instructions do not. Under callgrind the
