@@ -5,7 +5,9 @@ No broker, a manual clock. `Partitions.commit` does what the engine's batch writ
 commit do with a batch (`kafka/batch_writer.py`, `kafka/engine.py`): it routes the
 commands written (packed into BATCH commands as the writer packs them), encodes every
 record for the log, builds the changelog records, and applies the writes to RocksDB.
-Kafka's own costs (produce calls, the transaction) are not in it.
+`Partitions.relay` processes the commands a batch wrote for its partitions in that batch,
+as the engine's loop does for the partitions it owns (`engine/relay.py`). Kafka's own
+costs (produce calls, the transaction) are not in it.
 
 Under `valgrind --tool=callgrind` with `ENGINE_COST_CALLGRIND=<dir>` (the directory of
 `--callgrind-out-file`), `Instructions` counts the instructions of each phase exactly,
