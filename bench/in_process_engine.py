@@ -5,7 +5,9 @@ No broker, a manual clock. `Partitions.commit` does what the engine's batch writ
 commit do with a batch (`kafka/batch_writer.py`, `kafka/engine.py`): it routes the
 commands written (packed into BATCH commands as the writer packs them), encodes every
 record for the log, builds the changelog records, and applies the writes to RocksDB.
-Kafka's own costs (produce calls, the transaction) are not in it.
+`Partitions.relay` processes the commands a batch wrote for its partitions in that batch,
+as the engine's loop does for the partitions it owns (`engine/relay.py`). Kafka's own
+costs (produce calls, the transaction) are not in it.
 
 Under `valgrind --tool=callgrind` with `ENGINE_COST_CALLGRIND=<dir>` (the directory of
 `--callgrind-out-file`), `Instructions` counts the instructions of each phase exactly,
@@ -24,6 +26,7 @@ from pathlib import Path
 from streamproc.clock import ManualClock
 from streamproc.due.checker import partition_checker
 from streamproc.engine.partition import PartitionProcessor
+from streamproc.engine.relay import Relay
 from streamproc.kafka.changelog import changelog_records
 from streamproc.protocol import codec
 from streamproc.protocol.command_batches import pack
@@ -51,6 +54,16 @@ class Partitions:
             proc.on_processed = checker.processed
         self.records: Counter = Counter()
         self._position = 0
+        self._relay = Relay(count)
+        self._touched: set[int] = set()
+
+    def relay(self) -> int:
+        """What the engine's loop does before it commits (`engine/relay.py`): the commands
+        the batch wrote for its partitions (all are this process's) are processed there, in
+        the same batch. Returns how many."""
+        relayed = self._relay.run(dict(enumerate(self.procs)), set(range(self.count)), 1 << 30)
+        self.records["relayed"] += len(relayed)
+        return len(relayed)
 
     def send(self, pid: int, record: Record) -> None:
         """Process `record` on partition `pid`, as read from the log (encoded, decoded)."""
@@ -65,20 +78,29 @@ class Partitions:
         for pid, proc in enumerate(self.procs):
             out = proc.output
             own = []
-            for cmd in out.commands:
-                routing = routing_key_of(cmd.value_type, cmd.value)
-                own.append((pid if routing is None else partition_for(routing, self.count), cmd))
+            routes = self._relay.targets.get(pid, ())  # as the writer does, the relay's routes first
+            for i, cmd in enumerate(out.commands):
+                if i < len(routes):
+                    target = routes[i]
+                else:
+                    routing = routing_key_of(cmd.value_type, cmd.value)
+                    target = pid if routing is None else partition_for(routing, self.count)
+                # Relayed ones are written too, marked as processed: packed apart, as the writer does.
+                own.append(((target, cmd.relayed), cmd))
             own = pack(own)  # as the engine's batch writer does, per partition's output
             for _, cmd in own:
                 cmd.encoded = _encoded(cmd)  # on the log, read back by the partition it goes to
             for record in (*out.events, *(task for _, task in out.tasks), *(reply for _, reply in out.replies)):
                 _encoded(record)  # what the batch writer produces
             changelog = changelog_records(proc.writes.batch)
-            routed += own
+            routed += [(target, cmd) for (target, relayed), cmd in own if not relayed]  # read back: skipped
             tasks += out.tasks
             if count:
                 self.records.update(events=len(out.events), commands=len(own), tasks=len(out.tasks),
                                     replies=len(out.replies), changelog=len(changelog))
+        self._relay.targets = {}  # for this batch only
+        if count and any(len(proc.output) for proc in self.procs):
+            self.records["transactions"] += 1
         for pid, (proc, db) in enumerate(zip(self.procs, self.dbs)):
             db.apply(proc.writes.batch, {"changelog_offset": self._position})
             proc.reset_batch()

@@ -1,20 +1,24 @@
 """What a schedule's action costs the engine, counted rather than timed on the wall:
-`python -m bench.schedule_cost [--count N] [--partitions P] [--repeats R] [--profile FILE]`.
+`python -m bench.schedule_cost [--count N] [--partitions P] [--repeats R] [--profile FILE] [--through-log]`.
 
 Wall-clock lag needs a quiet machine; CPU seconds of the processing thread and record
 counts do not (much). The partition processors run in this process with a manual clock,
 no broker: N schedules (one action each, all due at the same time, spread over P
 partitions by their ids as the engine would) are created, the clock moves to their time,
 and each partition does what the engine's loop does: the checker collects what is due
-(its cap per round), the TRIGGERs are processed and committed together, the START
-commands they wrote are encoded, routed to their workflow's partition, decoded and
-processed there, each batch written for the log as `bench/in_process_engine.py` says.
+(its cap per round), the TRIGGERs are processed, and the START commands they wrote are
+processed on their workflow's partition in the same transaction, as an engine that owns
+every partition relays them (`engine/relay.py`), and the batch is written for the log as
+`bench/in_process_engine.py` says. With `--through-log`, as an engine that does not own
+the workflows' partitions: the TRIGGERs commit, and the STARTs are encoded, routed,
+decoded and processed in a second transaction.
 Kafka's own costs (produce calls, the commit) are not in the figure; the record counts
 say how many produce calls the engine would make.
 
 Prints one JSON line: the median over `--repeats` of the CPU microseconds per action in
 the TRIGGER phase and the START phase, and the records per action by kind (events,
-commands, tasks, replies, changelog; `due_commands`: the checker's records). `--profile
+commands, tasks, replies, changelog; `due_commands`: the checker's records; `relayed`:
+commands processed in the transaction that wrote them; `transactions`). `--profile
 FILE` writes a cProfile of one repeat's processing (`python -m pstats FILE`).
 
 CPU time still varies with the machine's load; instructions do not. Under callgrind the
@@ -58,7 +62,7 @@ def _definition(workflow_id: str) -> str:
         "policy": {"overlap": "ALLOW_ALL"}}).decode()
 
 
-def one_burst(count: int, partitions: int, profiler: cProfile.Profile | None = None) -> dict:
+def one_burst(count: int, partitions: int, profiler: cProfile.Profile | None = None, relay: bool = True) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         clock = ManualClock(start_ms=DUE_MS - 60_000)
         parts = Partitions(Path(tmp), partitions, clock)
@@ -77,21 +81,29 @@ def one_burst(count: int, partitions: int, profiler: cProfile.Profile | None = N
             while True:
                 instructions.start()
                 began = time.process_time()
+                collected = 0
                 for pid, checker in enumerate(parts.checkers):
                     for cmd in checker.collect(clock.now_ms()):
                         parts.records["due_commands"] += 1  # records on the log (a batch is one)
+                        collected += 1
                         cmd.encoded = codec.encode(cmd)
                         parts.procs[pid].process_command(cmd, -1)
-                routed, _ = parts.commit()
+                # Through the log, the TRIGGERs' transaction commits and the STARTs are read
+                # back for the next one; relayed, they are processed in the same transaction.
+                routed = [] if relay else parts.commit()[0]
                 trigger_cpu += time.process_time() - began
                 instructions.stop("trigger")
-                if not routed:
+                if not (collected if relay else routed):
                     break
                 instructions.start()
                 began = time.process_time()
+                if relay:
+                    parts.relay()
+                    routed = parts.commit()[0]  # what was not relayed (nothing, here)
                 for pid, cmd in routed:
                     parts.send(pid, cmd)
-                parts.commit()
+                if routed:
+                    parts.commit()
                 start_cpu += time.process_time() - began
                 instructions.stop("start")
             if profiler is not None:
@@ -108,17 +120,21 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", help="write a cProfile of the last repeat here")
+    parser.add_argument("--through-log", action="store_true",
+                        help="send the STARTs through the log, read back by a later transaction, as "
+                             "an engine that does not own their partitions does (default: relayed)")
     args = parser.parse_args()
     runs = []
     for i in range(args.repeats):
         profiler = cProfile.Profile() if args.profile and i == args.repeats - 1 else None
-        runs.append(one_burst(args.count, args.partitions, profiler))
+        runs.append(one_burst(args.count, args.partitions, profiler, relay=not args.through_log))
         if profiler is not None:
             profiler.dump_stats(args.profile)
     assert all(r["records"]["tasks"] == 1 for r in runs), "every action starts one workflow, with its task"
     trigger = statistics.median(r["trigger_us"] for r in runs)
     start = statistics.median(r["start_us"] for r in runs)
     print(json.dumps({"scenario": "schedule_action_cost", "schedules": args.count, "partitions": args.partitions,
+                      "starts": "through the log" if args.through_log else "relayed",
                       "repeats": args.repeats, "cpu_us_per_action": {
                           "trigger": round(trigger), "start": round(start), "total": round(trigger + start)},
                       **({"instructions_per_action": {phase: round(statistics.median(

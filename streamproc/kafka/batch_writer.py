@@ -15,12 +15,17 @@ from confluent_kafka import KafkaException, Producer
 from streamproc.export.schema_registry import EventFraming
 from streamproc.kafka.changelog import changelog_records
 from streamproc.engine.partition import PartitionProcessor
+from streamproc.engine.relay import Relay
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.protocol import codec
 from streamproc.protocol.command_batches import pack
 from streamproc.protocol.partitioning import partition_for, routing_key_of
 from streamproc.protocol.records import Record, ValueType
 from streamproc.protocol.topics import Topics
+
+#: How a command is written: relayed (marked as processed), for a partition this engine owns
+#: but not relayed (marked with the relay's session), or sent as any command.
+_RELAYED, _HELD, _SENT = 0, 1, 2
 
 
 class BatchWriter:
@@ -50,20 +55,29 @@ class BatchWriter:
         if self._error is not None:
             raise KafkaException(self._error)
 
-    def write_partition(self, partition: int, processor: PartitionProcessor) -> None:
+    def write_partition(self, partition: int, processor: PartitionProcessor, relay: Relay | None = None) -> None:
         out = processor.output
         framing = self._event_framing
         for record in out.events:
             self.write(self.topics.events, partition, record, framing.headers, framing.prefix)
         routed = []
-        for record in out.commands:
+        owned, routes = (relay.owned, relay.targets.get(partition, ())) if relay is not None else ((), ())
+        for i, record in enumerate(out.commands):
             # A command about a workflow or a schedule goes to its partition (a child's start,
             # a signal to another workflow, a schedule's start, the answer back), like a client's would.
-            routing = routing_key_of(record.value_type, record.value)
-            routed.append((partition if routing is None else partition_for(routing, self._partition_count), record))
+            if i < len(routes):
+                target = routes[i]  # the relay routed it already
+            else:
+                routing = routing_key_of(record.value_type, record.value)
+                target = partition if routing is None else partition_for(routing, self._partition_count)
+            # Relayed (processed here), for an owned partition but not relayed, or neither:
+            # never packed together, as they are written differently (`engine/relay.py`).
+            routed.append(((target, _RELAYED if record.relayed else _HELD if target in owned else _SENT), record))
         # Starts for one partition in a row travel as one BATCH command (`command_batches.py`).
-        for target, record in pack(routed):
-            self.write(self.topics.commands, target, record)
+        for (target, how), record in pack(routed):
+            headers = codec.PROCESSED_HEADERS if how == _RELAYED else \
+                relay.sent_through_log(target) if how == _HELD else codec.AVRO_HEADERS
+            self.write(self.topics.commands, target, record, headers)
         for queue, record in out.tasks:
             # Workflow tasks go by workflow id, so the pages of one task share a partition.
             workflow = record.value_type == ValueType.WORKFLOW

@@ -4,11 +4,14 @@ The exactly-once contract, step by step (the engine's loop, `kafka/engine.py`, d
 
 1. **Process.** Each command of the batch goes to its processor (`engine/partition.py`);
    state writes are staged per command (`state/db.py` PendingWrites), follow-up records
-   are collected (`engine/output.py`). Nothing has left the process.
+   are collected (`engine/output.py`). The checker's due commands are processed, then the
+   commands the batch wrote for partitions this engine owns, on those (`engine/relay.py`).
+   Nothing has left the process.
 2. **Begin** (`Committer.begin`) on the idle one of two transactional producers.
 3. **Produce** the follow-ups (events, commands, task records, replies) and, for every
    staged write, its changelog record (`kafka/batch_writer.py`); due commands the checker
-   made go to the commands topic marked as processed.
+   made and the commands relayed go to the commands topic marked as processed (read back,
+   they are skipped: `kafka/echoes.py`).
 4. **Seal** the batch's staged writes: the next batch is processed on top of them while
    this one commits.
 5. **Add the consumed offsets** to the transaction, fenced by our group generation
@@ -41,6 +44,7 @@ import structlog
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from streamproc.export.schema_registry import EventFraming
+from streamproc.engine.relay import Relay
 from streamproc.kafka.batch_writer import BatchWriter
 from streamproc.kafka.transactions import CommitThread, TransactionalProducers
 from streamproc.kafka.admin import TopicAdmin
@@ -66,6 +70,8 @@ class Committing:
     writer: BatchWriter
     slot: int
     deadline: float
+    #: Commands relayed to the engine's own partitions (`engine/relay.py`).
+    relayed: int = 0
     #: Seconds the commit thread took (offsets sent, records flushed, committed), once finished.
     commit_seconds: float = 0.0
 
@@ -84,20 +90,22 @@ class Committer:
         self.committing: Committing | None = None
         #: A background commit that failed while a rebalance callback waited for it.
         self.failure: Exception | None = None
+        #: The engine's relay (`engine/relay.py`): how commands for owned partitions are written.
+        self.relay: Relay | None = None
 
     def connect(self, partition_count: int) -> None:
         self._partition_count = partition_count
         self.writer = BatchWriter(self.topics, self._admin, partition_count, self.event_framing)
 
     def begin(self, offsets: dict[int, int], touched: list, due: list[tuple[int, Record]], messages: int,
-              group_metadata: Callable[[], object]) -> None:
+              group_metadata: Callable[[], object], relayed: int = 0) -> None:
         """Steps 2-4 of the contract here, then 5-6 on the commit thread."""
         writer = self.writer
         try:
             slot, producer = self.producers.begin()
             writer.begin(producer)
             for part in touched:
-                writer.write_partition(part.id, part.processor)
+                writer.write_partition(part.id, part.processor, self.relay)
                 part.processor.output.clear()
             for pid, cmd in due:
                 writer.write(self.topics.commands, pid, cmd, codec.PROCESSED_HEADERS)
@@ -111,7 +119,7 @@ class Committer:
             self.commit_transaction, producer, writer,
             [TopicPartition(self.topics.commands, pid, off) for pid, off in offsets.items()], group, deadline)
         due_count = sum(len(commands_in(cmd)) for _, cmd in due)  # a batch's commands, not one
-        self.committing = Committing(future, touched, messages, due_count, writer, slot, deadline)
+        self.committing = Committing(future, touched, messages, due_count, writer, slot, deadline, relayed)
 
     def commit_transaction(self, producer: Producer, writer: BatchWriter, offsets: list[TopicPartition],
                            group, deadline: float) -> float:

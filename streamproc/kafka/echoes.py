@@ -1,5 +1,6 @@
-"""Due commands the engine reads back from the log: it wrote and processed them in one
-transaction (see `Engine._step`, step 3), so reading them again only moves their offsets.
+"""Commands the engine reads back from the log that it wrote and processed in one
+transaction (due commands, `Engine._step` step 3, and relayed ones, step 4 and
+`engine/relay.py`), so reading them again only moves their offsets.
 
 Those offsets ride with the next transaction instead of costing one of their own, which
 would hold up the next real command by a commit; when no transaction comes, the engine
@@ -16,7 +17,7 @@ from streamproc.protocol import codec
 
 
 def is_echo(msg: Message) -> bool:
-    """A command the engine wrote and processed in the same transaction (a due command)."""
+    """A command the engine wrote and processed in the same transaction (due or relayed)."""
     return codec.header(msg.headers(), codec.PROCESSED_HEADER) is not None
 
 

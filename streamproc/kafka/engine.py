@@ -24,7 +24,7 @@ import structlog
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from streamproc.clock import Clock, SystemClock
-from streamproc.due.waiting import Outlook, busy, combined
+from streamproc.due.waiting import Outlook
 from streamproc.export.schema_registry import event_framing
 from streamproc.kafka.changelog import restore
 from streamproc.kafka.engine_clients import RECONNECT, engine_producer_config
@@ -32,11 +32,12 @@ from streamproc.kafka.engine_consumer import EngineConsumer
 from streamproc.kafka.engine_stats import EngineStats
 from streamproc.kafka.commit import Committer
 from streamproc.engine.processing import Limits
+from streamproc.engine.relay import Relay
 from streamproc.kafka.recovery import FaultPolicy, Recovery
 from streamproc.kafka.transactions import TransactionalProducers
 from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.admin import TopicAdmin
-from streamproc.kafka.batching import read_to_the_end
+from streamproc.kafka.quiet import quiet_outlook
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.connection import check_connection
 from streamproc.kafka.echoes import EchoOffsets, is_echo
@@ -195,6 +196,7 @@ class Engine:
             partition_count = self._admin.ensure_engine_topics(self.settings.partitions)
             self._txn.connect(partition_count)
             self.partition_count = partition_count
+            self._txn.relay = self._relay = Relay(partition_count)
         if p.rebuild_requested:  # the watchdog's: every client new
             p.rebuild_requested = False
             self._rebuild_producers = self._session.dead = True
@@ -273,6 +275,7 @@ class Engine:
         seconds = time.monotonic() - started
         self.stats.restored(applied, seconds)
         self.partitions[pid] = OwnedPartition.over(db, self.clock, self.limits, self.settings.namespace)
+        self._relay.hold_all()  # a partition (re)opened: what was written before may be on our logs
         log.info("partition_restored", partition=pid, records=applied, seconds=round(seconds, 3))
 
     def _restore(self, db: PartitionDb, pid: int) -> int:
@@ -314,6 +317,7 @@ class Engine:
                 break
             pid = msg.partition()
             cmd = self.partitions[pid].processor.process(msg.value(), msg.headers(), msg.offset())
+            self._relay.read_back(pid, msg.headers())
             touched.add(pid)
             processed += 1 if cmd is None else len(command_batches.commands_in(cmd))
             if tally is not None:
@@ -331,15 +335,17 @@ class Engine:
             part = self.partitions[pid]
             part.processor.process_command(cmd, -1)
             touched.add(pid)
+            processed += len(command_batches.commands_in(cmd))
             if tally is not None:
                 for one in command_batches.commands_in(cmd):  # a batch's commands one by one
                     due_ms = part.checker.due_ms_of(one)
                     tally.due(pid, one, None if due_ms is None else now - due_ms)
+        # 4. Commands for our own partitions are processed in this transaction too (`engine/relay.py`).
+        owned = {pid: part.processor for pid, part in self.partitions.items()}
+        relayed = self._relay.run(owned, touched, max(self.max_batch, processed))
         if due or fresh:
-            self._begin_commit(commands, touched, due)
-        elif commands:
-            # Only due commands we wrote (and processed) coming back: a transaction just
-            # to move their offsets would hold up the next real command by a commit.
+            self._begin_commit(commands, touched, due, relayed)
+        elif commands:  # only echoes: a transaction just to move their offsets would delay the next command
             self._echo_offsets.hold(commands)
         elif self._echo_offsets.older_than(self.echo_offsets_max_age_s):
             self._begin_commit([], set(), [])
@@ -348,19 +354,11 @@ class Engine:
         p.step_at = time.monotonic()
 
     def quiet_outlook(self) -> Outlook | None:
-        """From `on_idle` only (the engine thread): what the owned partitions' committed
-        state waits for (see `streamproc.due.waiting`), or None while the commands topic
-        holds records this engine has not read (a client's command, or one this engine
-        wrote for another partition) or not every partition is assigned and restored."""
-        if not self.partitions or not self.restored():
-            return None
-        outlook = combined([Outlook(busy(part.db), part.checker.next_fire_ms) for part in self.partitions.values()])
-        if outlook.busy:  # no need to ask the broker
-            return outlook
-        return outlook if read_to_the_end(self._consumer, self.topics.commands, self.partitions) else None
+        """From `on_idle` only (the engine thread): see `streamproc.kafka.quiet`."""
+        return quiet_outlook(self.partitions, self.restored(), self._consumer, self.topics.commands)
 
     def _begin_commit(self, messages: list[Message], touched_ids: set[int],
-                      due: list[tuple[int, Record]]) -> None:
+                      due: list[tuple[int, Record]], relayed: list[tuple[int, Record]] = ()) -> None:
         """Write the batch in a transaction and start committing it in the background; see
         `streamproc.kafka.commit` for the exactly-once contract. Local RocksDB is written only
         once it committed (`_finish_commit`), with the changelog offset it reflects."""
@@ -374,9 +372,10 @@ class Engine:
         if self._tally is not None:
             for pid in touched_ids:
                 self._tally.rejections_in(pid, self.partitions[pid].processor.output.events)
+            self._tally.relayed(relayed)
             self._committing_tally, self._tally = self._tally, BatchTally()
         self._txn.begin(offsets, [self.partitions[pid] for pid in touched_ids], due, len(messages),
-                        self._consumer.consumer_group_metadata)
+                        self._consumer.consumer_group_metadata, len(relayed))
 
     def _finish_commit(self) -> None:
         """Wait for the batch in flight, if any; write it to RocksDB once committed."""
@@ -392,7 +391,7 @@ class Engine:
                           {"changelog_offset": part.changelog_offset, "written_at_ms": now})
             part.processor.writes.committed()
             part.checker.refresh()
-        self.stats.committed(committing.messages, committing.due)
+        self.stats.committed(committing.messages, committing.due, committing.relayed)
         if self._committing_tally is not None:
             self.metrics.committed(self._committing_tally, committing.commit_seconds)
             self._committing_tally = None

@@ -40,6 +40,12 @@ class BatchTally:
         else:
             self.commands[(partition, *UNDECODABLE)] += 1
 
+    def relayed(self, processed: Iterable[tuple[int, Record]]) -> None:
+        """Commands processed on their partitions in the transaction that wrote them
+        (`engine/relay.py`)."""
+        for partition, command in processed:
+            self.command(partition, command)
+
     def due(self, partition: int, command: Record, lag_ms: int | None) -> None:
         """A due command (timeout, timer, backoff, schedule) the checker wrote and the batch
         processed, `lag_ms` after the time it was due."""

@@ -281,3 +281,6 @@ AVRO_HEADERS = [(CONTENT_TYPE_HEADER, AVRO_CONTENT_TYPE)]
 #: checker's TIME_OUT, say): it is on the log for the record, and skipped when consumed.
 PROCESSED_HEADER = "streamproc-processed"
 PROCESSED_HEADERS = [*AVRO_HEADERS, (PROCESSED_HEADER, b"1")]
+#: Marks a command an engine wrote through the log for a partition it owns (`engine/relay.py`),
+#: with the engine's relay session: until it reads them back, it relays nothing to that partition.
+RELAY_HEADER = "streamproc-relay"

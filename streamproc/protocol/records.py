@@ -240,6 +240,9 @@ class Record:
     packed: bytes | None = dataclasses.field(default=None, compare=False, repr=False)
     #: A batch made in this process: its commands, so that processing it here needs no decoding.
     parts: list[Record] | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: A command processed in the transaction that writes it (`engine/relay.py`): on the
+    #: log marked as processed, skipped when read back.
+    relayed: bool = dataclasses.field(default=False, compare=False, repr=False)
 
     @classmethod
     def command(cls, value_type: str, intent: str, value: dict[str, Any] | None = None,

@@ -54,6 +54,14 @@ def test_a_batch_of_commands_counts_as_the_commands_it_holds():
     assert tally.commands == {(2, "WORKFLOW", "START"): 3}
 
 
+def test_relayed_commands_count_on_the_partitions_that_processed_them():
+    tally = BatchTally()
+    tally.relayed([(1, Record.command("WORKFLOW", "START", {"workflow_id": "a"})),
+                   (3, Record.command("SCHEDULE", "WORKFLOW_CLOSED", {"schedule_id": "s"}))])
+    assert tally.commands == {(1, "WORKFLOW", "START"): 1, (3, "SCHEDULE", "WORKFLOW_CLOSED"): 1}
+    assert tally.size == 2
+
+
 def test_committed_batches_add_up_in_the_engine_families(tmp_path):
     metrics = EngineMetrics()
     for lag_ms in (3, 700):

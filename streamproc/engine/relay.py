@@ -1,0 +1,149 @@
+"""Commands between partitions of one engine, processed in the transaction that writes them.
+
+A partition's processing writes commands for other partitions (a schedule's START to its
+workflow's partition, a workflow's close to its schedule, a child's start, a signal, their
+answers). Through the log, each costs a produce, a commit, a consume, a decode and a
+later transaction: the START of a schedule's action waited for the next batch. When the
+engine owns the partition a command goes to, `Relay.run` hands it to that partition's
+processor in the same batch, round after round for the commands those write (at most
+`MAX_ROUNDS`). The command is still written to the log, marked as processed
+(`codec.PROCESSED_HEADER`), so the log keeps every command and reading it back only moves
+the offset, as for the due-date checker's commands.
+
+Why this keeps the engine's promises:
+
+- **Exactly once.** A relayed command, its effects and the command that wrote it commit in
+  one transaction. An abort rewinds all of it, and the replayed batch relays it again; a
+  command read back marked as processed is never processed again, by this engine or by the
+  next owner of its partition (whose state, restored from the changelog, has its effects).
+- **Order.** A relayed command is processed before commands already waiting on its
+  partition's log. Those were written by transactions that did not wait for it: a
+  client's (a client that needs its command processed first waits for the answer, as the
+  SDK's calls do), or another partition's, so either order is one the log could have had.
+  Only a command this engine wrote itself through the log could be a cause of the relayed
+  one (a schedule's START, then its TERMINATE of that workflow, with no answer between):
+  so the partition is *held* while such a command is on its log unread. Every command for
+  an owned partition that is not relayed (beyond the rounds or the budget, or for a held
+  partition) is written with `codec.RELAY_HEADER` and this engine's session; the partition
+  is held until the engine has read back every one, and after every assignment or rewind
+  until it has read back one (the commands an earlier owner of a sender wrote are before
+  it on the log). While held, its commands travel through the log as before, in order.
+- **A batch processed twice** (a client sends one again, or a replay): each command is
+  checked against the state again, relayed or not (a start whose id is taken is refused).
+- **Ownership.** Assignments change only while the engine polls, never between
+  processing a batch and beginning its transaction; a partition revoked while the
+  transaction commits waits for it (the revoke callback finishes the commit), and one that
+  consumed commands is fenced by the group generation with its offsets. A transaction of
+  due and relayed commands only carries no offsets, as one of due commands never did.
+- **Size.** A transaction relays at most as many commands as it took from the log and the
+  checker, or `max_batch` if that is more: the relay at most doubles a transaction. What is
+  left travels through the log.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+
+import orjson
+
+from streamproc.engine.partition import PartitionProcessor
+from streamproc.protocol import codec
+from streamproc.protocol.partitioning import partition_for, routing_key_of
+from streamproc.protocol.records import Record
+
+#: Rounds of commands written by relayed commands; what the last round writes goes through the log.
+MAX_ROUNDS = 4
+
+
+class Relay:
+    def __init__(self, partition_count: int, max_rounds: int = MAX_ROUNDS) -> None:
+        self.partition_count = partition_count
+        self.max_rounds = max_rounds
+        #: The partitions of the last `run`: commands for them not relayed carry the session.
+        self.owned: frozenset[int] = frozenset()
+        #: Per partition, the partitions its output's commands go to, as far as the last
+        #: `run` looked (the batch writer routes by them instead of hashing ids again).
+        self.targets: dict[int, list[int]] = {}
+        self._start(all_held=False)  # nothing written yet: nothing to wait for
+
+    # holds --------------------------------------------------------------------------------
+    def hold_all(self) -> None:
+        """After an assignment or a rewind: every partition is held until a command this
+        engine writes to it through the log from now on is read back."""
+        self._start(all_held=True)
+
+    def _start(self, all_held: bool) -> None:
+        self._session = uuid.uuid4().hex.encode()  # what an earlier session wrote is not counted
+        self._headers = [*codec.AVRO_HEADERS, (codec.RELAY_HEADER, self._session)]
+        self._all_held = all_held
+        self._unread: dict[int, int] = {}  # partition -> our commands on its log not read back yet
+        self._caught_up: set[int] = set()  # since `hold_all`, partitions that read one back
+
+    def held(self, pid: int) -> bool:
+        return pid in self._unread or (self._all_held and pid not in self._caught_up)
+
+    def sent_through_log(self, target: int) -> list:
+        """A command for an owned `target` goes through the log: the headers to write it with."""
+        self._unread[target] = self._unread.get(target, 0) + 1
+        return self._headers
+
+    def read_back(self, pid: int, headers: list | None) -> None:
+        """A command from partition `pid`'s log was processed; ours releases the hold at the last."""
+        if codec.header(headers, codec.RELAY_HEADER) == self._session and pid in self._unread:
+            left = self._unread[pid] - 1
+            if left:
+                self._unread[pid] = left
+            else:
+                del self._unread[pid]
+                self._caught_up.add(pid)
+
+    # relaying -----------------------------------------------------------------------------
+    def target_of(self, source: int, record: Record) -> int:
+        """The partition a command goes to: its workflow's or schedule's, else its writer's."""
+        routing = routing_key_of(record.value_type, record.value)
+        return source if routing is None else partition_for(routing, self.partition_count)
+
+    def run(self, processors: Mapping[int, PartitionProcessor], touched: set[int],
+            budget: int) -> list[tuple[int, Record]]:
+        """Process the commands the `touched` partitions wrote for partitions in `processors`
+        (the owned ones) on those, in rounds; adds the partitions that processed one to
+        `touched`; returns the commands relayed (at most `budget`) with their partition."""
+        self.owned = frozenset(processors)
+        blocked = {pid for pid in processors if self.held(pid)}  # in order, through the log
+        self.targets = targets = {}
+        sources, relayed = sorted(touched), []
+        for _ in range(self.max_rounds):
+            round_: list[tuple[int, Record]] = []
+            for source in sources:
+                commands = processors[source].output.commands
+                routes = targets.setdefault(source, [])
+                for record in commands[len(routes):]:  # those not looked at yet
+                    target = self.target_of(source, record)
+                    routes.append(target)
+                    if target not in processors or target in blocked:
+                        continue
+                    if len(relayed) + len(round_) >= budget:
+                        blocked.add(target)  # this one and the later ones travel through the log
+                        continue
+                    round_.append((target, record))
+            if not round_:
+                break
+            for target, record in round_:
+                command = as_read(record)
+                processors[target].process_command(command, -1)
+                record.relayed = True
+                touched.add(target)
+                relayed.append((target, command))
+            sources = sorted({target for target, _ in round_})
+        return relayed
+
+
+def as_read(record: Record) -> Record:
+    """The command as the partition would read it from the log (its own copy of the
+    value, nothing shared with the state of the partition that wrote it)."""
+    if record.packed is not None:  # a batch part (`command_batches.py`): JSON, cheap
+        part = orjson.loads(record.packed)
+        return Record.command(record.value_type, record.intent, part["value"], key=part.get("key", -1),
+                              request_id=part.get("request_id"))
+    return codec.decode(record.encoded if record.encoded is not None else codec.encode(record))

@@ -1,0 +1,185 @@
+"""The relay on a real broker (engine/relay.py): an engine owning every partition starts a
+schedule's workflow on another partition in the transaction of its TRIGGER; the START is
+on the log marked as processed and skipped when read back; an aborted transaction of
+relayed starts is redone and every action starts exactly once; a START for a partition
+of another engine travels through the log as before."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from streamproc.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+)
+from streamproc.engine.schedules.actions import scheduled_workflow_id
+from streamproc.protocol import codec
+from streamproc.protocol.partitioning import partition_for
+from streamproc.protocol.topics import Topics
+from tests.support.engines import EngineThread
+from tests.support.history import EventLog
+
+pytestmark = pytest.mark.kafka
+
+PARTITIONS = 4
+
+
+def _elsewhere(prefix: str, at: datetime, count: int, target: int | None = None) -> list[tuple[str, str]]:
+    """`count` (schedule id, workflow id) whose workflow is on another partition than the
+    schedule (on `target`, if given)."""
+    found = []
+    for n in range(10_000):
+        schedule_id = f"{prefix}-{n}"
+        workflow_id = scheduled_workflow_id(schedule_id, int(at.timestamp() * 1000))
+        home, there = partition_for(schedule_id, PARTITIONS), partition_for(workflow_id, PARTITIONS)
+        if home != there and target in (None, there):
+            found.append((schedule_id, workflow_id))
+            if len(found) == count:
+                return found
+    raise AssertionError("not enough schedule ids")
+
+
+def _create(client: Client, schedule_id: str, at: datetime) -> None:
+    client.create_schedule(schedule_id, Schedule(
+        action=ScheduleActionStartWorkflow("Tick", id=schedule_id, task_queue="ticks"),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=1))], start_at=at, end_at=at),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL)))
+
+
+def _started(log: EventLog) -> list:
+    return log.events("WORKFLOW", "WORKFLOW_EXECUTION_STARTED")
+
+
+def _commands_on(bootstrap: str, namespace: str, partition: int) -> list:
+    """The commands topic's partition as a read_committed reader sees it: (intent, headers, record)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "relay-test", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(Topics(namespace).commands, partition, 0)])
+        out, deadline = [], time.monotonic() + 10
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                break
+            if msg.error() is None:
+                out.append((msg.headers(), codec.decode(msg.value(), msg.headers())))
+        return out
+    finally:
+        consumer.close()
+
+
+def test_a_start_for_a_partition_of_the_same_engine_is_processed_with_its_trigger(bootstrap, namespace, tmp_path):
+    events = EventLog(bootstrap, namespace)
+    now = int(time.time())
+    first, second = (datetime.fromtimestamp(now + s, tz=timezone.utc) for s in (6, 9))
+    (warm_id, warm_wf), = _elsewhere("warm", first, 1)
+    target = partition_for(warm_wf, PARTITIONS)
+    pairs = _elsewhere("relayed", second, 5, target)
+    with EngineThread.on(bootstrap, namespace, tmp_path / "state", "relay", partitions=PARTITIONS) as engine, \
+            Client(bootstrap, namespace) as client:
+        _create(client, warm_id, first)  # after the assignment, the first START waits for the log
+        for schedule_id, _ in pairs:
+            _create(client, schedule_id, second)
+        expected = {warm_wf, *(w for _, w in pairs)}
+        events.read_until(lambda log: {r.value["workflow_id"] for r in _started(log)} >= expected, timeout=60)
+        time.sleep(1)  # anything started twice would be there by now
+        events.read_available()
+        assert engine.stats.relayed_commands == len(pairs)
+        assert engine.stats.echoes >= 1  # the relayed STARTs read back, skipped
+    events.close()
+    started = collections.Counter(r.value["workflow_id"] for r in _started(events))
+    assert set(started) == expected and max(started.values()) == 1
+    positions = {r.value["workflow_id"]: r.source_position for r in _started(events)}
+    assert positions[warm_wf] >= 0  # read from the log
+    assert all(positions[w] == -1 for _, w in pairs)  # processed in the TRIGGER's transaction
+    written = _commands_on(bootstrap, namespace, target)
+    starts = [(headers, record) for headers, record in written if record.value_type == "WORKFLOW"]
+    marked = [codec.header(h, codec.PROCESSED_HEADER) is not None for h, _ in starts]
+    # The warm-up's START through the log, then one relayed batch per schedule partition.
+    assert marked[0] is False and len(marked) > 1 and all(marked[1:])
+    assert codec.header(starts[0][0], codec.RELAY_HEADER) is not None
+
+
+def test_an_aborted_transaction_of_relayed_starts_is_redone_and_each_action_starts_once(bootstrap, namespace,
+                                                                                          tmp_path):
+    events = EventLog(bootstrap, namespace)
+    now = int(time.time())
+    first, second = (datetime.fromtimestamp(now + s, tz=timezone.utc) for s in (6, 9))
+    warm = [_elsewhere(f"warm{t}", first, 1, t)[0] for t in range(PARTITIONS)]  # every partition released
+    pairs = _elsewhere("aborted", second, 20)
+    with EngineThread.on(bootstrap, namespace, tmp_path / "state", "relay-abort", partitions=PARTITIONS) as engine, \
+            Client(bootstrap, namespace) as client:
+        relayed, failed = threading.Event(), threading.Event()
+        real_run, real_commit = engine._relay.run, engine._txn.commit_transaction
+
+        def run(*args):
+            out = real_run(*args)
+            if out and not failed.is_set():
+                relayed.set()
+            return out
+
+        def commit(*args):
+            if relayed.is_set() and not failed.is_set():
+                failed.set()  # this commit, or the next one's over it: both are rewound
+                raise RuntimeError("the test refuses the commit of relayed starts")
+            return real_commit(*args)
+
+        engine._relay.run, engine._txn.commit_transaction = run, commit
+        for schedule_id, _ in [*warm, *pairs]:
+            _create(client, schedule_id, first if (schedule_id, _) in warm else second)
+        expected = {w for _, w in [*warm, *pairs]}
+        events.read_until(lambda log: {r.value["workflow_id"] for r in _started(log)} >= expected, timeout=90)
+        time.sleep(1)
+        events.read_available()
+        assert failed.is_set()
+    events.close()
+    started = collections.Counter(r.value["workflow_id"] for r in _started(events))
+    assert set(started) == expected and max(started.values()) == 1
+    actions = collections.Counter(r.value["workflow_id"] for r in events.events("SCHEDULE", "ACTION_STARTED"))
+    assert set(actions) == expected and max(actions.values()) == 1
+
+
+def test_a_start_for_a_partition_of_another_engine_travels_through_the_log(bootstrap, namespace, tmp_path):
+    events = EventLog(bootstrap, namespace)
+    with EngineThread.on(bootstrap, namespace, tmp_path / "a", "relay-a", partitions=PARTITIONS) as a, \
+            EngineThread.on(bootstrap, namespace, tmp_path / "b", "relay-b", partitions=PARTITIONS) as b, \
+            Client(bootstrap, namespace) as client:
+        deadline = time.monotonic() + 60
+        while not (a.partitions and b.partitions and len({*a.partitions, *b.partitions}) == PARTITIONS
+                   and not set(a.partitions) & set(b.partitions)):
+            assert time.monotonic() < deadline, "the two engines did not share the partitions"
+            time.sleep(0.2)
+        time.sleep(2)  # no rebalance in flight
+        owner_a = set(a.partitions)
+        at = datetime.fromtimestamp(int(time.time()) + 6, tz=timezone.utc)
+        pairs = [(s, w) for s, w in _elsewhere("other", at, 200)
+                 if partition_for(s, PARTITIONS) in owner_a and partition_for(w, PARTITIONS) not in owner_a][:5]
+        assert pairs
+        for schedule_id, _ in pairs:
+            _create(client, schedule_id, at)
+        expected = {w for _, w in pairs}
+        events.read_until(lambda log: {r.value["workflow_id"] for r in _started(log)} >= expected, timeout=60)
+        time.sleep(1)
+        events.read_available()
+        assert set(a.partitions) == owner_a  # the same owners throughout
+        assert a.stats.relayed_commands == b.stats.relayed_commands == 0
+    events.close()
+    started = collections.Counter(r.value["workflow_id"] for r in _started(events))
+    assert set(started) == expected and max(started.values()) == 1
+    assert all(r.source_position >= 0 for r in _started(events))  # each read from the log by its engine
+    for target in {partition_for(w, PARTITIONS) for w in expected}:
+        for headers, record in _commands_on(bootstrap, namespace, target):
+            if record.value_type == "WORKFLOW":
+                assert codec.header(headers, codec.PROCESSED_HEADER) is None
+                assert codec.header(headers, codec.RELAY_HEADER) is None
