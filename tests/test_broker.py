@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from streamproc.devenv.broker import BrokerError, LocalBroker, broker_reachable
 from streamproc.devenv.broker_choice import ensure_broker
 from streamproc.devenv.broker_config import advertised_port, server_properties_file
+from streamproc.devenv.kraft_cluster import LocalCluster
 
 needs_java = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
                                 reason="needs a Java 17+ runtime")
@@ -85,6 +86,16 @@ def test_server_properties_are_escaped_for_the_jvm_and_name_the_client_port(tmp_
     text = server_properties_file(props)
     assert text.isascii() and "kafka \\u00FC" in text
     assert advertised_port(text) == 29092
+
+
+def test_only_a_single_replica_is_elected_uncleanly(tmp_path):
+    """One node: its only replica leads again whatever the controller's ELR says (nothing to
+    lose); a cluster with replicas keeps Kafka's clean elections."""
+    single = LocalBroker(port=29092, controller_port=29093, state_dir=tmp_path / "single").server_properties()
+    assert single["unclean.leader.election.enable"] == "true"
+    for nodes, unclean in ((1, "true"), (3, "false")):
+        cluster = LocalCluster(nodes=nodes, base_port=29460, state_dir=tmp_path / f"cluster-{nodes}")
+        assert {b.server_properties()["unclean.leader.election.enable"] for b in cluster.brokers.values()} == {unclean}
 
 
 def test_cli_status_of_a_broker_that_never_ran(tmp_path):

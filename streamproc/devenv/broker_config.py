@@ -55,9 +55,20 @@ def server_properties(port: int, controller_port: int, data_dir: Path,
         # after a crash (kill()) the restarted broker cannot register until the controller
         # expires its previous session: 3 s instead of 9 s makes a crash restart take ~4.5 s
         # instead of ~12 s.  The cost: a JVM stalled for > 3 s gets fenced until its next
-        # heartbeat (clients retry through it).
+        # heartbeat (clients retry through it; and see the next setting).
         "broker.session.timeout.ms": 3000,
         "broker.heartbeat.interval.ms": 500,
+        # A fenced node must lead its partitions again as soon as it heartbeats. The controller
+        # re-elects at unfencing only a replica it still trusts: one in the ISR or ELR, or the
+        # sole last known leader; after a crash restart it trusts none of them (the unclean
+        # shutdown empties the ELR) and relies on the last-known-leader rule alone.  An
+        # "unclean" election is allowed here because with one replica it cannot lose anything:
+        # the replica it elects is the only copy there is, the one every acknowledged write
+        # went to.  So no sequence of stalls and crashes can leave a partition leaderless
+        # while its only broker runs; the periodic pass (1 s, Kafka's default 5 min) elects
+        # whatever the unfencing missed.
+        "unclean.leader.election.enable": True,
+        "unclean.leader.election.interval.ms": 1000,
         # a 2-core development machine
         "num.network.threads": 2,
         "num.io.threads": 4,

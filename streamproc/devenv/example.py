@@ -50,7 +50,7 @@ def start_example(settings: Settings, engine, metrics=None) -> Callable[[], None
 
     def printer() -> None:
         with EventReader(settings.bootstrap, settings.namespace, from_beginning=False) as reader:
-            reader.poll(1.0)  # join the group before the jobs are created
+            reader.poll(1.0)  # find its partitions' ends before the jobs are created
             with Client(settings.bootstrap, settings.namespace) as client:
                 for name in ("ada", "grace", "edsger"):
                     client.create_job(EXAMPLE_QUEUE, {"name": name})

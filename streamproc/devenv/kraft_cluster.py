@@ -50,6 +50,9 @@ class LocalCluster:
             "transaction.state.log.replication.factor": replicas, "transaction.state.log.min.isr": min_isr,
             "share.coordinator.state.topic.replication.factor": replicas,
             "share.coordinator.state.topic.min.isr": min_isr,
+            # the single node's unclean election (see broker_config) only where there is one
+            # replica: with more, it could elect one that missed acknowledged writes
+            "unclean.leader.election.enable": replicas == 1,
         }
         self.brokers = {n: LocalBroker(port=base_port + 2 * (n - 1), controller_port=base_port + 2 * (n - 1) + 1,
                                        state_dir=self.state_dir / f"node-{n}", kafka_version=kafka_version,

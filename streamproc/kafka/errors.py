@@ -60,7 +60,8 @@ class ProducerCallUnfinished(ClientFailure):
     replace the producer: a new instance would start over (connect, find the coordinator,
     wait for it to abort what its predecessor left open) and, on a broker that answers
     slowly, time out again at the same point (seen in CI: 9 attempts in 95 s, each on a
-    new pair of producers, none finishing)."""
+    new pair of producers, none finishing). Only up to a bound, though: see
+    Recovery._producer_stuck."""
 
     def __init__(self, cause: BaseException) -> None:
         super().__init__(Origin.PRODUCER, cause)

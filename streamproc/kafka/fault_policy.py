@@ -27,3 +27,6 @@ class FaultPolicy:
     consumer_fencing_after_s: float = 30.0
     #: The consumer is replaced after this many timed-out calls without a commit between.
     consumer_timeouts_limit: int = 2
+    #: Both producers are replaced after a producer call (init or abort) was resumed this many
+    #: times in a row without finishing.
+    producer_resumes_limit: int = 2

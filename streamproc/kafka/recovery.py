@@ -14,7 +14,9 @@ that must be replaced (see `streamproc.kafka.errors`):
   with the same `group.instance.id` takes the member's place.
 
 A producer call that timed out inside the producer (init or abort: "retry call to resume")
-is made again on the same producer, not on a new one (see ProducerCallUnfinished).
+is made again on the same producer, not on a new one (see ProducerCallUnfinished), but
+only `producer_resumes_limit` times in a row: a call that does not finish then is stuck
+inside the producer, and both producers are replaced.
 
 Fenced more than `conflict_limit` times within `conflict_window_s` means another live
 process has this engine's identity: a producer counts when it was fenced sooner after
@@ -78,6 +80,8 @@ class Recovery:
         self._fencings: collections.deque[float] = collections.deque()
         #: timeouts of the consumer's calls since the last commit (see `_consumer_stuck`)
         self._consumer_timeouts = 0
+        #: producer calls resumed unfinished since the last commit (see `_producer_stuck`)
+        self._producer_resumes = 0
 
     # the loop ------------------------------------------------------------------------------
     def wait(self, stop: threading.Event) -> bool:
@@ -106,7 +110,7 @@ class Recovery:
                                        self.policy.backoff_min_s * 2 ** min(p.attempts - 1, 16))
         dead = fault in (Fault.FATAL, Fault.FENCED)
         # A producer call left unfinished is resumed on the same instance (see the class).
-        unreachable = isinstance(exc, CommitTimedOut) or (
+        unreachable = isinstance(exc, CommitTimedOut) or self._producer_stuck(exc) or (
             origin is Origin.PRODUCER and fault is Fault.RETRIABLE and not isinstance(exc, ProducerCallUnfinished))
         decision = Decision(producer=dead and origin is Origin.PRODUCER, producers=unreachable,
                             consumer=(dead or self._consumer_stuck(exc, origin)) and origin is Origin.CONSUMER)
@@ -131,6 +135,21 @@ class Recovery:
         self._consumer_timeouts = 0
         return True
 
+    def _producer_stuck(self, exc: BaseException) -> bool:
+        """A producer call was resumed `producer_resumes_limit` times and still did not finish:
+        replace the producers. Seen with a broker frozen past its session timeout right after
+        a crash restart: once it went on, answering everything else, a producer's
+        init_transactions kept timing out with its request queued for the transaction
+        coordinator and never sent, until the watchdog replaced every client after 60 s;
+        a new producer finished its init at once."""
+        if not isinstance(exc, ProducerCallUnfinished):
+            return False
+        self._producer_resumes += 1
+        if self._producer_resumes < self.policy.producer_resumes_limit:
+            return False
+        self._producer_resumes = 0
+        return True
+
     def reconnected(self) -> None:
         self.pending = False
 
@@ -142,6 +161,7 @@ class Recovery:
         p.attempts = 0
         p.last_error = ""
         self._consumer_timeouts = 0
+        self._producer_resumes = 0
 
     # identity ------------------------------------------------------------------------------
     def _count_fencing(self, origin: Origin, producer_age_s: float, connected_s: float, now: float) -> None:

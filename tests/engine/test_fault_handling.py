@@ -80,6 +80,16 @@ def test_an_unfinished_producer_call_is_resumed_on_the_same_producers():
     assert r.failed(ClientFailure(Origin.PRODUCER, resume), 100, [0]).producers
 
 
+def test_a_producer_call_that_never_finishes_is_given_up_after_its_bound():
+    r = _recovery(Clock())
+    resume = ProducerCallUnfinished(_exc(KafkaError._TIMED_OUT, "retry call to resume", retriable=True))
+    assert [r.failed(resume, 100, [0]).producers for _ in range(4)] == [False, True, False, True]
+    r.failed(resume, 100, [0])
+    r.committed()  # a commit between: the count starts again
+    assert not r.failed(resume, 100, [0]).producers
+    assert r.failed(resume, 100, [0]).producers
+
+
 def test_a_consumer_whose_calls_keep_timing_out_is_replaced():
     r = _recovery(Clock())
     timeout = ClientFailure(Origin.CONSUMER, _exc(KafkaError._TIMED_OUT, "Failed to get committed offsets",

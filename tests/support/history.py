@@ -14,9 +14,8 @@ class EventLog:
     def __init__(self, bootstrap: str, namespace: str) -> None:
         self.reader = EventReader(bootstrap, namespace)
         self.records: list = []
-        #: (partition, offset) of every record taken: a group reader whose membership lapsed
-        #: while the broker was away reads again from its last committed offset (it commits
-        #: none), and a record read twice is still one record on the log.
+        #: (partition, offset) of every record taken: a record read twice (a fetch retried
+        #: across a broker restart) is still one record on the log.
         self._offsets_read: set[tuple[int, int]] = set()
 
     def _take(self, polled) -> None:
