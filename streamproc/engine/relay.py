@@ -37,7 +37,8 @@ Why this keeps the engine's promises:
   due and relayed commands only carries no offsets, as one of due commands never did.
 - **Size.** A transaction relays at most as many commands as it took from the log and the
   checker, or `max_batch` if that is more: the relay at most doubles a transaction. What is
-  left travels through the log.
+  left travels through the log. So does a command beyond its partition's size limit
+  (`Limits.max_command_bytes`), to be refused there as any command read from the log is.
 """
 
 from __future__ import annotations
@@ -125,6 +126,13 @@ class Relay:
                         continue
                     if len(relayed) + len(round_) >= budget:
                         blocked.add(target)  # this one and the later ones travel through the log
+                        continue
+                    if record.packed is None and record.encoded is None:
+                        record.encoded = codec.encode(record)  # the bytes the log gets: written once
+                    if len(record.packed or record.encoded) > processors[target].limits.max_command_bytes:
+                        # Read from the log it is refused as too large: so it goes there, and
+                        # the later ones for that partition after it, in order.
+                        blocked.add(target)
                         continue
                     round_.append((target, record))
             if not round_:

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from streamproc.due.checker import partition_checker
+from streamproc.engine.processing import Limits
 from streamproc.engine.relay import Relay
 from streamproc.engine.schedules.actions import scheduled_workflow_id
 from streamproc.protocol import codec
@@ -215,3 +216,21 @@ def test_a_held_partition_gets_its_commands_through_the_log(engine):
     assert engine.due() == []
     assert _started(engine.commit_all()) == []
     assert [c.relayed for _, c in engine.written] == [False]
+
+
+def test_a_command_too_large_for_its_partition_is_not_relayed_but_refused_there_as_from_the_log(engine):
+    """Read from the log, a command beyond the partition's size limit is refused
+    (EXCEEDED_SIZE); relayed, it must not be processed after all: which engine owns which
+    partitions must not change what a command does."""
+    schedule_id, workflow_id = _schedule_elsewhere("too-large")
+    _create(engine, schedule_id)
+    target = partition_for(workflow_id, PARTITIONS)
+    engine.procs[target].limits = Limits(max_command_bytes=64)  # below the size of the START
+    engine.clock.set(DUE_MS)
+    assert engine.due() == []
+    assert _started(engine.commit_all()) == []
+    (to, start), = engine.written
+    assert (to, start.relayed) == (target, False)  # through the log, where it is refused
+    engine.send(target, codec.encode(start))
+    assert [e.rejection_type for e in engine.procs[target].output.events] == ["EXCEEDED_SIZE"]
+    assert engine.runs_of(workflow_id) == 0
