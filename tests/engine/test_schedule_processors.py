@@ -114,6 +114,24 @@ def test_after_a_three_hour_outage_only_actions_inside_the_catchup_window_are_ta
     assert info["overlap_skipped"] == 18 - missed - 1
 
 
+def test_an_action_time_before_the_create_was_processed_is_never_taken(d):
+    """The schedule exists from when the engine processed its CREATE, not from when the
+    client sent it: an engine slower than a test's lead (a loaded machine) makes a
+    one-time action that was due in between nobody's, without counting it missed."""
+    one_time = {"interval": [{"interval_ms": 1000}], "start_time_ms": ms("2026-05-04T10:00:08Z"),
+                "end_time_ms": ms("2026-05-04T10:00:08Z")}
+    d.create(one_time, schedule_id="in-time", policy={"overlap": "ALLOW_ALL"})
+    d.clock.set(ms("2026-05-04T10:00:08.500Z"))  # the CREATE of "late" processed after its time
+    d.create(one_time, schedule_id="late", policy={"overlap": "ALLOW_ALL"})
+    d.h.check_due()
+    d.settle()
+    d.advance_to("2026-05-05T10:00:00Z")
+    assert d.started_ids("in-time") == ["report-2026-05-04T10:00:08Z"]
+    assert d.started_ids("late") == []
+    info = d.describe("late")["info"]
+    assert (info["action_count"], info["missed_catchup_window"], info["future_action_times_ms"]) == (0, 0, [])
+
+
 def _overlapping(d, overlap: str) -> dict:
     """Every 10 minutes, workflows that never finish by themselves, for 35 minutes."""
     d.finish_with = None

@@ -1,8 +1,8 @@
 """200 schedules firing every second while the engine is SIGKILLed 3 times.
 
 Each schedule has an interval of 1 s bounded by a start and end time (15 action times), a
-catch-up window of a year and ALLOW_ALL, so every action time must start exactly one
-workflow however the kills fall: times that came due while the engine was down are taken
+catch-up window of a year and ALLOW_ALL, so every action time after the schedule's creation
+must start exactly one workflow however the kills fall: times that came due while the engine was down are taken
 when it is back. The workflow ids (`<base>-<nominal time>`) prove it: from the events
 topic, every (schedule, second) has exactly one WORKFLOW_EXECUTION_STARTED, and there is
 no other.
@@ -49,13 +49,18 @@ def test_no_action_is_lost_or_taken_twice_while_the_engine_is_sigkilled(bootstra
             mark = len(engine.log_text())
             engine.start()
             engine.wait_for_log("partitions_assigned", since=mark)
-        expected = tick_workflow_ids("tick", SCHEDULES, first, last)
-        assert len(expected) == SCHEDULES * ACTIONS
-        try:
-            events.read_until(lambda log: len(set(started_workflow_ids(log))) >= len(expected), timeout=180)
+        events.read_until(lambda log: len(log.events("SCHEDULE", "CREATED")) >= SCHEDULES, timeout=60)
+        expected = _action_times(events, first)
+        # A loaded machine may create some schedules after `first`: their earlier times are
+        # not theirs (never before the creation), but most must be left to check.
+        assert len(expected) > SCHEDULES * ACTIONS // 2, f"only {len(expected)} action times after the creations"
+        try:  # late is not lost: wait as long as starts keep coming
+            took = events.read_while_progressing(lambda log: len(set(started_workflow_ids(log))) >= len(expected),
+                                                 lambda log: len(started_workflow_ids(log)), stalled_s=60)
         except TimeoutError:
             missing = sorted(expected - set(started_workflow_ids(events)))
             raise AssertionError(f"{len(missing)} actions never started, e.g. {missing[:5]}") from None
+        print(f"{len(expected)} actions started {took:.1f} s after the last kill")
         engine.stop()
         events.read_to_end(timeout=60)
         counts = collections.Counter(started_workflow_ids(events))
@@ -68,3 +73,9 @@ def test_no_action_is_lost_or_taken_twice_while_the_engine_is_sigkilled(bootstra
     finally:
         engine.stop()
         events.close()
+
+
+def _action_times(events: EventLog, first: datetime) -> set[str]:
+    """The workflow ids of the schedules' action times after the second each was created in."""
+    created_s = {r.value["schedule_id"]: r.timestamp_ms // 1000 for r in events.events("SCHEDULE", "CREATED")}
+    return tick_workflow_ids("tick", SCHEDULES, first, first + timedelta(seconds=ACTIONS - 1), created_s)

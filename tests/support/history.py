@@ -32,6 +32,23 @@ class EventLog:
                 raise TimeoutError(f"events so far: {self.summary()}")
             self._take(self.reader.poll(0.2))
 
+    def read_while_progressing(self, done, progress, stalled_s: float) -> float:
+        """Keep reading until `done(self)` is true, for as long as it takes while
+        `progress(self)` keeps changing; raises with a summary when it stays the same for
+        `stalled_s`. A loaded machine makes the engine late, not wrong: waiting on
+        progress instead of a fixed deadline still fails when something is never done.
+        Answers the seconds it took."""
+        began = last_change = time.monotonic()
+        seen = progress(self)
+        while not done(self):
+            now = time.monotonic()
+            if (current := progress(self)) != seen:
+                seen, last_change = current, now
+            elif now - last_change > stalled_s:
+                raise TimeoutError(f"no progress for {stalled_s:.0f} s (at {seen!r}); events so far: {self.summary()}")
+            self._take(self.reader.poll(0.2))
+        return time.monotonic() - began
+
     def read_available(self) -> None:
         """Take what is there now, without waiting for more."""
         self._take(self.reader.poll(0.2))

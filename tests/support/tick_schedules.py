@@ -35,11 +35,16 @@ def create_tick_schedules(client: Client, prefix: str, count: int, first: dateti
             policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL)))
 
 
-def tick_workflow_ids(prefix: str, count: int, first: datetime, last: datetime) -> set[str]:
-    """The workflow id of every action the schedules of `create_tick_schedules` take."""
+def tick_workflow_ids(prefix: str, count: int, first: datetime, last: datetime,
+                      created_s: dict[str, int] | None = None) -> set[str]:
+    """The workflow id of every action the schedules of `create_tick_schedules` take; with
+    `created_s` (schedule id -> the second the engine created it in), only the times after
+    that second (a schedule's first action is the first time strictly after its creation,
+    counted in whole seconds as Temporal does)."""
     seconds = int((last - first) / SECOND)
     return {f"{prefix}-{n:03d}-{(first + s * SECOND).strftime('%Y-%m-%dT%H:%M:%SZ')}"
-            for n in range(count) for s in range(seconds + 1)}
+            for n in range(count) for s in range(seconds + 1)
+            if created_s is None or first.timestamp() + s > created_s[f"{prefix}-{n:03d}"]}
 
 
 def started_workflow_ids(log: EventLog) -> list[str]:
