@@ -16,15 +16,35 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 _DOUBLE = struct.Struct("<d")
 _SMALL = [bytes([n]) for n in range(128)]
 _PRIMITIVES = {"null", "boolean", "int", "long", "double", "string", "bytes"}
+#: How many encoded longs `write_long` keeps (it forgets them all when full).
+LONG_CACHE_SIZE = 4096
+#: A record with this many defaulted fields or more is written by layout (`_Layouts`).
+LAYOUT_MIN_DEFAULTS = 8
+#: How many layouts one record keeps at most.
+LAYOUT_CACHE_SIZE = 256
+_LONGS: dict[int, bytes] = {}
 
 
 def write_long(n: int) -> bytes:
     """Zig-zag varint of a 64-bit signed integer."""
+    if type(n) is int:
+        # Large values repeat from record to record (a batch's timestamp, a run's key), and
+        # looking one up costs a tenth of encoding it.
+        e = _LONGS.get(n)
+        if e is None:
+            if len(_LONGS) >= LONG_CACHE_SIZE:
+                _LONGS.clear()
+            e = _LONGS[n] = _varint(n)
+        return e
+    return _varint(n)
+
+
+def _varint(n: int) -> bytes:
     if not -0x8000000000000000 <= n <= 0x7FFFFFFFFFFFFFFF:
         raise ValueError(f"{n} does not fit in an Avro long")
     z = (n << 1) ^ (n >> 63)
@@ -84,6 +104,7 @@ class _Compiler:
             "write_long": write_long, "write_int": write_int, "write_bytes": write_bytes,
             "write_bool": write_bool, "write_double": write_double,
             "read_long": read_long, "unpack_double": _DOUBLE.unpack_from, "MISSING": object(),
+            "LONGS": _LONGS,
         }
         self.lines: list[str] = []
         #: (name in the generated code, field type, namespace, default) of defaulted fields
@@ -129,10 +150,14 @@ class _Compiler:
         schema = self.resolve(schema, ns)
         if schema == "null":
             return [f"{ind}if {v} is not None: raise TypeError('expected null')"]
-        if schema in ("long", "int"):  # small values inline: most are -1, 0 or a count
-            fn = "write_long" if schema == "long" else "write_int"
+        if schema == "long":  # small values inline: most are -1, 0 or a count; large ones cached
+            return [f"{ind}if type({v}) is int:",
+                    f"{ind}    if -64 <= {v} < 64: b.append(({v} << 1) ^ ({v} >> 63))",
+                    f"{ind}    else: b += LONGS.get({v}) or write_long({v})",
+                    f"{ind}else: b += write_long({v})"]
+        if schema == "int":
             return [f"{ind}if type({v}) is int and -64 <= {v} < 64: b.append(({v} << 1) ^ ({v} >> 63))",
-                    f"{ind}else: b += {fn}({v})"]
+                    f"{ind}else: b += write_int({v})"]
         if schema == "string":
             return [f"{ind}e = {v}.encode()", f"{ind}n = len(e)",
                     f"{ind}if n < 64: b.append(n << 1)", f"{ind}else: b += write_long(n)", f"{ind}b += e"]
@@ -230,24 +255,80 @@ class _Compiler:
         schema = self.named[full]
         ns = full.rpartition(".")[0] or None
         ident = _ident(full)
-        w = [f"def w_{ident}(d, b):"]
+        #: (name, lines writing `v`, the name of its default's bytes or None) of each field
+        fields: list[tuple[str, list[str], str | None]] = []
         r = [f"def r_{ident}(buf, p):"]
         for i, field in enumerate(schema["fields"]):
-            name = field["name"]
+            default = None
             if "default" in field:
-                # A field the datum leaves out (most of a sparse record's) is written as its
-                # default's bytes, encoded once (`encode_defaults`), not encoded again each time.
                 default = self.fresh("DEFAULT")
                 self.defaults.append((default, field["type"], ns, field["default"]))
-                w += [f"    v = d.get({name!r}, MISSING)", f"    if v is MISSING: b += {default}", "    else:"]
-                w += self.write(field["type"], "v", "        ", ns)
-            else:
-                w.append(f"    v = d.get({name!r})")
-                w += self.write(field["type"], "v", "    ", ns)
+            fields.append((field["name"], self.write(field["type"], "v", "    ", ns), default))
             r += self.read(field["type"], f"f{i}", "    ", ns)
-        w.append("    return b")
         r.append("    return {" + ", ".join(f"{f['name']!r}: f{i}" for i, f in enumerate(schema["fields"])) + "}, p")
-        self.lines += [*w, "", *r, ""]
+        if sum(default is not None for _, _, default in fields) < LAYOUT_MIN_DEFAULTS:
+            self.lines += [*self._generic_writer(f"w_{ident}", fields), ""]
+        else:
+            # A sparse record (a history event sets 6 of WorkflowRecord's 38 fields) is written
+            # by a writer made for the fields its datum has (`_Layouts`), instead of looking
+            # up every field; a datum that is not a dict, by the generic writer.
+            self.env[f"LAYOUT_{ident}"] = layouts = _Layouts(ident, fields, self.env)
+            self.env[f"LAYOUTS_{ident}"] = layouts.made
+            self.lines += [*self._generic_writer(f"g_{ident}", fields), "",
+                           f"def w_{ident}(d, b):", "    if type(d) is dict:",
+                           f"        return (LAYOUTS_{ident}.get(tuple(d)) or LAYOUT_{ident}(d))(d, b)",
+                           f"    return g_{ident}(d, b)", ""]
+        self.lines += [*r, "", f"def p_{ident}(b, {', '.join(f'v{i}' for i in range(len(fields)))}):"]
+        for i, (_, lines, _) in enumerate(fields):  # the values in field order, all given
+            self.lines += [f"    v = v{i}", *lines]
+        self.lines += ["    return b", ""]
+
+    def _generic_writer(self, fn: str, fields: list[tuple[str, list[str], str | None]]) -> list[str]:
+        w = [f"def {fn}(d, b):"]
+        for name, lines, default in fields:
+            if default is not None:
+                # A field the datum leaves out is written as its default's bytes, encoded
+                # once (`encode_defaults`), not encoded again each time.
+                w += [f"    v = d.get({name!r}, MISSING)", f"    if v is MISSING: b += {default}", "    else:"]
+                w += ["    " + line for line in lines]
+            else:
+                w += [f"    v = d.get({name!r})", *lines]
+        return [*w, "    return b"]
+
+
+class _Layouts:
+    """The writers of one record made for the fields a datum has, by its keys in order: the
+    present fields written from `d[name]`, each run of left-out defaulted fields as one
+    bytes constant. At most LAYOUT_CACHE_SIZE of them per record (datums from outside may
+    carry any keys); past that, the generic writer."""
+
+    def __init__(self, ident: str, fields: list[tuple[str, list[str], str | None]], env: dict) -> None:
+        self.ident = ident
+        self.fields = fields
+        self.env = env
+        self.made: dict[tuple, Callable] = {}
+
+    def __call__(self, d: dict) -> Callable:
+        keys = tuple(d)
+        if len(self.made) >= LAYOUT_CACHE_SIZE:
+            return self.env[f"g_{self.ident}"]
+        present = set(keys)
+        source, run = ["def layout(d, b):"], b""
+        for name, lines, default in self.fields:
+            if default is not None and name not in present:
+                run += self.env[default]
+                continue
+            if run:
+                source.append(f"    b += {run!r}")
+                run = b""
+            source += [f"    v = d[{name!r}]" if name in present else "    v = None", *lines]
+        if run:
+            source.append(f"    b += {run!r}")
+        made: dict = {}
+        exec(compile("\n".join([*source, "    return b"]), f"<avro layout {self.ident}>", "exec"),  # noqa: S102
+             self.env, made)
+        self.made[keys] = made["layout"]
+        return made["layout"]
 
 
 def _full_name(schema: dict, namespace: str | None) -> str:
@@ -260,12 +341,20 @@ def _ident(full_name: str) -> str:
     return full_name.replace(".", "_")
 
 
-def compile_schemas(schemas: list[dict], root: str) -> tuple[Callable[[dict], bytes],
-                                                             Callable[[bytes], tuple[dict, int]]]:
-    """(encode, decode) of the record named `root`; `schemas` in dependency order.
+class Compiled(NamedTuple):
+    """One record's codec. encode(datum) -> bytes; decode(data) -> (datum, bytes read);
+    write_fields(bytearray, *values) appends the record of these field values (all of
+    them, in the schema's order: no dict to build when the caller has them at hand). All
+    raise on data that does not fit the schema (TypeError, ValueError, KeyError,
+    IndexError, AttributeError)."""
 
-    encode(datum) -> bytes; decode(data) -> (datum, bytes read). Both raise on data that
-    does not fit the schema (TypeError, ValueError, KeyError, IndexError)."""
+    encode: Callable[[dict], bytes]
+    decode: Callable[[bytes], tuple[dict, int]]
+    write_fields: Callable[..., bytearray]
+
+
+def compile_codec(schemas: list[dict], root: str) -> Compiled:
+    """The codec of the record named `root`; `schemas` in dependency order."""
     c = _Compiler()
     for schema in schemas:
         c.register(schema)
@@ -281,4 +370,10 @@ def compile_schemas(schemas: list[dict], root: str) -> tuple[Callable[[dict], by
     def decode(data: bytes) -> tuple[dict, int]:
         return reader(data, 0)
 
-    return encode, decode
+    return Compiled(encode, decode, c.env[f"p_{_ident(root)}"])
+
+
+def compile_schemas(schemas: list[dict], root: str) -> tuple[Callable[[dict], bytes],
+                                                             Callable[[bytes], tuple[dict, int]]]:
+    """(encode, decode) of the record named `root` (`compile_codec`)."""
+    return compile_codec(schemas, root)[:2]

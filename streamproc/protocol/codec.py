@@ -18,7 +18,7 @@ import fastavro
 import fastavro.validation
 import orjson
 
-from streamproc.protocol.avro_compiled import compile_schemas
+from streamproc.protocol.avro_compiled import compile_codec
 from streamproc.protocol.registry_framing import FRAMED_CONTENT_TYPE, unframe
 from streamproc.protocol.records import Record, RecordType
 
@@ -79,7 +79,8 @@ SCHEMAS = _schema_files()
 #: fastavro's parsed schema: validates JSON commands, and is what the compiled codec is
 #: tested against.
 RECORD_SCHEMA = _parse(SCHEMAS)
-_write_record, _read_record = compile_schemas(SCHEMAS, "streamproc.Record")
+_COMPILED = compile_codec(SCHEMAS, "streamproc.Record")
+_write_fields, _read_record = _COMPILED.write_fields, _COMPILED.decode
 
 
 def _value_defaults(schema_name: str) -> dict[str, Any]:
@@ -132,9 +133,29 @@ def _to_avro_dict(record: Record, value_defaults: bool = True) -> dict[str, Any]
     return out
 
 
+#: The fields `encode` passes before the value fields, in the schema's order.
+_HEADER_FIELDS = ("record_type", "value_type", "intent", "key", "partition_id", "source_position", "timestamp_ms",
+                  "request_id", "rejection_type", "rejection_reason", "reply_partition")
+_RECORD_FIELDS = [f["name"] for f in SCHEMAS[-1]["fields"]]
+if _RECORD_FIELDS[:len(_HEADER_FIELDS)] != list(_HEADER_FIELDS) or sorted(_RECORD_FIELDS[len(_HEADER_FIELDS):]) != sorted(
+        VALUE_FIELDS.values()):
+    raise RuntimeError(f"Record.avsc's fields are not the ones encode() writes: {_RECORD_FIELDS}")
+#: The position of each value type's field among Record's value fields.
+_VALUE_SLOTS = {value_type: _RECORD_FIELDS.index(field) - len(_HEADER_FIELDS) for value_type, field in VALUE_FIELDS.items()}
+
+
 def encode(record: Record) -> bytes:
+    # The fields straight from the record, not through an Avro datum dict (`_to_avro_dict`):
+    # the value's unset fields are left out, the compiled writer writes their defaults.
+    values = [None] * len(VALUE_FIELDS)
+    slot = _VALUE_SLOTS.get(record.value_type)
+    if slot is not None:
+        values[slot] = record.value
     try:
-        return _write_record(_to_avro_dict(record, value_defaults=False))
+        return bytes(_write_fields(bytearray(), record.record_type, record.value_type, record.intent, record.key,
+                                   record.partition_id, record.source_position, record.timestamp_ms,
+                                   record.request_id, record.rejection_type, record.rejection_reason,
+                                   record.reply_partition, *values))
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         # The compiled writer does not say which field was wrong; fastavro's validation does.
         try:
