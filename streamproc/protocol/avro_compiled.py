@@ -27,6 +27,8 @@ LONG_CACHE_SIZE = 4096
 LAYOUT_MIN_DEFAULTS = 8
 #: How many layouts one record keeps at most.
 LAYOUT_CACHE_SIZE = 256
+#: How many defaulted fields a reader compares with their defaults' bytes at once.
+READ_CHUNK = 4
 _LONGS: dict[int, bytes] = {}
 
 
@@ -203,12 +205,14 @@ class _Compiler:
                     f"{ind}if c < 128: {target} = (c >> 1) ^ -(c & 1); p += 1",
                     f"{ind}else: {target}, p = read_long(buf, p)"]
         if schema in ("string", "bytes"):
-            conv = ".decode()" if schema == "string" else ""
+            conv, empty = (".decode()", "''") if schema == "string" else ("", "b''")
             return [f"{ind}c = buf[p]",
-                    f"{ind}if c < 128: n = c >> 1; p += 1",
-                    f"{ind}else: n, p = read_long(buf, p)",
-                    f"{ind}if c & 1 or p + n > len(buf): raise ValueError(f'length at byte {{p}} is negative or past the end')",
-                    f"{ind}{target} = buf[p:p + n]{conv}", f"{ind}p += n"]
+                    f"{ind}if c == 0: {target} = {empty}; p += 1",  # an empty one: most, in a sparse record
+                    f"{ind}else:",
+                    f"{ind}    if c < 128: n = c >> 1; p += 1",
+                    f"{ind}    else: n, p = read_long(buf, p)",
+                    f"{ind}    if c & 1 or p + n > len(buf): raise ValueError(f'length at byte {{p}} is negative or past the end')",
+                    f"{ind}    {target} = buf[p:p + n]{conv}", f"{ind}    p += n"]
         if schema == "boolean":
             return [f"{ind}c = buf[p]; p += 1",
                     f"{ind}if c > 1: raise ValueError('invalid boolean byte')", f"{ind}{target} = c == 1"]
@@ -251,7 +255,7 @@ class _Compiler:
             self.env[name] = bytes(self.env.pop("write_default")(default, bytearray()))
 
     # records ------------------------------------------------------------------------------
-    def compile_record(self, full: str) -> None:
+    def compile_record(self, full: str, positional: bool = False) -> None:
         schema = self.named[full]
         ns = full.rpartition(".")[0] or None
         ident = _ident(full)
@@ -264,7 +268,7 @@ class _Compiler:
                 default = self.fresh("DEFAULT")
                 self.defaults.append((default, field["type"], ns, field["default"]))
             fields.append((field["name"], self.write(field["type"], "v", "    ", ns), default))
-            r += self.read(field["type"], f"f{i}", "    ", ns)
+        r += self._read_fields(schema["fields"], ns)
         r.append("    return {" + ", ".join(f"{f['name']!r}: f{i}" for i, f in enumerate(schema["fields"])) + "}, p")
         if sum(default is not None for _, _, default in fields) < LAYOUT_MIN_DEFAULTS:
             self.lines += [*self._generic_writer(f"w_{ident}", fields), ""]
@@ -278,10 +282,50 @@ class _Compiler:
                            f"def w_{ident}(d, b):", "    if type(d) is dict:",
                            f"        return (LAYOUTS_{ident}.get(tuple(d)) or LAYOUT_{ident}(d))(d, b)",
                            f"    return g_{ident}(d, b)", ""]
-        self.lines += [*r, "", f"def p_{ident}(b, {', '.join(f'v{i}' for i in range(len(fields)))}):"]
-        for i, (_, lines, _) in enumerate(fields):  # the values in field order, all given
-            self.lines += [f"    v = v{i}", *lines]
-        self.lines += ["    return b", ""]
+        self.lines += [*r, ""]
+        if positional:  # the values in field order, all given; read back as a tuple
+            self.lines.append(f"def p_{ident}(b, {', '.join(f'v{i}' for i in range(len(fields)))}):")
+            for i, (_, lines, _) in enumerate(fields):
+                self.lines += [f"    v = v{i}", *lines]
+            self.lines += ["    return b", "", f"def t_{ident}(buf, p):", *r[1:-1],
+                           f"    return ({''.join(f'f{i}, ' for i in range(len(fields)))}), p", ""]
+
+    def _read_fields(self, fields: list[dict], ns: str | None) -> list[str]:
+        """Lines reading each field into f0, f1, ...: a sparse record is mostly defaults, so
+        each run of up to READ_CHUNK fields with plain defaults is first compared with its
+        defaults' bytes, and read field by field only when they differ. (A field's encoding
+        ends where its bytes say, so bytes that start with a default's encoding hold it.)"""
+        lines: list[str] = []
+        chunk: list[tuple[int, dict]] = []
+
+        def flush() -> None:
+            reads = [line for i, field in chunk for line in self.read(field["type"], f"f{i}", "        ", ns)]
+            if len(chunk) < 2:
+                lines.extend(line[4:] for line in reads)
+            else:
+                data = b"".join(self._default_bytes(field, ns) for _, field in chunk)
+                lines.extend([f"    if buf.startswith({data!r}, p):",
+                              f"        {', '.join(f'f{i}' for i, _ in chunk)} = "
+                              f"{', '.join(repr(field['default']) for _, field in chunk)}; p += {len(data)}",
+                              "    else:", *reads])
+            chunk.clear()
+
+        for i, field in enumerate(fields):
+            if type(field.get("default", ...)) not in (type(None), bool, int, str):
+                flush()  # no default, or one a reader must not share (a list, a dict)
+            chunk.append((i, field))
+            if type(field.get("default", ...)) not in (type(None), bool, int, str):
+                flush()
+            elif len(chunk) == READ_CHUNK:
+                flush()
+        flush()
+        return lines
+
+    def _default_bytes(self, field: dict, ns: str | None) -> bytes:
+        source = ["def write_default(v, b):", *self.write(field["type"], "v", "    ", ns), "    return b"]
+        made: dict = {}
+        exec(compile("\n".join(source), "<avro default>", "exec"), self.env, made)  # noqa: S102
+        return bytes(made["write_default"](field["default"], bytearray()))
 
     def _generic_writer(self, fn: str, fields: list[tuple[str, list[str], str | None]]) -> list[str]:
         w = [f"def {fn}(d, b):"]
@@ -344,13 +388,15 @@ def _ident(full_name: str) -> str:
 class Compiled(NamedTuple):
     """One record's codec. encode(datum) -> bytes; decode(data) -> (datum, bytes read);
     write_fields(bytearray, *values) appends the record of these field values (all of
-    them, in the schema's order: no dict to build when the caller has them at hand). All
+    them, in the schema's order: no dict to build when the caller has them at hand);
+    read_fields(data, 0) -> (the field values in that order, bytes read). All
     raise on data that does not fit the schema (TypeError, ValueError, KeyError,
     IndexError, AttributeError)."""
 
     encode: Callable[[dict], bytes]
     decode: Callable[[bytes], tuple[dict, int]]
     write_fields: Callable[..., bytearray]
+    read_fields: Callable[[bytes, int], tuple[tuple, int]]
 
 
 def compile_codec(schemas: list[dict], root: str) -> Compiled:
@@ -359,7 +405,7 @@ def compile_codec(schemas: list[dict], root: str) -> Compiled:
     for schema in schemas:
         c.register(schema)
     for full in c.order:
-        c.compile_record(full)
+        c.compile_record(full, positional=full == root)
     exec(compile("\n".join(c.lines), f"<avro {root}>", "exec"), c.env)  # noqa: S102 - our own generated code
     c.encode_defaults()
     writer, reader = c.env[f"w_{_ident(root)}"], c.env[f"r_{_ident(root)}"]
@@ -370,7 +416,7 @@ def compile_codec(schemas: list[dict], root: str) -> Compiled:
     def decode(data: bytes) -> tuple[dict, int]:
         return reader(data, 0)
 
-    return Compiled(encode, decode, c.env[f"p_{_ident(root)}"])
+    return Compiled(encode, decode, c.env[f"p_{_ident(root)}"], c.env[f"t_{_ident(root)}"])
 
 
 def compile_schemas(schemas: list[dict], root: str) -> tuple[Callable[[dict], bytes],
