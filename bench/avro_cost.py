@@ -5,7 +5,7 @@ The records are the ones `codec.encode` is given while N workflows of each shape
 `bench/workflow_engine_cost.py` run in process (events, tasks, replies, and the commands
 the client and workers send), grouped by kind: record type, value type and intent. Prints
 one JSON line: for each kind, the median over R rounds of the microseconds to encode one
-record and to decode one (`codec.decode`, as the engine reads a command). Under callgrind
+record and to decode one (a round: about COUNTED records of the kind) (`codec.decode`, as the engine reads a command). Under callgrind
 (run as `bench/workflow_engine_cost.py`'s docstring says) it also prints the
 instructions per record of each kind, which do not vary with the machine's load.
 """
@@ -27,6 +27,10 @@ from bench.in_process_engine import Instructions  # noqa: E402
 from bench.workflow_engine_cost import SHAPES, one_shape  # noqa: E402
 from streamproc.protocol import codec  # noqa: E402
 from streamproc.protocol.records import Record  # noqa: E402
+
+
+#: Records of each kind encoded (and decoded) per round: the captured ones, repeated.
+COUNTED = 1000
 
 
 def captured_records(workflows: int) -> dict[str, list[Record]]:
@@ -60,13 +64,18 @@ def _median_us(work: Callable[[], None], per: int, rounds: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workflows", type=int, default=20, help="workflows of each shape (default 20)")
-    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=50)
     args = parser.parse_args()
     if args.workflows < 1 or args.rounds < 1:
         parser.error("--workflows and --rounds must be at least 1")
     kinds = captured_records(args.workflows)
     encode_us, decode_us, instructions = {}, {}, Instructions()
+    # Under callgrind, what starting and stopping a count costs (a subprocess each) is
+    # counted too: measured with nothing between, and taken off each kind's count.
+    instructions.start()
+    instructions.stop("nothing")
     for kind, records in kinds.items():
+        records = records * max(1, COUNTED // len(records))
         encoded = [codec.encode(r) for r in records]  # and any layout made: not counted
         encode_us[kind] = _median_us(lambda: [codec.encode(r) for r in records], len(records), args.rounds)
         decode_us[kind] = _median_us(lambda: [codec.decode(d, codec.AVRO_HEADERS) for d in encoded], len(records),
@@ -76,7 +85,8 @@ def main() -> None:
             instructions.start()
             work()
             instructions.stop(f"{step}:{kind}")
-            instructions[f"{step}:{kind}"] //= len(records)
+            instructions[f"{step}:{kind}"] = (instructions[f"{step}:{kind}"] - instructions["nothing"]) // len(records)
+    instructions.pop("nothing", None)
     line = {"scenario": "avro_cost", "workflows_per_shape": args.workflows, "rounds": args.rounds,
             "records": {k: len(v) for k, v in kinds.items()}, "encode_us": encode_us, "decode_us": decode_us}
     if instructions:
