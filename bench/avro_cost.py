@@ -4,10 +4,12 @@
 The records are the ones `codec.encode` is given while N workflows of each shape of
 `bench/workflow_engine_cost.py` run in process (events, tasks, replies, and the commands
 the client and workers send), grouped by kind: record type, value type and intent. Prints
-one JSON line: for each kind, the median over R rounds of the microseconds to encode one
-record and to decode one (a round: about COUNTED records of the kind) (`codec.decode`, as the engine reads a command). Under callgrind
-(run as `bench/workflow_engine_cost.py`'s docstring says) it also prints the
-instructions per record of each kind, which do not vary with the machine's load.
+one JSON line: for each kind, the median over R rounds (each of about COUNTED records of
+the kind) of the microseconds to encode one record, and to decode one as the engine reads
+a command. Under callgrind (run as `bench/workflow_engine_cost.py`'s docstring says) it
+also prints the instructions per record of each kind, which do not vary with the
+machine's load. The records of a kind repeat in a round, so large longs are always found
+in the encoder's cache: the engine's own records find them less often.
 """
 
 from __future__ import annotations
