@@ -83,7 +83,7 @@ def test_a_value_with_unset_fields_encodes_as_with_every_default_filled_in(value
     assert codec.encode(record) == _fastavro_bytes(codec._to_avro_dict(record))
 
 
-# Sparse values: the writers made per layout (`avro_compiled._Layouts`) ------------------------
+# Sparse values: the writers made per layout (`avro_layouts.py`) --------------------------------
 
 def _schema_fields(name: str) -> list[dict]:
     return next(s for s in codec.SCHEMAS if s["name"] == name)["fields"]
@@ -139,9 +139,9 @@ def test_a_value_with_keys_the_schema_does_not_have_ignores_them_like_the_generi
 
 
 def test_past_the_layout_cache_the_generic_writer_writes_the_same_bytes(monkeypatch):
-    from streamproc.protocol import avro_compiled
+    from streamproc.protocol import avro_layouts
 
-    monkeypatch.setattr(avro_compiled, "LAYOUT_CACHE_SIZE", 2)
+    monkeypatch.setattr(avro_layouts, "LAYOUT_CACHE_SIZE", 2)
     encode, _ = compile_schemas(codec._schema_files(), "streamproc.Record")
     full = _FULL_VALUES["WORKFLOW"]
     for n in range(1, 12):

@@ -7,6 +7,11 @@ union branches and enum symbols written into the code. The bytes are Avro's bina
 encoding, the same as fastavro's (the tests compare both on generated data), so any Avro
 library still reads and writes our topics.
 
+Most records are sparse (a history event sets 6 of WorkflowRecord's 38 fields): such a
+record is written by a writer made for the fields its datum has (`avro_layouts.py`), and
+read by comparing runs of defaulted fields with their defaults' bytes first. Large longs'
+encodings are cached (a batch's records share a timestamp, a run's records its key).
+
 Covers the types our schemas use: null, boolean, int, long, double, string, bytes, enum,
 array, record (named and referenced by name) and unions. Anything else is refused when
 compiling, not silently mis-encoded.
@@ -18,15 +23,15 @@ import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from streamproc.protocol.avro_layouts import Layouts
+
 _DOUBLE = struct.Struct("<d")
 _SMALL = [bytes([n]) for n in range(128)]
 _PRIMITIVES = {"null", "boolean", "int", "long", "double", "string", "bytes"}
 #: How many encoded longs `write_long` keeps (it forgets them all when full).
 LONG_CACHE_SIZE = 4096
-#: A record with this many defaulted fields or more is written by layout (`_Layouts`).
+#: A record with this many defaulted fields or more is written by layout (`avro_layouts.py`).
 LAYOUT_MIN_DEFAULTS = 8
-#: How many layouts one record keeps at most.
-LAYOUT_CACHE_SIZE = 256
 #: How many defaulted fields a reader compares with their defaults' bytes at once.
 READ_CHUNK = 4
 _LONGS: dict[int, bytes] = {}
@@ -274,9 +279,9 @@ class _Compiler:
             self.lines += [*self._generic_writer(f"w_{ident}", fields), ""]
         else:
             # A sparse record (a history event sets 6 of WorkflowRecord's 38 fields) is written
-            # by a writer made for the fields its datum has (`_Layouts`), instead of looking
+            # by a writer made for the fields its datum has (`Layouts`), instead of looking
             # up every field; a datum that is not a dict, by the generic writer.
-            self.env[f"LAYOUT_{ident}"] = layouts = _Layouts(ident, fields, self.env)
+            self.env[f"LAYOUT_{ident}"] = layouts = Layouts(ident, fields, self.env)
             self.env[f"LAYOUTS_{ident}"] = layouts.made
             self.lines += [*self._generic_writer(f"g_{ident}", fields), "",
                            f"def w_{ident}(d, b):", "    if type(d) is dict:",
@@ -338,41 +343,6 @@ class _Compiler:
             else:
                 w += [f"    v = d.get({name!r})", *lines]
         return [*w, "    return b"]
-
-
-class _Layouts:
-    """The writers of one record made for the fields a datum has, by its keys in order: the
-    present fields written from `d[name]`, each run of left-out defaulted fields as one
-    bytes constant. At most LAYOUT_CACHE_SIZE of them per record (datums from outside may
-    carry any keys); past that, the generic writer."""
-
-    def __init__(self, ident: str, fields: list[tuple[str, list[str], str | None]], env: dict) -> None:
-        self.ident = ident
-        self.fields = fields
-        self.env = env
-        self.made: dict[tuple, Callable] = {}
-
-    def __call__(self, d: dict) -> Callable:
-        keys = tuple(d)
-        if len(self.made) >= LAYOUT_CACHE_SIZE:
-            return self.env[f"g_{self.ident}"]
-        present = set(keys)
-        source, run = ["def layout(d, b):"], b""
-        for name, lines, default in self.fields:
-            if default is not None and name not in present:
-                run += self.env[default]
-                continue
-            if run:
-                source.append(f"    b += {run!r}")
-                run = b""
-            source += [f"    v = d[{name!r}]" if name in present else "    v = None", *lines]
-        if run:
-            source.append(f"    b += {run!r}")
-        made: dict = {}
-        exec(compile("\n".join([*source, "    return b"]), f"<avro layout {self.ident}>", "exec"),  # noqa: S102
-             self.env, made)
-        self.made[keys] = made["layout"]
-        return made["layout"]
 
 
 def _full_name(schema: dict, namespace: str | None) -> str:
