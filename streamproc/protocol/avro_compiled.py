@@ -33,7 +33,7 @@ LONG_CACHE_SIZE = 4096
 #: A record with this many defaulted fields or more is written by layout (`avro_layouts.py`).
 LAYOUT_MIN_DEFAULTS = 8
 #: How many defaulted fields a reader compares with their defaults' bytes at once.
-READ_CHUNK = 4
+READ_CHUNK = 8
 _LONGS: dict[int, bytes] = {}
 
 
