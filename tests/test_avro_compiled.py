@@ -81,3 +81,111 @@ def test_types_it_does_not_compile_are_refused_when_compiling():
 def test_a_value_with_unset_fields_encodes_as_with_every_default_filled_in(value_type, value):
     record = Record.command(value_type, "X", value, key=5)
     assert codec.encode(record) == _fastavro_bytes(codec._to_avro_dict(record))
+
+
+# Sparse values: the writers made per layout (`avro_layouts.py`) --------------------------------
+
+def _schema_fields(name: str) -> list[dict]:
+    return next(s for s in codec.SCHEMAS if s["name"] == name)["fields"]
+
+
+_VALUE_SCHEMAS = {"JOB": ("job", "JobRecord"), "ACTIVITY_TASK": ("activity_task", "ActivityTaskRecord"),
+                  "WORKFLOW": ("workflow", "WorkflowRecord"), "SCHEDULE": ("schedule", "ScheduleRecord")}
+
+
+def _full_value(value_type: str) -> dict:
+    """A value of `value_type` with every field set, each to a generated value unlike its default."""
+    field, schema = _VALUE_SCHEMAS[value_type]
+    values = [d[field] for d in generate_many(codec.RECORD_SCHEMA, 2000) if d.get(field) is not None]
+    return {f["name"]: next(v[f["name"]] for v in values if v[f["name"]] != f.get("default", object()))
+            for f in _schema_fields(schema)}
+
+
+_FULL_VALUES = {value_type: _full_value(value_type) for value_type in _VALUE_SCHEMAS}
+
+
+def _assert_encodes_as_fastavro(value_type: str, value: dict, key: int = 5) -> None:
+    record = Record.command(value_type, "X", value, key=key)
+    expected = _fastavro_bytes(codec._to_avro_dict(record))
+    assert codec.encode(record) == expected
+    assert codec.encode(record) == expected  # the second time by the layout made the first time
+    known = {f["name"] for f in _schema_fields(_VALUE_SCHEMAS[value_type][1])}
+    assert codec.decode(expected).value == codec.with_defaults(value_type, {k: v for k, v in value.items() if k in known})
+
+
+@pytest.mark.parametrize("value_type", sorted(_FULL_VALUES))
+def test_sparse_values_with_fields_at_the_start_middle_end_all_or_none_match_fastavro(value_type):
+    full = _FULL_VALUES[value_type]
+    names = list(full)
+    middle = len(names) // 2
+    for kept in ([], names, names[:1], names[-1:], names[middle:middle + 1], names[:2] + names[-2:],
+                 names[1:-1], names[::2], names[1::2], names[::5]):
+        _assert_encodes_as_fastavro(value_type, {n: full[n] for n in kept})
+        _assert_encodes_as_fastavro(value_type, {n: full[n] for n in reversed(kept)})  # another key order
+
+
+@pytest.mark.parametrize("value_type", sorted(_FULL_VALUES))
+def test_random_subsets_of_a_values_fields_match_fastavro(value_type):
+    rng = random.Random(value_type)
+    full = _FULL_VALUES[value_type]
+    for _ in range(60):
+        kept = [n for n in full if rng.random() < rng.choice((0.1, 0.3, 0.8))]
+        rng.shuffle(kept)
+        _assert_encodes_as_fastavro(value_type, {n: full[n] for n in kept})
+
+
+def test_a_value_with_keys_the_schema_does_not_have_ignores_them_like_the_generic_writer():
+    _assert_encodes_as_fastavro("WORKFLOW", {"extra": object(), "workflow_id": "w", "other": 1, "due_ms": 2**40})
+
+
+def test_past_the_layout_cache_the_generic_writer_writes_the_same_bytes(monkeypatch):
+    from streamproc.protocol import avro_layouts
+
+    monkeypatch.setattr(avro_layouts, "LAYOUT_CACHE_SIZE", 2)
+    encode, _ = compile_schemas(codec._schema_files(), "streamproc.Record")
+    full = _FULL_VALUES["WORKFLOW"]
+    for n in range(1, 12):
+        record = Record.command("WORKFLOW", "X", dict(list(full.items())[:n]), key=5)
+        assert encode(codec._to_avro_dict(record, value_defaults=False)) == _fastavro_bytes(codec._to_avro_dict(record))
+
+
+def test_a_value_that_is_a_mapping_but_not_a_dict_is_written_by_the_generic_writer():
+    from collections import OrderedDict
+
+    _assert_encodes_as_fastavro("WORKFLOW", OrderedDict(workflow_id="w", attempt=3, due_ms=-(2**62)))
+
+
+_LONGS = [0, -1, 63, -64, 64, -65, 2**31 - 1, -(2**31), 2**40, -(2**40) - 7, 1_800_000_000_000,
+          4503599627370497, 2**62, 2**63 - 1, -(2**63)]
+
+
+@pytest.mark.parametrize("n", _LONGS)
+def test_large_and_negative_longs_in_every_long_field_match_fastavro_each_time(n):
+    longs = [f["name"] for f in _schema_fields("WorkflowRecord") if f["type"] == "long"]
+    for _ in range(2):  # the second time from the cache of encoded longs
+        _assert_encodes_as_fastavro("WORKFLOW", {name: n for name in longs}, key=n)
+        record = Record.command("JOB", "X", {"type": "t"}, key=n)
+        record.source_position, record.timestamp_ms = n, n
+        assert codec.encode(record) == _fastavro_bytes(codec._to_avro_dict(record))
+
+
+@pytest.mark.parametrize("n", [2**31 - 1, -(2**31), 64, -65])
+def test_int_fields_at_their_limits_match_fastavro(n):
+    _assert_encodes_as_fastavro("WORKFLOW", {"attempt": n, "page": n, "pages": n})
+
+
+def test_a_cached_long_does_not_let_a_float_or_an_int_past_its_range_through():
+    codec.encode(Record.command("WORKFLOW", "X", {"due_ms": 2**40}, key=2**40))  # both cached now
+    with pytest.raises(ValueError):
+        codec.encode(Record.command("WORKFLOW", "X", {"due_ms": float(2**40)}, key=5))
+    codec.encode(Record.command("WORKFLOW", "X", {"due_ms": 2**33}, key=5))
+    with pytest.raises(ValueError):
+        codec.encode(Record.command("WORKFLOW", "X", {"attempt": 2**33}, key=5))  # an int, not a long
+
+
+@pytest.mark.parametrize("text", ["", "é", "wörkflow-流程-😀", "ü" * 40, "😀" * 100, "x" * 63, "x" * 64, "\x00"])
+def test_unicode_strings_of_every_length_width_match_fastavro(text):
+    _assert_encodes_as_fastavro("WORKFLOW", {"workflow_id": text, "input": text, "timer_id": text})
+    record = Record.command("WORKFLOW", text or "X", {"run_id": text}, key=5, request_id=text)
+    record.rejection_reason = text
+    assert codec.encode(record) == _fastavro_bytes(codec._to_avro_dict(record))

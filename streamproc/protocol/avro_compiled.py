@@ -7,6 +7,11 @@ union branches and enum symbols written into the code. The bytes are Avro's bina
 encoding, the same as fastavro's (the tests compare both on generated data), so any Avro
 library still reads and writes our topics.
 
+Most records are sparse (a history event sets 6 of WorkflowRecord's 38 fields): such a
+record is written by a writer made for the fields its datum has (`avro_layouts.py`), and
+read by comparing runs of defaulted fields with their defaults' bytes first. Large longs'
+encodings are cached (a batch's records share a timestamp, a run's records its key).
+
 Covers the types our schemas use: null, boolean, int, long, double, string, bytes, enum,
 array, record (named and referenced by name) and unions. Anything else is refused when
 compiling, not silently mis-encoded.
@@ -16,15 +21,37 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
+
+from streamproc.protocol.avro_layouts import Layouts
 
 _DOUBLE = struct.Struct("<d")
 _SMALL = [bytes([n]) for n in range(128)]
 _PRIMITIVES = {"null", "boolean", "int", "long", "double", "string", "bytes"}
+#: How many encoded longs `write_long` keeps (it forgets them all when full).
+LONG_CACHE_SIZE = 4096
+#: A record with this many defaulted fields or more is written by layout (`avro_layouts.py`).
+LAYOUT_MIN_DEFAULTS = 8
+#: How many defaulted fields a reader compares with their defaults' bytes at once.
+READ_CHUNK = 8
+_LONGS: dict[int, bytes] = {}
 
 
 def write_long(n: int) -> bytes:
     """Zig-zag varint of a 64-bit signed integer."""
+    if type(n) is int:
+        # Large values repeat from record to record (a batch's timestamp, a run's key), and
+        # looking one up costs a tenth of encoding it.
+        e = _LONGS.get(n)
+        if e is None:
+            if len(_LONGS) >= LONG_CACHE_SIZE:
+                _LONGS.clear()
+            e = _LONGS[n] = _varint(n)
+        return e
+    return _varint(n)
+
+
+def _varint(n: int) -> bytes:
     if not -0x8000000000000000 <= n <= 0x7FFFFFFFFFFFFFFF:
         raise ValueError(f"{n} does not fit in an Avro long")
     z = (n << 1) ^ (n >> 63)
@@ -84,6 +111,7 @@ class _Compiler:
             "write_long": write_long, "write_int": write_int, "write_bytes": write_bytes,
             "write_bool": write_bool, "write_double": write_double,
             "read_long": read_long, "unpack_double": _DOUBLE.unpack_from, "MISSING": object(),
+            "LONGS": _LONGS,
         }
         self.lines: list[str] = []
         #: (name in the generated code, field type, namespace, default) of defaulted fields
@@ -129,10 +157,14 @@ class _Compiler:
         schema = self.resolve(schema, ns)
         if schema == "null":
             return [f"{ind}if {v} is not None: raise TypeError('expected null')"]
-        if schema in ("long", "int"):  # small values inline: most are -1, 0 or a count
-            fn = "write_long" if schema == "long" else "write_int"
+        if schema == "long":  # small values inline: most are -1, 0 or a count; large ones cached
+            return [f"{ind}if type({v}) is int:",
+                    f"{ind}    if -64 <= {v} < 64: b.append(({v} << 1) ^ ({v} >> 63))",
+                    f"{ind}    else: b += LONGS.get({v}) or write_long({v})",
+                    f"{ind}else: b += write_long({v})"]
+        if schema == "int":
             return [f"{ind}if type({v}) is int and -64 <= {v} < 64: b.append(({v} << 1) ^ ({v} >> 63))",
-                    f"{ind}else: b += {fn}({v})"]
+                    f"{ind}else: b += write_int({v})"]
         if schema == "string":
             return [f"{ind}e = {v}.encode()", f"{ind}n = len(e)",
                     f"{ind}if n < 64: b.append(n << 1)", f"{ind}else: b += write_long(n)", f"{ind}b += e"]
@@ -178,12 +210,14 @@ class _Compiler:
                     f"{ind}if c < 128: {target} = (c >> 1) ^ -(c & 1); p += 1",
                     f"{ind}else: {target}, p = read_long(buf, p)"]
         if schema in ("string", "bytes"):
-            conv = ".decode()" if schema == "string" else ""
+            conv, empty = (".decode()", "''") if schema == "string" else ("", "b''")
             return [f"{ind}c = buf[p]",
-                    f"{ind}if c < 128: n = c >> 1; p += 1",
-                    f"{ind}else: n, p = read_long(buf, p)",
-                    f"{ind}if c & 1 or p + n > len(buf): raise ValueError(f'length at byte {{p}} is negative or past the end')",
-                    f"{ind}{target} = buf[p:p + n]{conv}", f"{ind}p += n"]
+                    f"{ind}if c == 0: {target} = {empty}; p += 1",  # an empty one: most, in a sparse record
+                    f"{ind}else:",
+                    f"{ind}    if c < 128: n = c >> 1; p += 1",
+                    f"{ind}    else: n, p = read_long(buf, p)",
+                    f"{ind}    if c & 1 or p + n > len(buf): raise ValueError(f'length at byte {{p}} is negative or past the end')",
+                    f"{ind}    {target} = buf[p:p + n]{conv}", f"{ind}    p += n"]
         if schema == "boolean":
             return [f"{ind}c = buf[p]; p += 1",
                     f"{ind}if c > 1: raise ValueError('invalid boolean byte')", f"{ind}{target} = c == 1"]
@@ -226,28 +260,89 @@ class _Compiler:
             self.env[name] = bytes(self.env.pop("write_default")(default, bytearray()))
 
     # records ------------------------------------------------------------------------------
-    def compile_record(self, full: str) -> None:
+    def compile_record(self, full: str, positional: bool = False) -> None:
         schema = self.named[full]
         ns = full.rpartition(".")[0] or None
         ident = _ident(full)
-        w = [f"def w_{ident}(d, b):"]
+        #: (name, lines writing `v`, the name of its default's bytes or None) of each field
+        fields: list[tuple[str, list[str], str | None]] = []
         r = [f"def r_{ident}(buf, p):"]
         for i, field in enumerate(schema["fields"]):
-            name = field["name"]
+            default = None
             if "default" in field:
-                # A field the datum leaves out (most of a sparse record's) is written as its
-                # default's bytes, encoded once (`encode_defaults`), not encoded again each time.
                 default = self.fresh("DEFAULT")
                 self.defaults.append((default, field["type"], ns, field["default"]))
-                w += [f"    v = d.get({name!r}, MISSING)", f"    if v is MISSING: b += {default}", "    else:"]
-                w += self.write(field["type"], "v", "        ", ns)
-            else:
-                w.append(f"    v = d.get({name!r})")
-                w += self.write(field["type"], "v", "    ", ns)
-            r += self.read(field["type"], f"f{i}", "    ", ns)
-        w.append("    return b")
+            fields.append((field["name"], self.write(field["type"], "v", "    ", ns), default))
+        r += self._read_fields(schema["fields"], ns)
         r.append("    return {" + ", ".join(f"{f['name']!r}: f{i}" for i, f in enumerate(schema["fields"])) + "}, p")
-        self.lines += [*w, "", *r, ""]
+        if sum(default is not None for _, _, default in fields) < LAYOUT_MIN_DEFAULTS:
+            self.lines += [*self._generic_writer(f"w_{ident}", fields), ""]
+        else:
+            # A sparse record (a history event sets 6 of WorkflowRecord's 38 fields) is written
+            # by a writer made for the fields its datum has (`Layouts`), instead of looking
+            # up every field; a datum that is not a dict, by the generic writer.
+            self.env[f"LAYOUT_{ident}"] = layouts = Layouts(ident, fields, self.env)
+            self.env[f"LAYOUTS_{ident}"] = layouts.made
+            self.lines += [*self._generic_writer(f"g_{ident}", fields), "",
+                           f"def w_{ident}(d, b):", "    if type(d) is dict:",
+                           f"        return (LAYOUTS_{ident}.get(tuple(d)) or LAYOUT_{ident}(d))(d, b)",
+                           f"    return g_{ident}(d, b)", ""]
+        self.lines += [*r, ""]
+        if positional:  # the values in field order, all given; read back as a tuple
+            self.lines.append(f"def p_{ident}(b, {', '.join(f'v{i}' for i in range(len(fields)))}):")
+            for i, (_, lines, _) in enumerate(fields):
+                self.lines += [f"    v = v{i}", *lines]
+            self.lines += ["    return b", "", f"def t_{ident}(buf, p):", *r[1:-1],
+                           f"    return ({''.join(f'f{i}, ' for i in range(len(fields)))}), p", ""]
+
+    def _read_fields(self, fields: list[dict], ns: str | None) -> list[str]:
+        """Lines reading each field into f0, f1, ...: a sparse record is mostly defaults, so
+        each run of up to READ_CHUNK fields with plain defaults is first compared with its
+        defaults' bytes, and read field by field only when they differ. (A field's encoding
+        ends where its bytes say, so bytes that start with a default's encoding hold it.)"""
+        lines: list[str] = []
+        chunk: list[tuple[int, dict]] = []
+
+        def flush() -> None:
+            reads = [line for i, field in chunk for line in self.read(field["type"], f"f{i}", "        ", ns)]
+            if len(chunk) < 2:
+                lines.extend(line[4:] for line in reads)
+            else:
+                data = b"".join(self._default_bytes(field, ns) for _, field in chunk)
+                lines.extend([f"    if buf.startswith({data!r}, p):",
+                              f"        {', '.join(f'f{i}' for i, _ in chunk)} = "
+                              f"{', '.join(repr(field['default']) for _, field in chunk)}; p += {len(data)}",
+                              "    else:", *reads])
+            chunk.clear()
+
+        for i, field in enumerate(fields):
+            if type(field.get("default", ...)) not in (type(None), bool, int, str):
+                flush()  # no default, or one a reader must not share (a list, a dict)
+            chunk.append((i, field))
+            if type(field.get("default", ...)) not in (type(None), bool, int, str):
+                flush()
+            elif len(chunk) == READ_CHUNK:
+                flush()
+        flush()
+        return lines
+
+    def _default_bytes(self, field: dict, ns: str | None) -> bytes:
+        source = ["def write_default(v, b):", *self.write(field["type"], "v", "    ", ns), "    return b"]
+        made: dict = {}
+        exec(compile("\n".join(source), "<avro default>", "exec"), self.env, made)  # noqa: S102
+        return bytes(made["write_default"](field["default"], bytearray()))
+
+    def _generic_writer(self, fn: str, fields: list[tuple[str, list[str], str | None]]) -> list[str]:
+        w = [f"def {fn}(d, b):"]
+        for name, lines, default in fields:
+            if default is not None:
+                # A field the datum leaves out is written as its default's bytes, encoded
+                # once (`encode_defaults`), not encoded again each time.
+                w += [f"    v = d.get({name!r}, MISSING)", f"    if v is MISSING: b += {default}", "    else:"]
+                w += ["    " + line for line in lines]
+            else:
+                w += [f"    v = d.get({name!r})", *lines]
+        return [*w, "    return b"]
 
 
 def _full_name(schema: dict, namespace: str | None) -> str:
@@ -260,17 +355,27 @@ def _ident(full_name: str) -> str:
     return full_name.replace(".", "_")
 
 
-def compile_schemas(schemas: list[dict], root: str) -> tuple[Callable[[dict], bytes],
-                                                             Callable[[bytes], tuple[dict, int]]]:
-    """(encode, decode) of the record named `root`; `schemas` in dependency order.
+class Compiled(NamedTuple):
+    """One record's codec. encode(datum) -> bytes; decode(data) -> (datum, bytes read);
+    write_fields(bytearray, *values) appends the record of these field values (all of
+    them, in the schema's order: no dict to build when the caller has them at hand);
+    read_fields(data, 0) -> (the field values in that order, bytes read). All
+    raise on data that does not fit the schema (TypeError, ValueError, KeyError,
+    IndexError, AttributeError)."""
 
-    encode(datum) -> bytes; decode(data) -> (datum, bytes read). Both raise on data that
-    does not fit the schema (TypeError, ValueError, KeyError, IndexError)."""
+    encode: Callable[[dict], bytes]
+    decode: Callable[[bytes], tuple[dict, int]]
+    write_fields: Callable[..., bytearray]
+    read_fields: Callable[[bytes, int], tuple[tuple, int]]
+
+
+def compile_codec(schemas: list[dict], root: str) -> Compiled:
+    """The codec of the record named `root`; `schemas` in dependency order."""
     c = _Compiler()
     for schema in schemas:
         c.register(schema)
     for full in c.order:
-        c.compile_record(full)
+        c.compile_record(full, positional=full == root)
     exec(compile("\n".join(c.lines), f"<avro {root}>", "exec"), c.env)  # noqa: S102 - our own generated code
     c.encode_defaults()
     writer, reader = c.env[f"w_{_ident(root)}"], c.env[f"r_{_ident(root)}"]
@@ -281,4 +386,10 @@ def compile_schemas(schemas: list[dict], root: str) -> tuple[Callable[[dict], by
     def decode(data: bytes) -> tuple[dict, int]:
         return reader(data, 0)
 
-    return encode, decode
+    return Compiled(encode, decode, c.env[f"p_{_ident(root)}"], c.env[f"t_{_ident(root)}"])
+
+
+def compile_schemas(schemas: list[dict], root: str) -> tuple[Callable[[dict], bytes],
+                                                             Callable[[bytes], tuple[dict, int]]]:
+    """(encode, decode) of the record named `root` (`compile_codec`)."""
+    return compile_codec(schemas, root)[:2]

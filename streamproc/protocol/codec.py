@@ -10,6 +10,7 @@ Avro body (`registry_framing.py`), and a content type that says so.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from importlib import resources
 from typing import Any
@@ -18,7 +19,7 @@ import fastavro
 import fastavro.validation
 import orjson
 
-from streamproc.protocol.avro_compiled import compile_schemas
+from streamproc.protocol.avro_compiled import compile_codec
 from streamproc.protocol.registry_framing import FRAMED_CONTENT_TYPE, unframe
 from streamproc.protocol.records import Record, RecordType
 
@@ -79,7 +80,8 @@ SCHEMAS = _schema_files()
 #: fastavro's parsed schema: validates JSON commands, and is what the compiled codec is
 #: tested against.
 RECORD_SCHEMA = _parse(SCHEMAS)
-_write_record, _read_record = compile_schemas(SCHEMAS, "streamproc.Record")
+_COMPILED = compile_codec(SCHEMAS, "streamproc.Record")
+_write_fields, _read_fields = _COMPILED.write_fields, _COMPILED.read_fields
 
 
 def _value_defaults(schema_name: str) -> dict[str, Any]:
@@ -132,9 +134,36 @@ def _to_avro_dict(record: Record, value_defaults: bool = True) -> dict[str, Any]
     return out
 
 
+#: The fields `encode` passes before the value fields, in the schema's order.
+_HEADER_FIELDS = ("record_type", "value_type", "intent", "key", "partition_id", "source_position", "timestamp_ms",
+                  "request_id", "rejection_type", "rejection_reason", "reply_partition")
+_RECORD_FIELDS = [f["name"] for f in SCHEMAS[-1]["fields"]]
+if _RECORD_FIELDS[:len(_HEADER_FIELDS)] != list(_HEADER_FIELDS) or sorted(_RECORD_FIELDS[len(_HEADER_FIELDS):]) != sorted(
+        VALUE_FIELDS.values()):
+    raise RuntimeError(f"Record.avsc's fields are not the ones encode() writes: {_RECORD_FIELDS}")
+# decode() gives Record its fields by position: the header's, with the value after the intent.
+if [f.name for f in dataclasses.fields(Record)][:len(_HEADER_FIELDS) + 1] != [*_HEADER_FIELDS[:3], "value",
+                                                                              *_HEADER_FIELDS[3:]]:
+    raise RuntimeError("Record's fields are not in the order decode() gives them")
+#: Where Record's value fields start among its fields.
+_VALUE_AT = len(_HEADER_FIELDS)
+_RECORD_TYPES = {t.value: t for t in RecordType}
+#: The position of each value type's field among Record's value fields.
+_VALUE_SLOTS = {value_type: _RECORD_FIELDS.index(field) - len(_HEADER_FIELDS) for value_type, field in VALUE_FIELDS.items()}
+
+
 def encode(record: Record) -> bytes:
+    # The fields straight from the record, not through an Avro datum dict (`_to_avro_dict`):
+    # the value's unset fields are left out, the compiled writer writes their defaults.
+    values = [None] * len(VALUE_FIELDS)
+    slot = _VALUE_SLOTS.get(record.value_type)
+    if slot is not None:
+        values[slot] = record.value
     try:
-        return _write_record(_to_avro_dict(record, value_defaults=False))
+        return bytes(_write_fields(bytearray(), record.record_type, record.value_type, record.intent, record.key,
+                                   record.partition_id, record.source_position, record.timestamp_ms,
+                                   record.request_id, record.rejection_type, record.rejection_reason,
+                                   record.reply_partition, *values))
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         # The compiled writer does not say which field was wrong; fastavro's validation does.
         try:
@@ -179,17 +208,16 @@ def decode(data: bytes | None, headers: list[tuple[str, bytes]] | None = None) -
         raise DecodeError(f"unknown content-type {excerpt(content_type)}: expected "
                           f"{' or '.join(t.decode() for t in CONTENT_TYPES)}")
     try:
-        d, end = _read_record(data)
+        fields, end = _read_fields(data, 0)
     except IndexError:
         raise DecodeError(f"not an Avro streamproc.Record: it ends early ({len(data)} bytes)") from None
     except Exception as exc:  # garbage fails in many ways: bad lengths, UTF-8, branches
         raise DecodeError(f"not an Avro streamproc.Record: {type(exc).__name__}: {exc}") from None
     if end != len(data):
         raise DecodeError(f"{len(data) - end} trailing bytes after the Avro record")
-    try:
-        return _from_dict(d)
-    except ValueError as exc:
-        raise DecodeError(str(exc), *_caller(d)) from None
+    value_slot = _VALUE_SLOTS.get(fields[1])
+    return Record(_RECORD_TYPES[fields[0]], *fields[1:3], None if value_slot is None else fields[_VALUE_AT + value_slot],
+                  *fields[3:_VALUE_AT])
 
 
 #: Duration fields that JSON commands may also give as SWF strings ("NONE" or seconds).

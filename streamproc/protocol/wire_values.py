@@ -19,9 +19,13 @@ __all__ = ["ceil_ms", "duration_from_ms", "retry_policy_record", "to_datetime", 
            "timeouts_to_record", "timeouts_from_record"]
 
 
+#: Made once: the engine converts several durations per command.
+_ONE_MS = timedelta(milliseconds=1)
+
+
 def ceil_ms(value: timedelta) -> int:
     # Rounded up: a positive timeout under a millisecond must not become "none" (0).
-    return -(-value // timedelta(milliseconds=1))
+    return -(-value // _ONE_MS)
 
 
 def retry_policy_record(policy: RetryPolicy) -> dict[str, Any]:
@@ -33,7 +37,7 @@ def retry_policy_record(policy: RetryPolicy) -> dict[str, Any]:
             "non_retryable_error_types": list(policy.non_retryable_error_types)}
 
 
-_MAX_MS = MAX_DURATION // timedelta(milliseconds=1)
+_MAX_MS = MAX_DURATION // _ONE_MS
 
 
 def duration_from_ms(ms: int) -> timedelta:
@@ -41,14 +45,15 @@ def duration_from_ms(ms: int) -> timedelta:
     either way it saturates there (Python's timedelta would overflow past 2**31 days), so a
     huge timeout is capped and a huge negative one refused as negative by the validation
     that follows, as Temporal does with its int64 nanoseconds."""
-    return timedelta(milliseconds=max(-_MAX_MS - 1, min(_MAX_MS + 1, ms)))
+    ms = max(-_MAX_MS - 1, min(_MAX_MS + 1, ms))
+    return _ONE_MS * ms if type(ms) is int else timedelta(milliseconds=ms)
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def to_datetime(ms: int) -> datetime:
-    return EPOCH + timedelta(milliseconds=ms)
+    return EPOCH + (_ONE_MS * ms if type(ms) is int else timedelta(milliseconds=ms))
 
 
 def to_ms(value: datetime | timedelta | None) -> int:
@@ -56,7 +61,7 @@ def to_ms(value: datetime | timedelta | None) -> int:
         return 0
     if isinstance(value, datetime):
         value = value - EPOCH
-    return value // timedelta(milliseconds=1)
+    return value // _ONE_MS
 
 
 def policy_to_record(policy: RetryPolicy) -> dict[str, Any]:
