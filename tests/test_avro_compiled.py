@@ -189,3 +189,30 @@ def test_unicode_strings_of_every_length_width_match_fastavro(text):
     record = Record.command("WORKFLOW", text or "X", {"run_id": text}, key=5, request_id=text)
     record.rejection_reason = text
     assert codec.encode(record) == _fastavro_bytes(codec._to_avro_dict(record))
+
+
+# Review of the sparse readers and of decode() by position -----------------------------------
+
+def test_a_run_of_defaulted_fields_reads_each_as_its_type_does_like_fastavro():
+    # JSON's 0 is a valid default of a double: the run compared at once must still read 0.0
+    schema = {"type": "record", "name": "T", "namespace": "t", "fields": [
+        {"name": "d", "type": "double", "default": 0}, {"name": "n", "type": "long", "default": 0},
+        {"name": "u", "type": ["double", "null"], "default": 1}, {"name": "s", "type": "string", "default": ""}]}
+    encode, decode = compile_schemas([schema], "t.T")
+    data = encode({})
+    datum, end = decode(data)
+    expected = fastavro.schemaless_reader(io.BytesIO(data), fastavro.parse_schema(schema))
+    assert (datum, end) == (expected, len(data))
+    assert [type(datum[name]) for name in "dnus"] == [float, int, float, str]
+
+
+def test_a_record_type_that_RecordType_lacks_is_refused_at_import_not_left_to_escape_decode():
+    record_schema = json.loads(json.dumps(codec.SCHEMAS[-1]))
+    codec.check_record_schema(record_schema)
+    record_schema["fields"][0]["type"]["symbols"].append("SNAPSHOT")
+    with pytest.raises(RuntimeError, match="record types"):
+        codec.check_record_schema(record_schema)
+    swapped = json.loads(json.dumps(codec.SCHEMAS[-1]))
+    swapped["fields"][3], swapped["fields"][4] = swapped["fields"][4], swapped["fields"][3]
+    with pytest.raises(RuntimeError, match="fields"):
+        codec.check_record_schema(swapped)

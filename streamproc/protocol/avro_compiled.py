@@ -35,6 +35,8 @@ LAYOUT_MIN_DEFAULTS = 8
 #: How many defaulted fields a reader compares with their defaults' bytes at once.
 READ_CHUNK = 8
 _LONGS: dict[int, bytes] = {}
+#: The Python type of a default -> the Avro types a reader gives that type for.
+_READ_AS = {type(None): ("null",), bool: ("boolean",), int: ("int", "long"), str: ("string", "enum")}
 
 
 def write_long(n: int) -> bytes:
@@ -316,15 +318,25 @@ class _Compiler:
             chunk.clear()
 
         for i, field in enumerate(fields):
-            if type(field.get("default", ...)) not in (type(None), bool, int, str):
+            plain = self._plain_default(field, ns)
+            if not plain:
                 flush()  # no default, or one a reader must not share (a list, a dict)
             chunk.append((i, field))
-            if type(field.get("default", ...)) not in (type(None), bool, int, str):
-                flush()
-            elif len(chunk) == READ_CHUNK:
+            if not plain or len(chunk) == READ_CHUNK:
                 flush()
         flush()
         return lines
+
+    def _plain_default(self, field: dict, ns: str | None) -> bool:
+        """Whether the field's default is a constant the reader may give as it is: an
+        immutable one, of the Python type its type reads as (JSON's 0 is a double's default
+        too, but a double reads as 0.0)."""
+        if "default" not in field:
+            return False
+        schema = field["type"]
+        schema = self.resolve(schema[0] if isinstance(schema, list) else schema, ns)  # a default is of the first branch
+        kind = schema.get("type") if isinstance(schema, dict) else schema
+        return kind in _READ_AS.get(type(field["default"]), ())
 
     def _default_bytes(self, field: dict, ns: str | None) -> bytes:
         source = ["def write_default(v, b):", *self.write(field["type"], "v", "    ", ns), "    return b"]

@@ -137,14 +137,28 @@ def _to_avro_dict(record: Record, value_defaults: bool = True) -> dict[str, Any]
 #: The fields `encode` passes before the value fields, in the schema's order.
 _HEADER_FIELDS = ("record_type", "value_type", "intent", "key", "partition_id", "source_position", "timestamp_ms",
                   "request_id", "rejection_type", "rejection_reason", "reply_partition")
+
+
+def check_record_schema(record_schema: dict) -> None:
+    """Raises RuntimeError (at import) if Record.avsc and the Record class no longer fit how
+    encode() and decode() pass fields by position."""
+    fields = [f["name"] for f in record_schema["fields"]]
+    if fields[:len(_HEADER_FIELDS)] != list(_HEADER_FIELDS) or sorted(fields[len(_HEADER_FIELDS):]) != sorted(
+            VALUE_FIELDS.values()):
+        raise RuntimeError(f"Record.avsc's fields are not the ones encode() writes: {fields}")
+    # decode() gives Record its fields by position: the header's, with the value after the intent.
+    if [f.name for f in dataclasses.fields(Record)][:len(_HEADER_FIELDS) + 1] != [*_HEADER_FIELDS[:3], "value",
+                                                                                  *_HEADER_FIELDS[3:]]:
+        raise RuntimeError("Record's fields are not in the order decode() gives them")
+    # decode() looks the record type's symbol up in RecordType: one it lacks would escape
+    # decode() as a KeyError, not a DecodeError, and stop the partition at that record.
+    symbols = record_schema["fields"][0]["type"]["symbols"]
+    if sorted(symbols) != sorted(t.value for t in RecordType):
+        raise RuntimeError(f"Record.avsc's record types {symbols} are not RecordType's")
+
+
+check_record_schema(SCHEMAS[-1])
 _RECORD_FIELDS = [f["name"] for f in SCHEMAS[-1]["fields"]]
-if _RECORD_FIELDS[:len(_HEADER_FIELDS)] != list(_HEADER_FIELDS) or sorted(_RECORD_FIELDS[len(_HEADER_FIELDS):]) != sorted(
-        VALUE_FIELDS.values()):
-    raise RuntimeError(f"Record.avsc's fields are not the ones encode() writes: {_RECORD_FIELDS}")
-# decode() gives Record its fields by position: the header's, with the value after the intent.
-if [f.name for f in dataclasses.fields(Record)][:len(_HEADER_FIELDS) + 1] != [*_HEADER_FIELDS[:3], "value",
-                                                                              *_HEADER_FIELDS[3:]]:
-    raise RuntimeError("Record's fields are not in the order decode() gives them")
 #: Where Record's value fields start among its fields.
 _VALUE_AT = len(_HEADER_FIELDS)
 _RECORD_TYPES = {t.value: t for t in RecordType}
