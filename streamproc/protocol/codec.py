@@ -152,8 +152,9 @@ def check_record_schema(record_schema: dict) -> None:
         raise RuntimeError("Record's fields are not in the order decode() gives them")
     # decode() looks the record type's symbol up in RecordType: one it lacks would escape
     # decode() as a KeyError, not a DecodeError, and stop the partition at that record.
-    symbols = record_schema["fields"][0]["type"]["symbols"]
-    if sorted(symbols) != sorted(t.value for t in RecordType):
+    record_type = record_schema["fields"][0]["type"]
+    symbols = record_type.get("symbols") if isinstance(record_type, dict) else record_type
+    if not isinstance(symbols, list) or sorted(symbols) != sorted(t.value for t in RecordType):
         raise RuntimeError(f"Record.avsc's record types {symbols} are not RecordType's")
 
 
