@@ -81,7 +81,13 @@ def test_ctrl_c_in_a_blocked_call_cancels_it_on_the_loop(thing):
         time.sleep(0.2)  # the caller is blocked in the call by then, not still entering it
         signal.pthread_kill(main, signal.SIGINT)
 
-    threading.Thread(target=interrupt).start()
-    with pytest.raises(KeyboardInterrupt):
-        thing.forever(started, cancelled)
+    # A process started in the background by a shell inherits SIGINT ignored, and Python then
+    # installs no handler of its own: Ctrl-C is what is tested, so Python's handler it is.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt).start()
+        with pytest.raises(KeyboardInterrupt):
+            thing.forever(started, cancelled)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert cancelled.wait(5)
