@@ -9,19 +9,13 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from streamproc.client import (
     Client,
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleSpec,
 )
 from streamproc.engine.schedules.actions import scheduled_workflow_id
 from streamproc.protocol import codec
@@ -29,6 +23,7 @@ from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.topics import Topics
 from tests.support.engines import EngineThread
 from tests.support.history import EventLog
+from tests.support.tick_schedules import create_tick_schedule
 
 pytestmark = pytest.mark.kafka
 
@@ -48,13 +43,6 @@ def _elsewhere(prefix: str, at: datetime, count: int, target: int | None = None)
             if len(found) == count:
                 return found
     raise AssertionError("not enough schedule ids")
-
-
-def _create(client: Client, schedule_id: str, at: datetime) -> None:
-    client.create_schedule(schedule_id, Schedule(
-        action=ScheduleActionStartWorkflow("Tick", id=schedule_id, task_queue="ticks"),
-        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=1))], start_at=at, end_at=at),
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL)))
 
 
 def _started(log: EventLog) -> list:
@@ -88,9 +76,9 @@ def test_a_start_for_a_partition_of_the_same_engine_is_processed_with_its_trigge
     pairs = _elsewhere("relayed", second, 5, target)
     with EngineThread.on(bootstrap, namespace, tmp_path / "state", "relay", partitions=PARTITIONS) as engine, \
             Client(bootstrap, namespace) as client:
-        _create(client, warm_id, first)  # after the assignment, the first START waits for the log
+        create_tick_schedule(client, warm_id, first, first)  # after the assignment, the first START waits for the log
         for schedule_id, _ in pairs:
-            _create(client, schedule_id, second)
+            create_tick_schedule(client, schedule_id, second, second)
         expected = {warm_wf, *(w for _, w in pairs)}
         events.read_until(lambda log: {r.value["workflow_id"] for r in _started(log)} >= expected, timeout=60)
         time.sleep(1)  # anything started twice would be there by now
@@ -137,7 +125,8 @@ def test_an_aborted_transaction_of_relayed_starts_is_redone_and_each_action_star
 
         engine._relay.run, engine._txn.commit_transaction = run, commit
         for schedule_id, _ in [*warm, *pairs]:
-            _create(client, schedule_id, first if (schedule_id, _) in warm else second)
+            at = first if (schedule_id, _) in warm else second
+            create_tick_schedule(client, schedule_id, at, at)
         expected = {w for _, w in [*warm, *pairs]}
         events.read_until(lambda log: {r.value["workflow_id"] for r in _started(log)} >= expected, timeout=90)
         time.sleep(1)
@@ -167,7 +156,7 @@ def test_a_start_for_a_partition_of_another_engine_travels_through_the_log(boots
                  if partition_for(s, PARTITIONS) in owner_a and partition_for(w, PARTITIONS) not in owner_a][:5]
         assert pairs
         for schedule_id, _ in pairs:
-            _create(client, schedule_id, at)
+            create_tick_schedule(client, schedule_id, at, at)
         expected = {w for _, w in pairs}
         events.read_until(lambda log: {r.value["workflow_id"] for r in _started(log)} >= expected, timeout=60)
         time.sleep(1)

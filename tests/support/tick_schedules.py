@@ -24,15 +24,19 @@ SECOND = timedelta(seconds=1)
 
 def create_tick_schedules(client: Client, prefix: str, count: int, first: datetime, last: datetime,
                           **start_options: Any) -> None:
-    """Schedules `<prefix>-000`, `<prefix>-001` ... (`count` of them), each starting "Tick"
-    every second from `first` to `last` (both included), runs allowed to overlap;
-    `start_options`: more options of the workflow start."""
+    """Schedules `<prefix>-000`, `<prefix>-001` ... (`count` of them), each as `create_tick_schedule`."""
     for n in range(count):
-        schedule_id = f"{prefix}-{n:03d}"
-        client.create_schedule(schedule_id, Schedule(
-            action=ScheduleActionStartWorkflow("Tick", id=schedule_id, task_queue="ticks", **start_options),
-            spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=SECOND)], start_at=first, end_at=last),
-            policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL)))
+        create_tick_schedule(client, f"{prefix}-{n:03d}", first, last, **start_options)
+
+
+def create_tick_schedule(client: Client, schedule_id: str, first: datetime, last: datetime,
+                         **start_options: Any) -> None:
+    """A schedule starting "Tick" every second from `first` to `last` (both included), runs
+    allowed to overlap; `start_options`: more options of the workflow start."""
+    client.create_schedule(schedule_id, Schedule(
+        action=ScheduleActionStartWorkflow("Tick", id=schedule_id, task_queue="ticks", **start_options),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=SECOND)], start_at=first, end_at=last),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL)))
 
 
 def tick_workflow_ids(prefix: str, count: int, first: datetime, last: datetime,
