@@ -79,9 +79,9 @@ class Recovery:
         self._next_attempt = 0.0
         self._fencings: collections.deque[float] = collections.deque()
         #: timeouts of the consumer's calls since the last commit (see `_consumer_stuck`)
-        self._consumer_timeouts = 0
+        self._consumer_timeouts = _StrikesSinceCommit(self.policy.consumer_timeouts_limit)
         #: producer calls resumed unfinished since the last commit (see `_producer_stuck`)
-        self._producer_resumes = 0
+        self._producer_resumes = _StrikesSinceCommit(self.policy.producer_resumes_limit)
 
     # the loop ------------------------------------------------------------------------------
     def wait(self, stop: threading.Event) -> bool:
@@ -129,11 +129,7 @@ class Recovery:
         error = kafka_error(exc)
         if origin is not Origin.CONSUMER or error is None or error.code() != KafkaError._TIMED_OUT:
             return False
-        self._consumer_timeouts += 1
-        if self._consumer_timeouts < self.policy.consumer_timeouts_limit:
-            return False
-        self._consumer_timeouts = 0
-        return True
+        return self._consumer_timeouts.strike()
 
     def _producer_stuck(self, exc: BaseException) -> bool:
         """A producer call was resumed `producer_resumes_limit` times and still did not finish:
@@ -144,11 +140,7 @@ class Recovery:
         a new producer finished its init at once."""
         if not isinstance(exc, ProducerCallUnfinished):
             return False
-        self._producer_resumes += 1
-        if self._producer_resumes < self.policy.producer_resumes_limit:
-            return False
-        self._producer_resumes = 0
-        return True
+        return self._producer_resumes.strike()
 
     def reconnected(self) -> None:
         self.pending = False
@@ -160,8 +152,8 @@ class Recovery:
         p.failing_since = None
         p.attempts = 0
         p.last_error = ""
-        self._consumer_timeouts = 0
-        self._producer_resumes = 0
+        self._consumer_timeouts.clear()
+        self._producer_resumes.clear()
 
     # identity ------------------------------------------------------------------------------
     def _count_fencing(self, origin: Origin, producer_age_s: float, connected_s: float, now: float) -> None:
@@ -190,3 +182,22 @@ def _origin(exc: BaseException) -> Origin:
         if error.code() in CONSUMER_FENCED_CODES or "static consumer" in (error.str() or "").lower():
             return Origin.CONSUMER
     return exc.origin if isinstance(exc, ClientFailure) else Origin.OTHER
+
+
+class _StrikesSinceCommit:
+    """Calls of one client that did not finish since the last commit; at `limit` the client
+    is given up (and the count starts again)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+
+    def strike(self) -> bool:
+        self.count += 1
+        if self.count < self.limit:
+            return False
+        self.count = 0
+        return True
+
+    def clear(self) -> None:
+        self.count = 0
