@@ -51,6 +51,8 @@ def ours_measurement(line: dict) -> dict:
         "transactions_per_sec": line.get("transactions_per_sec"),
         "transactions_per_workflow": line.get("transactions_per_workflow"),
         "checkpoint_local_activities": line.get("checkpoint_local_activities"),
+        # the part of the broker's CPU its JIT compiler used: near 0 once warm (bench/broker_jit.py)
+        "broker_jit_cpu_seconds": (line.get("cpu_seconds") or {}).get("broker_jit"),
         "detail": line,
     }
 

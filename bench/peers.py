@@ -24,7 +24,9 @@ namespace) comes from BENCH_PEER_RESTATE / BENCH_PEER_TEMPORAL, or --peer-bench 
 peer; this file adds `--only <phase>` and the sizes. With both peers, all of Restate's
 phases run first, then Temporal's. Our runs use the broker STREAMPROC_BOOTSTRAP names,
 or one started here for the whole comparison (idle while the peer runs: its CPU then is
-reported as `streamproc_broker_cpu_seconds`), warmed up first by one unmeasured run of ours.
+reported as `streamproc_broker_cpu_seconds`), warmed up first by unmeasured runs of ours
+until its JIT compiler is nearly idle (`bench/broker_jit.py`; each of our lines says how
+much of the broker's CPU still went to compiling: `broker_jit_cpu_seconds`).
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=None,
                         help="unmeasured workflows first, both sides (default: each side's own)")
     parser.add_argument("--no-broker-warmup", action="store_true",
-                        help="skip the unmeasured run that first warms the broker (a fresh JVM) up")
+                        help="skip the unmeasured runs that first warm the broker (a fresh JVM) up")
     parser.add_argument("--smoke", action="store_true",
                         help=f"tiny sizes ({SMOKE}): shows the plumbing works, measures nothing")
     args = parser.parse_args()
@@ -118,7 +120,7 @@ def main() -> int:
     bootstrap, broker = ensure_broker()
     try:
         if not args.no_broker_warmup:
-            _warm_broker(bootstrap, args.smoke)
+            emit({"broker_warm_up_runs": _warm_broker(bootstrap, args.smoke)})
         return max([Comparison(args, peer, shlex.split(command), bootstrap, emit).run()
                     for peer, command in commands.items()])
     finally:
@@ -213,16 +215,21 @@ class Comparison:
                 "commit": self.commit}
 
 
-def _warm_broker(bootstrap: str, smoke: bool) -> None:
-    """One unmeasured run of ours first: a broker just started is a cold JVM, and the peers'
-    servers (Rust, Go) have nothing to warm up, so pair 1 would be unfair to us otherwise."""
-    _say("warming the broker up (one unmeasured run of ours)")
-    command = [sys.executable, str(REPO / "bench" / "run.py"), "workflows_1_activity",
-               "--workflows", "20" if smoke else "1000"]
+def _warm_broker(bootstrap: str, smoke: bool) -> list[dict]:
+    """Unmeasured runs of ours first, until the broker's JIT compiler is nearly idle
+    (`bench/broker_jit.py`): a broker just started is a cold JVM, and the peers' servers
+    (Rust, Go) have nothing to warm up, so the first pairs would be unfair to us otherwise."""
+    from bench.broker_jit import warm_broker
+    from bench.common import listener_pid
+
+    port = bootstrap.split(",")[0].rsplit(":", 1)[-1]
+    _say("warming the broker up (unmeasured runs of ours until its JIT compiler is nearly idle)")
     try:
-        _json_of(command, {**os.environ, "STREAMPROC_BOOTSTRAP": bootstrap})
-    except RunFailed as exc:
-        _say(f"the warm-up run failed (the comparison goes on): {exc}")
+        return warm_broker(bootstrap, listener_pid(int(port)) if port.isdigit() else None,
+                           workflows=20 if smoke else 1000, max_runs=1 if smoke else None)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        _say(f"the warm-up failed (the comparison goes on): {exc}")
+        return []
 
 
 def _commit() -> str | None:

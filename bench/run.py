@@ -64,6 +64,9 @@ def main() -> int:
     parser.add_argument("--profile-idle", action="store_true",
                         help="with --profile: sample idle time too (wall clock: waits on Kafka show up)")
     parser.add_argument("--keep-topics", action="store_true")
+    parser.add_argument("--warm-broker", action="store_true",
+                        help="first run unmeasured workflows until the broker's JIT compiler is nearly idle "
+                             "(a broker just started is a cold JVM; see bench/broker_jit.py)")
     parser.add_argument("--metrics", action="store_true",
                         help="engines and job workers serve Prometheus metrics (--metrics-port), to measure "
                              "what metrics cost")
@@ -86,7 +89,8 @@ def main() -> int:
 
     import importlib
 
-    from bench.common import Bench, pid_cpu_seconds
+    from bench.broker_jit import BrokerCpu, warm_broker
+    from bench.common import Bench
 
     module_name, _, function_name = SCENARIOS[args.scenario].partition(":")
     scenario_run = getattr(importlib.import_module(module_name), function_name or "run")
@@ -96,8 +100,8 @@ def main() -> int:
     if args.job_start_unconfirmed:
         bench.job_worker_options = ("--start-unconfirmed",)
     bench.metrics = args.metrics
-    broker_pid = bench.broker_pid
-    broker_before = pid_cpu_seconds(broker_pid)
+    warm_up_runs = warm_broker(bench.bootstrap, bench.broker_pid) if args.warm_broker else None
+    broker_cpu = BrokerCpu(bench.broker_pid)
     try:
         kwargs = {}
         if args.scenario == "jobs_per_sec":
@@ -124,9 +128,9 @@ def main() -> int:
                 os.environ[NO_HAND_BACK_ENV] = "1"
         result = scenario_run(bench, args.quick, **kwargs)
     finally:
-        broker = pid_cpu_seconds(broker_pid) - broker_before  # before a broker started here stops
+        broker_cpu.read()  # before a broker started here stops
         bench.close(keep_topics=args.keep_topics)
-    ours = _own_cpu_s() - ours_before
+    ours, broker = _own_cpu_s() - ours_before, broker_cpu.total_s
     if bench.broker is not None:  # a broker started here is a child: its CPU is in ours too
         ours = max(0.0, ours - broker)
     extra = {"eager_activities": not args.no_eager_activities,
@@ -135,11 +139,16 @@ def main() -> int:
         if args.scenario in WORKFLOW_SCENARIOS else {}
     if args.scenario.startswith("jobs_"):
         extra["job_start"] = "unconfirmed" if args.job_start_unconfirmed else "confirmed"
+    if warm_up_runs is not None:
+        extra["broker_warm_up_runs"] = warm_up_runs
     line = {"scenario": args.scenario, "quick": args.quick, "metrics": args.metrics, **extra, **result,
             "wall_seconds": round(time.monotonic() - started, 1),
             # CPU the machine spent during the run: ours (bench, engines, workers), the
-            # broker's, and the rest (anything else running on the machine skews the numbers)
+            # broker's (and the part its JIT compiler used: high while the broker is a cold
+            # JVM, see bench/broker_jit.py), and the rest (anything else running on the
+            # machine skews the numbers)
             "cpu_seconds": {"bench_and_children": round(ours, 1), "broker": round(broker, 1),
+                            "broker_jit": round(broker_cpu.jit_s, 1),
                             "rest_of_machine": round(_machine_busy_s() - machine_before - ours - broker, 1)}}
     os.write(result_fd, (json.dumps(line) + "\n").encode())
     return 0

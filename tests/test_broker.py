@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from streamproc.devenv.broker import BrokerError, LocalBroker, broker_reachable
 from streamproc.devenv.broker_choice import ensure_broker
 from streamproc.devenv.broker_config import advertised_port, server_properties_file
+from streamproc.devenv.broker_jvm import jvm_command
 from streamproc.devenv.kraft_cluster import LocalCluster
 
 needs_java = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
@@ -96,6 +97,14 @@ def test_only_a_single_replica_is_elected_uncleanly(tmp_path):
     for nodes, unclean in ((1, "true"), (3, "false")):
         cluster = LocalCluster(nodes=nodes, base_port=29460, state_dir=tmp_path / f"cluster-{nodes}")
         assert {b.server_properties()["unclean.leader.election.enable"] for b in cluster.brokers.values()} == {unclean}
+
+
+def test_jvm_options_from_the_environment_come_after_the_projects_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("STREAMPROC_BROKER_JVM_OPTS", "-XX:TieredStopAtLevel=1 -Dx='a b'")
+    command = jvm_command("java", "kafka.Kafka", ["server.properties"], kafka_version="4.1.1", heap="-Xmx1g",
+                          log_config=tmp_path / "log4j2.properties", logs_dir=tmp_path, lib_dir=tmp_path)
+    assert command.index("-XX:TieredStopAtLevel=1") > command.index("-XX:+UseG1GC")
+    assert "-Dx=a b" in command and command.index("-Dx=a b") < command.index("kafka.Kafka")
 
 
 def test_cli_status_of_a_broker_that_never_ran(tmp_path):

@@ -29,6 +29,7 @@ Environment (constructor arguments win over these):
     STREAMPROC_BROKER_CONTROLLER_PORT  controller port   (default client port + 1)
     STREAMPROC_KAFKA_VERSION           Kafka version     (default 4.1.1; 3.9.x resolves with reload4j)
     STREAMPROC_BROKER_HEAP             JVM heap options  (default "-Xms1g -Xmx1g")
+    STREAMPROC_BROKER_JVM_OPTS         more JVM options, after the project's own (default none)
 Jars go to ``~/.cache/streamproc/kafka-<version>/lib`` (``$XDG_CACHE_HOME`` is honoured, as is
 ``$XDG_STATE_HOME`` for the state directory).
 

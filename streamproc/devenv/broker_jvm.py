@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from streamproc.devenv.broker_errors import BrokerError
-from streamproc.devenv.broker_settings import minimum_java_version, uses_log4j2
+from streamproc.devenv.broker_settings import ENV_JVM_OPTS, minimum_java_version, uses_log4j2
 
 
 def find_java() -> str:
@@ -72,6 +72,7 @@ def jvm_command(java: str, main_class: str, args: list[str], *, kafka_version: s
         "-XX:NewRatio=2",
         "-XX:+ExplicitGCInvokesConcurrent", "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
+        *shlex.split(os.environ.get(ENV_JVM_OPTS, "")),  # after ours, so they win
         logging_opt,
         f"-Dkafka.logs.dir={logs_dir}",
         "-cp", str(lib_dir / "*"),

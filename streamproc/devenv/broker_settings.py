@@ -26,6 +26,8 @@ ENV_PORT = "STREAMPROC_BROKER_PORT"
 ENV_CONTROLLER_PORT = "STREAMPROC_BROKER_CONTROLLER_PORT"
 ENV_VERSION = "STREAMPROC_KAFKA_VERSION"
 ENV_HEAP = "STREAMPROC_BROKER_HEAP"
+#: More JVM options, after ours (so they win): e.g. to try another collector or JIT setting.
+ENV_JVM_OPTS = "STREAMPROC_BROKER_JVM_OPTS"
 
 
 def default_state_dir() -> Path:
