@@ -89,7 +89,7 @@ def main() -> int:
 
     import importlib
 
-    from bench.broker_jit import BrokerCpu, warm_broker
+    from bench.broker_jit import WARM_JIT_SHARE, BrokerCpu, warm_broker
     from bench.common import Bench
 
     module_name, _, function_name = SCENARIOS[args.scenario].partition(":")
@@ -141,6 +141,9 @@ def main() -> int:
         extra["job_start"] = "unconfirmed" if args.job_start_unconfirmed else "confirmed"
     if warm_up_runs is not None:
         extra["broker_warm_up_runs"] = warm_up_runs
+    if (broker_cpu.jit_share or 0) >= WARM_JIT_SHARE:
+        print(f"[bench] the broker spent {broker_cpu.jit_s} of its {broker_cpu.total_s} CPU seconds compiling: "
+              f"a cold JVM, so these numbers are not its steady state (--warm-broker)", file=sys.stderr)
     line = {"scenario": args.scenario, "quick": args.quick, "metrics": args.metrics, **extra, **result,
             "wall_seconds": round(time.monotonic() - started, 1),
             # CPU the machine spent during the run: ours (bench, engines, workers), the
