@@ -18,6 +18,7 @@ starts, ALLOW_DUPLICATE for manual ones, as Temporal sends.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import datetime, timezone
 
@@ -74,8 +75,17 @@ def scheduler_identity(ctx: ProcessingContext, schedule: StoredSchedule) -> str:
 
 def scheduled_workflow_id(base: str, nominal_ms: int) -> str:
     """Temporal's id for a scheduled run: the base id, '-', the nominal time to the second."""
-    at = datetime.fromtimestamp(nominal_ms // 1000, tz=timezone.utc)
-    return f"{base}-{at.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    return f"{base}-{_id_time(nominal_ms // 1000)}"
+
+
+#: Action times formatted recently: the schedules due in the same second (a burst, or
+#: every schedule on the hour) share one formatting instead of one each.
+TIMES_FORMATTED_KEPT = 1024
+
+
+@functools.lru_cache(maxsize=TIMES_FORMATTED_KEPT)
+def _id_time(second: int) -> str:
+    return datetime.fromtimestamp(second, tz=timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
 def run_pass(ctx: ProcessingContext, schedule: StoredSchedule) -> None:
@@ -259,5 +269,6 @@ def _stop_running(ctx: ProcessingContext, schedule: StoredSchedule, *, terminate
             "identity": scheduler_identity(ctx, schedule)})
 
 
+@functools.lru_cache(maxsize=TIMES_FORMATTED_KEPT)
 def _rfc3339(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
