@@ -14,6 +14,7 @@ schedules its first workflow task after the delay: the run's first-task backoff
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import timedelta
 
@@ -85,8 +86,8 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
             or close_reply_problem(cmd)
         if problem:
             raise InvalidArgument(problem)
-        timeouts = normalize_workflow_timeouts(WorkflowTimeouts(*(duration_from_ms(v[f]) for f in (
-            "workflow_execution_timeout_ms", "workflow_run_timeout_ms", "workflow_task_timeout_ms"))))
+        timeouts = _normalized_timeouts(v["workflow_execution_timeout_ms"], v["workflow_run_timeout_ms"],
+                                        v["workflow_task_timeout_ms"])
         policy = normalize_workflow_retry_policy(
             policy_from_record(v["retry_policy"]) if v["retry_policy"] is not None else None)
         validate_cron_schedule(v["cron_schedule"], to_datetime(ctx.now_ms))
@@ -152,6 +153,18 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
     _reply_started(ctx, run_key, run, started=True, waiting=None if waiter is None else True)
     _tell_parent(ctx, parent, WorkflowIntent.CHILD_STARTED,
                  workflow_execution={"workflow_id": run.workflow_id, "run_id": run.run_id})
+
+
+#: Normalized timeouts kept: a schedule's starts, or one client's, carry the same ones.
+TIMEOUTS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=TIMEOUTS_KEPT, typed=True)
+def _normalized_timeouts(execution_ms: int, run_ms: int, task_ms: int) -> WorkflowTimeouts:
+    """The START's timeouts as its run keeps them (frozen, so shared); a refusal is raised
+    each time, never kept."""
+    return normalize_workflow_timeouts(WorkflowTimeouts(
+        duration_from_ms(execution_ms), duration_from_ms(run_ms), duration_from_ms(task_ms)))
 
 
 def _start_delay(v: dict) -> timedelta | None:
