@@ -144,8 +144,11 @@ class RunWriter:
         return bool(buffered)
 
     def _check_limits(self, event_count: int) -> None:
-        run = self.run
-        verdict = check_history_limits(event_count, run.history_size_bytes, self.ctx.limits.history)
+        run, limits = self.run, self.ctx.limits.history
+        if (run.history_size_bytes <= min(limits.size_warn_bytes, limits.size_error_bytes)
+                and event_count <= min(limits.count_warn, limits.count_error)):
+            return  # neither warned nor terminated: the verdict would ask for nothing
+        verdict = check_history_limits(event_count, run.history_size_bytes, limits)
         if verdict.action is LimitAction.TERMINATE:
             raise HistoryLimitExceeded(self.key, verdict.termination_reason)
         if verdict.warn and not run.limit_warned:
