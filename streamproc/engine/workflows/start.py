@@ -43,6 +43,7 @@ from streamproc.semantics.workflow_ids import (
     CurrentRun,
     WorkflowIdAction,
     WorkflowIdConflictPolicy,
+    WorkflowIdPolicies,
     WorkflowIdReusePolicy,
     normalize_workflow_id_policies,
     resolve_duplicate_workflow_id,
@@ -92,10 +93,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
             policy_from_record(v["retry_policy"]) if v["retry_policy"] is not None else None)
         validate_cron_schedule(v["cron_schedule"], to_datetime(ctx.now_ms))
         start_delay = validate_workflow_start_delay(v["cron_schedule"], _start_delay(v))
-        policies = normalize_workflow_id_policies(
-            _enum(WorkflowIdReusePolicy, v["id_reuse_policy"], "id_reuse_policy"),
-            _enum(WorkflowIdConflictPolicy, v["id_conflict_policy"], "id_conflict_policy"),
-            signal_with_start=with_signal)
+        policies = _id_policies(v["id_reuse_policy"], v["id_conflict_policy"], with_signal)
         # Last: a start with bad arguments does not take a place under the cap.
         problem = ctx.admit_task_queue(v["task_queue"])
         if problem:
@@ -165,6 +163,15 @@ def _normalized_timeouts(execution_ms: int, run_ms: int, task_ms: int) -> Workfl
     each time, never kept."""
     return normalize_workflow_timeouts(WorkflowTimeouts(
         duration_from_ms(execution_ms), duration_from_ms(run_ms), duration_from_ms(task_ms)))
+
+
+@functools.lru_cache(maxsize=64)
+def _id_policies(reuse: str, conflict: str, with_signal: bool) -> WorkflowIdPolicies:
+    """The START's workflow id policies by their names, resolved once per combination
+    (frozen, so shared); a refusal is raised each time, never kept."""
+    return normalize_workflow_id_policies(
+        _enum(WorkflowIdReusePolicy, reuse, "id_reuse_policy"),
+        _enum(WorkflowIdConflictPolicy, conflict, "id_conflict_policy"), signal_with_start=with_signal)
 
 
 def _start_delay(v: dict) -> timedelta | None:
