@@ -91,7 +91,8 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
                                         v["workflow_task_timeout_ms"])
         policy = normalize_workflow_retry_policy(
             policy_from_record(v["retry_policy"]) if v["retry_policy"] is not None else None)
-        validate_cron_schedule(v["cron_schedule"], to_datetime(ctx.now_ms))
+        if v["cron_schedule"]:  # (without one, no need for the time as a datetime)
+            validate_cron_schedule(v["cron_schedule"], to_datetime(ctx.now_ms))
         start_delay = validate_workflow_start_delay(v["cron_schedule"], _start_delay(v))
         policies = _id_policies(v["id_reuse_policy"], v["id_conflict_policy"], with_signal)
         # Last: a start with bad arguments does not take a place under the cap.
