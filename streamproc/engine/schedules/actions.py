@@ -19,12 +19,12 @@ starts, ALLOW_DUPLICATE for manual ones, as Temporal sends.
 from __future__ import annotations
 
 import functools
-import uuid
 from datetime import datetime, timezone
 
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
+from streamproc.engine import run_ids
 from streamproc.engine.schedules.definition import overlap_policy
 from streamproc.protocol.records import ScheduleIntent, ValueType, WorkflowIntent
 from streamproc.semantics.schedule_overlap import (
@@ -229,7 +229,7 @@ def start_workflow(ctx: ProcessingContext, schedule: StoredSchedule, start: Buff
     it could not start, and WORKFLOW_CLOSED when the workflow's chain ends."""
     action = schedule.action
     workflow_id = scheduled_workflow_id(action["workflow_id"], start.nominal_ms)
-    run_id = str(uuid.uuid4())
+    run_id = run_ids.new_run_id()
     schedule.action_count += 1
     search_attributes = {**(action.get("search_attributes") or {}),
                          "TemporalScheduledStartTime": _rfc3339(start.nominal_ms),

@@ -15,12 +15,12 @@ schedules its first workflow task after the delay: the run's first-task backoff
 from __future__ import annotations
 
 import functools
-import uuid
 from datetime import timedelta
 
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
+from streamproc.engine import run_ids
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.cron import first_run_backoff
 from streamproc.engine.workflows.result_waiters import close_reply_of, close_reply_problem, wait_for_close
@@ -108,7 +108,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
     waiter = close_reply_of(cmd)
     signal = SignalRequest(v["signal_name"], v["signal_input"], v["identity"], request_id) if with_signal else None
     current = ctx.workflows.find(v["workflow_id"])
-    new_run_id = scheduled_run_id(ctx, scheduled_by) or str(uuid.uuid4())
+    new_run_id = scheduled_run_id(ctx, scheduled_by) or run_ids.new_run_id()
     decision = resolve_duplicate_workflow_id(
         policies, workflow_id=v["workflow_id"], request_id=request_id, new_run_id=new_run_id,
         current=None if current is None else CurrentRun(
