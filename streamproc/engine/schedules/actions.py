@@ -203,17 +203,17 @@ def _process_buffer(ctx: ProcessingContext, schedule: StoredSchedule, skipped: d
     """Step 3."""
     if not schedule.buffer:
         return
+    resolved = overlap_policy(schedule.policy["overlap"])
     outcome = process_buffer(
         [BufferedStart(s["nominal_ms"], s["actual_ms"], ScheduleOverlapPolicy(s["overlap"]), s["manual"])
          for s in schedule.buffer],
-        running=bool(schedule.running), schedule_overlap=overlap_policy(schedule.policy["overlap"]))
+        running=bool(schedule.running), schedule_overlap=resolved)
     schedule.buffer = [{"nominal_ms": s.nominal_ms, "actual_ms": s.actual_ms, "overlap": int(s.overlap),
                         "manual": s.manual} for s in outcome.new_buffer]
     schedule.overlap_skipped += outcome.overlap_skipped
     skipped["overlap_skipped"] += outcome.overlap_skipped
     if outcome.need_terminate or outcome.need_cancel:
         _stop_running(ctx, schedule, terminate=outcome.need_terminate)
-    resolved = overlap_policy(schedule.policy["overlap"])
     for start in outcome.start:
         allow_all = overlap_policy(int(start.overlap), default=resolved) is ScheduleOverlapPolicy.ALLOW_ALL
         if not start.manual and schedule.limited_actions:
