@@ -193,6 +193,8 @@ def _reply_started(ctx: ProcessingContext, run_key: int, run: WorkflowRun, start
                    waiting: bool | None) -> None:
     """STARTED; `waiting` (for a START with a close reply): whether its close will be sent
     there (False: the run had no room for another waiter, the client reads the events topic)."""
+    if not ctx.out.caller_listens:  # (a schedule's or a parent's START): nobody to build it for
+        return
     attributes = {"started": started} if waiting is None else {"started": started, "close_reply": waiting}
     ctx.out.reply(WF, WorkflowIntent.STARTED, run_key, {
         "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
