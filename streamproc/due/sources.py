@@ -21,6 +21,11 @@ from streamproc.state.workflow_timers import WorkflowDueDates
 
 Item = tuple[str, str, int, int]  # (value type, intent, due_ms, key)
 
+# Read once: on Python 3.11 an Enum class attribute costs a round trip through EnumType's
+# __getattr__ hook, and `item_of` runs for every command a partition processes.
+_JOB, _ACTIVITY_TASK, _WORKFLOW, _SCHEDULE = ValueType.JOB, ValueType.ACTIVITY_TASK, ValueType.WORKFLOW, ValueType.SCHEDULE
+_TRIGGER = ScheduleIntent.TRIGGER
+
 
 class DueSource(Protocol):
     def next_fire_ms(self) -> int | None:
@@ -54,7 +59,7 @@ class JobDueSource:
         return out
 
     def item_of(self, command: Record) -> Item | None:
-        if command.value_type != ValueType.JOB:
+        if command.value_type != _JOB:
             return None
         if command.intent == JobIntent.TIME_OUT:
             return (ValueType.JOB, JobIntent.TIME_OUT, command.value["deadline_ms"], command.key)
@@ -91,7 +96,7 @@ class ActivityDueSource(_DueAtItsTime):
         return out
 
     def item_of(self, command: Record) -> Item | None:
-        if command.value_type != ValueType.ACTIVITY_TASK or command.intent not in (
+        if command.value_type != _ACTIVITY_TASK or command.intent not in (
                 ActivityIntent.TIME_OUT, ActivityIntent.DISPATCH):
             return None
         return (ValueType.ACTIVITY_TASK, command.intent, command.value["timer_due_ms"], command.key)
@@ -116,7 +121,7 @@ class WorkflowDueSource(_DueAtItsTime):
         return out
 
     def item_of(self, command: Record) -> Item | None:
-        if command.value_type != ValueType.WORKFLOW:
+        if command.value_type != _WORKFLOW:
             return None
         if command.intent == WorkflowIntent.TIMER_FIRE:
             return (ValueType.WORKFLOW, f"{WorkflowIntent.TIMER_FIRE}/{command.value['timer_id']}",
@@ -133,15 +138,15 @@ class ScheduleDueSource(_DueAtItsTime):
     _due: ScheduleDueDates
 
     def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]:
-        return [((ValueType.SCHEDULE, schedule_id, due_ms, -1),
-                 Record.command(ValueType.SCHEDULE, ScheduleIntent.TRIGGER,
+        return [((_SCHEDULE, schedule_id, due_ms, -1),
+                 Record.command(_SCHEDULE, _TRIGGER,
                                 {"schedule_id": schedule_id, "due_ms": due_ms}))
                 for due_ms, schedule_id in self._due.due(now_ms, limit)]
 
     def item_of(self, command: Record) -> Item | None:
-        if command.value_type != ValueType.SCHEDULE or command.intent != ScheduleIntent.TRIGGER:
+        if command.value_type != _SCHEDULE or command.intent != _TRIGGER:
             return None
-        return (ValueType.SCHEDULE, command.value["schedule_id"], command.value["due_ms"], -1)
+        return (_SCHEDULE, command.value["schedule_id"], command.value["due_ms"], -1)
 
 
 _WORKFLOW_DEADLINES = frozenset({WorkflowIntent.TASK_TIME_OUT, WorkflowIntent.RUN_TIME_OUT,

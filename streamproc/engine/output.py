@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from streamproc.protocol import codec, command_batches
-from streamproc.protocol.records import Record, RecordType
+from streamproc.protocol.records import COMMAND, EVENT, Record, RecordType
 
 
 @dataclasses.dataclass(slots=True)
@@ -60,7 +60,7 @@ class RecordWriter:
               reply: bool = True) -> None:
         """An event: on the events topic, and to the caller if it asked for a reply (and
         `reply`: a workflow's history events are facts, its caller gets one answer)."""
-        record = self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key))
+        record = self._stamp(Record(EVENT, value_type, intent, dict(value), key=key))
         self._pending.events.append(record)
         if reply:
             self._reply_with(record)
@@ -69,7 +69,7 @@ class RecordWriter:
         """An answer for the caller only (e.g. a heartbeat's), not a fact for the events topic;
         nothing is built when the command set no reply partition."""
         if self.caller_listens:
-            record = self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key))
+            record = self._stamp(Record(EVENT, value_type, intent, dict(value), key=key))
             self._pending.replies.append((self._command.reply_partition, record))
 
     def answer(self, reply_partition: int, request_id: str, value_type: str, intent: str, key: int,
@@ -77,7 +77,7 @@ class RecordWriter:
         """An answer for a caller of an earlier command that waits for it (an update's
         stage): to that caller's reply partition, under its request id."""
         if reply_partition >= 0:
-            record = self._stamp(Record(RecordType.EVENT, value_type, intent, dict(value), key=key,
+            record = self._stamp(Record(EVENT, value_type, intent, dict(value), key=key,
                                         request_id=request_id))
             self._pending.replies.append((reply_partition, record))
 
@@ -103,7 +103,7 @@ class RecordWriter:
                 request_id: str | None = None) -> None:
         """A command for the log, committed with this one: a WORKFLOW command goes to the
         partition of its `workflow_id` (another partition's engine, or this one)."""
-        self._pending.commands.append(self._stamp(Record(RecordType.COMMAND, value_type, intent, dict(value), key=key,
+        self._pending.commands.append(self._stamp(Record(COMMAND, value_type, intent, dict(value), key=key,
                                                          request_id=request_id)))
 
     def task(self, queue: str, key: int, value: dict[str, Any], value_type: str = "JOB",
@@ -111,7 +111,7 @@ class RecordWriter:
         """A record for the workers of `queue`, on topic tasks.<queue> (workflow-tasks.<queue>
         for value type WORKFLOW); `reply_partition` and `request_id`: whom its worker
         answers (default: the command's caller)."""
-        record = Record(RecordType.EVENT, value_type, intent, dict(value), key=key, reply_partition=reply_partition,
+        record = Record(EVENT, value_type, intent, dict(value), key=key, reply_partition=reply_partition,
                         request_id=request_id)
         self._pending.tasks.append((queue, self._stamp(record)))
 

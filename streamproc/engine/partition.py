@@ -21,7 +21,7 @@ from streamproc.engine.schedules.processors import SCHEDULE_PROCESSORS
 from streamproc.engine.workflows.processors import WORKFLOW_PROCESSORS
 from streamproc.engine.workflows.runs import HistoryLimitExceeded, terminate_at_history_limit
 from streamproc.protocol import codec, command_batches
-from streamproc.protocol.records import ActivityIntent, Record, RecordType, RejectionType, ValueType
+from streamproc.protocol.records import COMMAND, ActivityIntent, Record, RecordType, RejectionType, ValueType
 from streamproc.state.activities import Activities
 from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.history import History
@@ -97,7 +97,7 @@ class PartitionProcessor:
             self._process_batch(cmd, position, now_ms)
             return
         self._writer.begin(cmd, position, now_ms)
-        if cmd.record_type is not RecordType.COMMAND:
+        if cmd.record_type is not COMMAND:
             self._writer.reject(cmd, RejectionType.UNKNOWN_COMMAND,
                                 f"expected a COMMAND on the commands topic, got a {cmd.record_type}")
             self._writer.encode_pending_or_strip()

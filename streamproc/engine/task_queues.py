@@ -38,6 +38,8 @@ class TaskQueuePolicy:
         return cls(allowed or (ANY_QUEUE,), max_per_partition)
 
     def allows(self, queue: str) -> bool:
+        if self.allowed == (ANY_QUEUE,):  # the default: matches any name, no pattern to run
+            return True
         return any(fnmatch.fnmatchcase(queue, pattern) for pattern in self.allowed)
 
 

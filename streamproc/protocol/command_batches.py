@@ -30,7 +30,7 @@ from collections.abc import Iterable
 import orjson
 
 from streamproc.protocol.partitioning import ROUTING_FIELDS
-from streamproc.protocol.records import Record, RecordType, ScheduleIntent, ValueType, WorkflowIntent
+from streamproc.protocol.records import COMMAND, Record, RecordType, ScheduleIntent, ValueType, WorkflowIntent
 
 BATCH = "BATCH"
 #: The commands packed: the checker's wake-ups of schedules, the starts they send, and
@@ -57,11 +57,11 @@ class BatchError(ValueError):
 
 
 def is_batch(record: Record) -> bool:
-    return record.intent == BATCH and record.record_type is RecordType.COMMAND
+    return record.intent == BATCH and record.record_type is COMMAND
 
 
 def packable(record: Record) -> bool:
-    return (record.value_type, record.intent) in PACKED and record.record_type is RecordType.COMMAND
+    return (record.value_type, record.intent) in PACKED and record.record_type is COMMAND
 
 
 def part_of(record: Record) -> bytes | None:

@@ -48,7 +48,7 @@ DEFAULT_WORKFLOW_TASK_TIMEOUT = timedelta(seconds=10)
 #: Longer task timeouts are capped silently, without an error.
 MAX_WORKFLOW_TASK_TIMEOUT = timedelta(seconds=120)
 #: Attempts up to this one use the plain task timeout (``workflowTaskRetryBackoffMinAttempts``).
-_PLAIN_TIMEOUT_ATTEMPTS = 3
+PLAIN_TIMEOUT_ATTEMPTS = 3
 #: First lengthening of the task timeout, at attempt 4.
 WORKFLOW_TASK_RETRY_INITIAL_INTERVAL = timedelta(seconds=5)
 #: ``history.workflowTaskRetryMaxInterval``: the lengthening never exceeds this.
@@ -231,10 +231,10 @@ def workflow_task_timeout_for_attempt(
     """
     if not 0.0 <= jitter < 1.0:
         raise ValueError(f"jitter must be in [0, 1), got {jitter}")
-    if attempt <= _PLAIN_TIMEOUT_ATTEMPTS:
+    if attempt <= PLAIN_TIMEOUT_ATTEMPTS:
         return task_timeout
     initial_ns = to_nanoseconds(WORKFLOW_TASK_RETRY_INITIAL_INTERVAL)
-    exponent = attempt - _PLAIN_TIMEOUT_ATTEMPTS - 1
+    exponent = attempt - PLAIN_TIMEOUT_ATTEMPTS - 1
     # float64 like the server; 2 ** exponent is exact, so only overflow needs care.
     try:
         interval = math.ldexp(float(initial_ns), exponent)

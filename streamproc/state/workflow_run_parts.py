@@ -13,6 +13,9 @@ from typing import Any
 
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts
 
+_ONE_MS = timedelta(milliseconds=1)
+
+
 @dataclass(slots=True)
 class RunTimeouts:
     """The run's timeouts in milliseconds (0: none), as WORKFLOW_EXECUTION_STARTED recorded them."""
@@ -23,7 +26,7 @@ class RunTimeouts:
 
     @classmethod
     def of(cls, timeouts: WorkflowTimeouts) -> RunTimeouts:
-        return cls(*(t // timedelta(milliseconds=1) for t in (timeouts.execution, timeouts.run, timeouts.task)))
+        return cls(timeouts.execution // _ONE_MS, timeouts.run // _ONE_MS, timeouts.task // _ONE_MS)
 
     def as_workflow_timeouts(self) -> WorkflowTimeouts:
         return WorkflowTimeouts(*(timedelta(milliseconds=ms) for ms in (self.execution_ms, self.run_ms, self.task_ms)))

@@ -18,12 +18,13 @@ starts, ALLOW_DUPLICATE for manual ones, as Temporal sends.
 
 from __future__ import annotations
 
-import uuid
+import functools
 from datetime import datetime, timezone
 
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
+from streamproc.engine import run_ids
 from streamproc.engine.schedules.definition import overlap_policy
 from streamproc.protocol.records import ScheduleIntent, ValueType, WorkflowIntent
 from streamproc.semantics.schedule_overlap import (
@@ -74,8 +75,17 @@ def scheduler_identity(ctx: ProcessingContext, schedule: StoredSchedule) -> str:
 
 def scheduled_workflow_id(base: str, nominal_ms: int) -> str:
     """Temporal's id for a scheduled run: the base id, '-', the nominal time to the second."""
-    at = datetime.fromtimestamp(nominal_ms // 1000, tz=timezone.utc)
-    return f"{base}-{at.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    return f"{base}-{_id_time(nominal_ms // 1000)}"
+
+
+#: Action times formatted recently: the schedules due in the same second (a burst, or
+#: every schedule on the hour) share one formatting instead of one each.
+TIMES_FORMATTED_KEPT = 1024
+
+
+@functools.lru_cache(maxsize=TIMES_FORMATTED_KEPT)
+def _id_time(second: int) -> str:
+    return datetime.fromtimestamp(second, tz=timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
 def run_pass(ctx: ProcessingContext, schedule: StoredSchedule) -> None:
@@ -193,17 +203,17 @@ def _process_buffer(ctx: ProcessingContext, schedule: StoredSchedule, skipped: d
     """Step 3."""
     if not schedule.buffer:
         return
+    resolved = overlap_policy(schedule.policy["overlap"])
     outcome = process_buffer(
         [BufferedStart(s["nominal_ms"], s["actual_ms"], ScheduleOverlapPolicy(s["overlap"]), s["manual"])
          for s in schedule.buffer],
-        running=bool(schedule.running), schedule_overlap=overlap_policy(schedule.policy["overlap"]))
+        running=bool(schedule.running), schedule_overlap=resolved)
     schedule.buffer = [{"nominal_ms": s.nominal_ms, "actual_ms": s.actual_ms, "overlap": int(s.overlap),
                         "manual": s.manual} for s in outcome.new_buffer]
     schedule.overlap_skipped += outcome.overlap_skipped
     skipped["overlap_skipped"] += outcome.overlap_skipped
     if outcome.need_terminate or outcome.need_cancel:
         _stop_running(ctx, schedule, terminate=outcome.need_terminate)
-    resolved = overlap_policy(schedule.policy["overlap"])
     for start in outcome.start:
         allow_all = overlap_policy(int(start.overlap), default=resolved) is ScheduleOverlapPolicy.ALLOW_ALL
         if not start.manual and schedule.limited_actions:
@@ -219,7 +229,7 @@ def start_workflow(ctx: ProcessingContext, schedule: StoredSchedule, start: Buff
     it could not start, and WORKFLOW_CLOSED when the workflow's chain ends."""
     action = schedule.action
     workflow_id = scheduled_workflow_id(action["workflow_id"], start.nominal_ms)
-    run_id = str(uuid.uuid4())
+    run_id = run_ids.new_run_id()
     schedule.action_count += 1
     search_attributes = {**(action.get("search_attributes") or {}),
                          "TemporalScheduledStartTime": _rfc3339(start.nominal_ms),
@@ -259,5 +269,6 @@ def _stop_running(ctx: ProcessingContext, schedule: StoredSchedule, *, terminate
             "identity": scheduler_identity(ctx, schedule)})
 
 
+@functools.lru_cache(maxsize=TIMES_FORMATTED_KEPT)
 def _rfc3339(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")

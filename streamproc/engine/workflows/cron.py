@@ -19,11 +19,16 @@ from streamproc.semantics.workflow_retry import first_workflow_task_backoff
 from streamproc.state.workflow_run import WorkflowRun
 
 
+_NO_BACKOFF = timedelta(0)
+
+
 def first_run_backoff(cron_schedule: str, now_ms: int) -> timedelta:
     """The first run's wait: to the first cron time strictly after the start (a start on a
     boundary waits a whole period), rounded up to a whole second; none without a schedule."""
+    if not cron_schedule:
+        return _NO_BACKOFF
     now = to_datetime(now_ms)
-    return cron_backoff(cron_schedule, now, now) or timedelta(0)
+    return cron_backoff(cron_schedule, now, now) or _NO_BACKOFF
 
 
 def next_run_backoff(ctx: ProcessingContext, run: WorkflowRun) -> timedelta | None:

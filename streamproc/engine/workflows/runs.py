@@ -35,7 +35,7 @@ from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history_limits import LimitAction, check_history_limits
 from streamproc.semantics.workflow_ids import HISTORY_SERVICE_IDENTITY, WorkflowExecutionStatus
-from streamproc.semantics.workflow_timeouts import workflow_task_timeout_for_attempt
+from streamproc.semantics.workflow_timeouts import PLAIN_TIMEOUT_ATTEMPTS, workflow_task_timeout_for_attempt
 from streamproc.state.workflow_run import WorkflowRun
 from streamproc.state.workflow_run_parts import PendingEvent, WorkflowTaskOut
 
@@ -144,8 +144,11 @@ class RunWriter:
         return bool(buffered)
 
     def _check_limits(self, event_count: int) -> None:
-        run = self.run
-        verdict = check_history_limits(event_count, run.history_size_bytes, self.ctx.limits.history)
+        run, limits = self.run, self.ctx.limits.history
+        if (run.history_size_bytes <= min(limits.size_warn_bytes, limits.size_error_bytes)
+                and event_count <= min(limits.count_warn, limits.count_error)):
+            return  # neither warned nor terminated: the verdict would ask for nothing
+        verdict = check_history_limits(event_count, run.history_size_bytes, limits)
         if verdict.action is LimitAction.TERMINATE:
             raise HistoryLimitExceeded(self.key, verdict.termination_reason)
         if verdict.warn and not run.limit_warned:
@@ -298,7 +301,11 @@ _CHILD_CLOSES = _CHILD_EVENTS - {E.CHILD_WORKFLOW_EXECUTION_STARTED.name, E.STAR
 
 def task_timeout_ms(run: WorkflowRun, attempt: int) -> int:
     """Start-to-close timeout of a task attempt: lengthened from attempt 4 (SEMANTICS 3.4),
-    with a jitter drawn from the run id so that processing it again gives the same."""
+    with a jitter drawn from the run id so that processing it again gives the same.
+    The first attempts' timeout is the run's own: no jitter drawn (seeding a generator
+    from a string costs more than the rest of scheduling the task)."""
+    if attempt <= PLAIN_TIMEOUT_ATTEMPTS:
+        return run.timeouts.task_ms
     jitter = random.Random(f"{run.run_id}/{attempt}").random()
     timeout = workflow_task_timeout_for_attempt(timedelta(milliseconds=run.timeouts.task_ms),
                                                 attempt, jitter=jitter)

@@ -14,12 +14,13 @@ schedules its first workflow task after the delay: the run's first-task backoff
 
 from __future__ import annotations
 
-import uuid
+import functools
 from datetime import timedelta
 
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
+from streamproc.engine import run_ids
 from streamproc.engine.validation import check_json
 from streamproc.engine.workflows.cron import first_run_backoff
 from streamproc.engine.workflows.result_waiters import close_reply_of, close_reply_problem, wait_for_close
@@ -42,6 +43,7 @@ from streamproc.semantics.workflow_ids import (
     CurrentRun,
     WorkflowIdAction,
     WorkflowIdConflictPolicy,
+    WorkflowIdPolicies,
     WorkflowIdReusePolicy,
     normalize_workflow_id_policies,
     resolve_duplicate_workflow_id,
@@ -85,16 +87,14 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
             or close_reply_problem(cmd)
         if problem:
             raise InvalidArgument(problem)
-        timeouts = normalize_workflow_timeouts(WorkflowTimeouts(*(duration_from_ms(v[f]) for f in (
-            "workflow_execution_timeout_ms", "workflow_run_timeout_ms", "workflow_task_timeout_ms"))))
+        timeouts = _normalized_timeouts(v["workflow_execution_timeout_ms"], v["workflow_run_timeout_ms"],
+                                        v["workflow_task_timeout_ms"])
         policy = normalize_workflow_retry_policy(
             policy_from_record(v["retry_policy"]) if v["retry_policy"] is not None else None)
-        validate_cron_schedule(v["cron_schedule"], to_datetime(ctx.now_ms))
+        if v["cron_schedule"]:  # (without one, no need for the time as a datetime)
+            validate_cron_schedule(v["cron_schedule"], to_datetime(ctx.now_ms))
         start_delay = validate_workflow_start_delay(v["cron_schedule"], _start_delay(v))
-        policies = normalize_workflow_id_policies(
-            _enum(WorkflowIdReusePolicy, v["id_reuse_policy"], "id_reuse_policy"),
-            _enum(WorkflowIdConflictPolicy, v["id_conflict_policy"], "id_conflict_policy"),
-            signal_with_start=with_signal)
+        policies = _id_policies(v["id_reuse_policy"], v["id_conflict_policy"], with_signal)
         # Last: a start with bad arguments does not take a place under the cap.
         problem = ctx.admit_task_queue(v["task_queue"])
         if problem:
@@ -108,7 +108,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
     waiter = close_reply_of(cmd)
     signal = SignalRequest(v["signal_name"], v["signal_input"], v["identity"], request_id) if with_signal else None
     current = ctx.workflows.find(v["workflow_id"])
-    new_run_id = scheduled_run_id(ctx, scheduled_by) or str(uuid.uuid4())
+    new_run_id = scheduled_run_id(ctx, scheduled_by) or run_ids.new_run_id()
     decision = resolve_duplicate_workflow_id(
         policies, workflow_id=v["workflow_id"], request_id=request_id, new_run_id=new_run_id,
         current=None if current is None else CurrentRun(
@@ -154,6 +154,27 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
                  workflow_execution={"workflow_id": run.workflow_id, "run_id": run.run_id})
 
 
+#: Normalized timeouts kept: a schedule's starts, or one client's, carry the same ones.
+TIMEOUTS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=TIMEOUTS_KEPT, typed=True)
+def _normalized_timeouts(execution_ms: int, run_ms: int, task_ms: int) -> WorkflowTimeouts:
+    """The START's timeouts as its run keeps them (frozen, so shared); a refusal is raised
+    each time, never kept."""
+    return normalize_workflow_timeouts(WorkflowTimeouts(
+        duration_from_ms(execution_ms), duration_from_ms(run_ms), duration_from_ms(task_ms)))
+
+
+@functools.lru_cache(maxsize=64)
+def _id_policies(reuse: str, conflict: str, with_signal: bool) -> WorkflowIdPolicies:
+    """The START's workflow id policies by their names, resolved once per combination
+    (frozen, so shared); a refusal is raised each time, never kept."""
+    return normalize_workflow_id_policies(
+        _enum(WorkflowIdReusePolicy, reuse, "id_reuse_policy"),
+        _enum(WorkflowIdConflictPolicy, conflict, "id_conflict_policy"), signal_with_start=with_signal)
+
+
 def _start_delay(v: dict) -> timedelta | None:
     """The START's `start_delay_ms` (Temporal's workflow_start_delay); None when not set."""
     delay_ms = v.get("start_delay_ms")
@@ -172,6 +193,8 @@ def _reply_started(ctx: ProcessingContext, run_key: int, run: WorkflowRun, start
                    waiting: bool | None) -> None:
     """STARTED; `waiting` (for a START with a close reply): whether its close will be sent
     there (False: the run had no room for another waiter, the client reads the events topic)."""
+    if not ctx.out.caller_listens:  # (a schedule's or a parent's START): nobody to build it for
+        return
     attributes = {"started": started} if waiting is None else {"started": started, "close_reply": waiting}
     ctx.out.reply(WF, WorkflowIntent.STARTED, run_key, {
         "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
