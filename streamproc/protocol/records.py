@@ -7,19 +7,8 @@ imperative, the event that answers it is in the past tense.
 from __future__ import annotations
 
 import dataclasses
-import enum
-import sys
 from enum import StrEnum
 from typing import Any
-
-# On Python 3.11 EnumType has a __getattr__ (removed in 3.12), which sends every read of
-# an Enum class attribute (RecordType.COMMAND, Family.SCHEDULES, ...) through the slow
-# __getattr__ slot hook: a bound-method call each, some 90 per schedule action. Every
-# member is in its class's namespace already (as itself, or as a redirect that finds it
-# for a member named like a property), so the hook only ever answered AttributeError:
-# dropped, as 3.12 does.
-if sys.version_info < (3, 12) and "__getattr__" in vars(enum.EnumType):
-    del enum.EnumType.__getattr__
 
 
 class RecordType(StrEnum):
