@@ -53,6 +53,8 @@ class Partitions:
         for proc, checker in zip(self.procs, self.checkers):
             proc.on_processed = checker.processed
         self.records: Counter = Counter()
+        #: Every reply the batches wrote (partition, record), for a tool that reads them.
+        self.replies: list[tuple[int, Record]] = []
         self._position = 0
         self._relay = Relay(count)
         self._touched: set[int] = set()
@@ -95,6 +97,7 @@ class Partitions:
             changelog = changelog_records(proc.writes.batch)
             routed += [(target, cmd) for (target, relayed), cmd in own if not relayed]  # read back: skipped
             tasks += out.tasks
+            self.replies += out.replies
             if count:
                 self.records.update(events=len(out.events), commands=len(own), tasks=len(out.tasks),
                                     replies=len(out.replies), changelog=len(changelog))
@@ -113,20 +116,26 @@ class Partitions:
 
 
 class Instructions(Counter):
-    """Instructions by phase, counted by callgrind when the tool runs under it (else empty)."""
+    """Instructions by phase, counted by callgrind when the tool runs under it (else empty):
+    the busiest thread's, or with `all_threads` the sum over the process's threads (work
+    handed to other threads, such as a worker's local activities, is the phase's too)."""
+
+    def __init__(self, all_threads: bool = False) -> None:
+        super().__init__()
+        self.all_threads = all_threads
 
     def start(self) -> None:
         _callgrind("-z")
 
     def stop(self, phase: str) -> None:
-        counted = _callgrind("-d")
+        counted = _callgrind("-d", self.all_threads)
         if counted is not None:
             self[phase] += counted
 
 
-def _callgrind(command: str) -> int | None:
+def _callgrind(command: str, all_threads: bool = False) -> int | None:
     """Under callgrind: zero its counters (-z), or dump them (-d) and return the
-    instructions counted since."""
+    instructions counted since (the busiest thread's, or all threads' summed)."""
     if not os.environ.get(CALLGRIND_ENV):
         return None
     out_dir = Path(os.environ[CALLGRIND_ENV])
@@ -137,4 +146,4 @@ def _callgrind(command: str) -> int | None:
     dumps = set(out_dir.glob("callgrind.out.*")) - before
     totals = [int(line.split()[1]) for d in dumps for line in d.read_text().splitlines()
               if line.startswith(("totals:", "summary:"))]
-    return max(totals) if totals else None
+    return (sum(totals) if all_threads else max(totals)) if totals else None
