@@ -128,8 +128,9 @@ def _worker() -> tuple[WorkflowWorker, KeptProducer]:
 class Loop:
     """N runs through worker and engine until none has a task left."""
 
-    def __init__(self, parts: Partitions, lot: int) -> None:
+    def __init__(self, parts: Partitions, lot: int, profiler: cProfile.Profile | None = None) -> None:
         self.parts = parts
+        self.profiler = profiler
         self.lot = lot
         self.worker, self.producer = _worker()
         self.cpu: Counter = Counter()
@@ -154,6 +155,8 @@ class Loop:
         for i in range(0, len(records), self.lot):
             lot = records[i:i + self.lot]
             self.instructions.start()
+            if self.profiler is not None:
+                self.profiler.enable()
             began = time.process_time()
             if phase == "first":  # the queue's thread (without the flush and commit of its batch)
                 waiting = []
@@ -169,6 +172,8 @@ class Loop:
                 with worker._turns:
                     worker._answer_handed(worker.handed.take())
             self.cpu[phase] += time.process_time() - began
+            if self.profiler is not None:
+                self.profiler.disable()
             self.instructions.stop(phase)
             self.tasks[phase] += len(lot)
         return [(partition, types.SimpleNamespace(encoded=value)) for _, partition, value in self.producer.take()]
@@ -181,19 +186,15 @@ class Loop:
 def one_run(count: int, steps: int, lot: int, profiler: cProfile.Profile | None) -> Loop:
     with tempfile.TemporaryDirectory() as tmp:
         parts = Partitions(Path(tmp), PARTITIONS, ManualClock(start_ms=START_MS))
-        loop = Loop(parts, lot)
+        loop = Loop(parts, lot, profiler)
         try:
             queued, replies = loop.engine([_start(n, steps) for n in range(count)])
             assert len(queued) == count and not replies, (len(queued), len(replies))
-            if profiler is not None:
-                profiler.enable()
             answers = loop.worker_phase("first", queued)
             while answers:
                 queued, replies = loop.engine(answers)
                 assert not queued, f"{len(queued)} tasks went to the queue instead of being handed back"
                 answers = loop.worker_phase("handed", replies) if replies else []
-            if profiler is not None:
-                profiler.disable()
             stats = loop.worker.stats
             assert stats.completed == count * steps and not stats.failed and stats.cache_misses == 0, stats
             return loop
@@ -208,11 +209,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="local activities per workflow (default 10)")
     parser.add_argument("--lot", type=int, default=10, help="tasks the worker takes at once (default 10)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--profile", help="write a cProfile of the last repeat here (the worker's thread only)")
+    parser.add_argument("--profile", help="write a cProfile of the last repeat's worker phases here (its thread's CPU time)")
     args = parser.parse_args()
     if min(args.count, args.steps, args.lot, args.repeats) < 1:
         parser.error("--count, --steps, --lot and --repeats must be at least 1")
-    profiler = cProfile.Profile() if args.profile else None
+    # The worker's thread's CPU (the local activities run on other threads).
+    profiler = cProfile.Profile(time.thread_time) if args.profile else None
     one_run(min(args.count, 20), args.steps, args.lot, None)  # first calls' costs: not counted
     runs = [one_run(args.count, args.steps, args.lot, profiler if i == args.repeats - 1 else None)
             for i in range(args.repeats)]
