@@ -132,16 +132,14 @@ class LocalActivityRunner:
         timeout_ms, timeout_type = r.start_to_close_ms, TimeoutType.START_TO_CLOSE
         if expiration_ms is not None and (not timeout_ms or expiration_ms - started_ms < timeout_ms):
             timeout_ms, timeout_type = expiration_ms - started_ms, TimeoutType.SCHEDULE_TO_CLOSE
-        timed_out = failure_to_record(TimeoutFailure(message=f"activity {timeout_type.short_name} timeout",
-                                                     timeout_type=timeout_type))
         if timeout_type is TimeoutType.SCHEDULE_TO_CLOSE and timeout_ms <= 0:
-            return None, timed_out  # a timer's backoff ran past schedule-to-close: no time for this one
+            return None, _timed_out(timeout_type)  # a timer's backoff ran past schedule-to-close: no time for this one
         call = asyncio.ensure_future(self._call(r, attempt, first_ms, started_ms))
         # asyncio.wait, not wait_for: a TimeoutError the function raises itself is its own failure.
         done, _ = await asyncio.wait({call}, timeout=timeout_ms / 1000 if timeout_ms else None)
         if not done:
             call.cancel()
-            return None, timed_out
+            return None, _timed_out(timeout_type)
         try:
             return self.converter.encode(call.result()), None
         except Exception as exc:  # the attempt's failure, as a remote activity reports it
@@ -162,6 +160,12 @@ class LocalActivityRunner:
             finally:
                 reset_current(token)
         return await asyncio.get_running_loop().run_in_executor(self._pool, run_in_context, ctx, r.fn, r.args)
+
+
+def _timed_out(timeout_type: TimeoutType) -> dict[str, Any]:
+    """The FailureRecord of an attempt that ran out of `timeout_type` (made only then)."""
+    return failure_to_record(TimeoutFailure(message=f"activity {timeout_type.short_name} timeout",
+                                            timeout_type=timeout_type))
 
 
 def _timeout(ms: int) -> timedelta | None:
