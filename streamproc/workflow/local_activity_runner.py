@@ -104,6 +104,8 @@ class LocalActivityRunner:
         pool_future: concurrent.futures.Future[None] | None = None
 
         def carry_on(outcome: tuple[str | None, dict[str, Any] | None]) -> None:  # on the loop
+            if out.cancelled():
+                return  # the code stopped waiting for it (an abandoned call): no more attempts
             _settle_with(out, loop.create_task(self._attempts(r, (r.attempt, first_ms, outcome))), loop)
 
         def timed_out() -> None:
