@@ -53,6 +53,8 @@ class Partitions:
         for proc, checker in zip(self.procs, self.checkers):
             proc.on_processed = checker.processed
         self.records: Counter = Counter()
+        #: Every reply the batches wrote (partition, record), for a tool that reads them.
+        self.replies: list[tuple[int, Record]] = []
         self._position = 0
         self._relay = Relay(count)
         self._touched: set[int] = set()
@@ -95,6 +97,7 @@ class Partitions:
             changelog = changelog_records(proc.writes.batch)
             routed += [(target, cmd) for (target, relayed), cmd in own if not relayed]  # read back: skipped
             tasks += out.tasks
+            self.replies += out.replies
             if count:
                 self.records.update(events=len(out.events), commands=len(own), tasks=len(out.tasks),
                                     replies=len(out.replies), changelog=len(changelog))
@@ -113,28 +116,39 @@ class Partitions:
 
 
 class Instructions(Counter):
-    """Instructions by phase, counted by callgrind when the tool runs under it (else empty)."""
+    """Instructions by phase, counted by callgrind when the tool runs under it (else empty):
+    the busiest thread's, or with `all_threads` the sum over the process's threads (work
+    handed to other threads, such as a worker's local activities, is the phase's too)."""
+
+    def __init__(self, all_threads: bool = False) -> None:
+        super().__init__()
+        self.all_threads = all_threads
+        self._dumps_before: set[Path] = set()
 
     def start(self) -> None:
-        _callgrind("-z")
+        out_dir = _callgrind_dir()
+        if out_dir is not None:
+            # Listed before the counters are zeroed: the listing is not the phase's work.
+            self._dumps_before = set(out_dir.glob("callgrind.out.*"))
+            _callgrind_control("-z")
 
     def stop(self, phase: str) -> None:
-        counted = _callgrind("-d")
-        if counted is not None:
-            self[phase] += counted
+        out_dir = _callgrind_dir()
+        if out_dir is None:
+            return
+        _callgrind_control("-d")
+        dumps = set(out_dir.glob("callgrind.out.*")) - self._dumps_before
+        totals = [max(int(line.split()[1]) for line in d.read_text().splitlines()  # a dump per thread
+                      if line.startswith(("totals:", "summary:"))) for d in dumps]
+        if totals:
+            self[phase] += sum(totals) if self.all_threads else max(totals)
 
 
-def _callgrind(command: str) -> int | None:
-    """Under callgrind: zero its counters (-z), or dump them (-d) and return the
-    instructions counted since."""
-    if not os.environ.get(CALLGRIND_ENV):
-        return None
-    out_dir = Path(os.environ[CALLGRIND_ENV])
-    before = set(out_dir.glob("callgrind.out.*"))
+def _callgrind_dir() -> Path | None:
+    """Where callgrind writes its dumps, when the tool runs under it (else None)."""
+    return Path(os.environ[CALLGRIND_ENV]) if os.environ.get(CALLGRIND_ENV) else None
+
+
+def _callgrind_control(command: str) -> None:
+    """Zero callgrind's counters (-z), or dump them (-d)."""
     subprocess.run(["callgrind_control", command, str(os.getpid())], check=True, capture_output=True)
-    if command != "-d":
-        return None
-    dumps = set(out_dir.glob("callgrind.out.*")) - before
-    totals = [int(line.split()[1]) for d in dumps for line in d.read_text().splitlines()
-              if line.startswith(("totals:", "summary:"))]
-    return max(totals) if totals else None

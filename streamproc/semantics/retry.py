@@ -178,7 +178,12 @@ def normalize_activity_retry_policy(
     Activities always get one: a missing policy becomes an empty one, so an activity
     without a policy retries forever (1 s, 2 s, 4 s ... capped at 100 s).
     """
+    if policy is None and settings is DEFAULT_RETRY_SETTINGS:
+        return _DEFAULT_ACTIVITY_POLICY  # the same every time (frozen): made once
     return validate_retry_policy(ensure_retry_defaults(policy or RetryPolicy(), settings))
+
+
+_DEFAULT_ACTIVITY_POLICY = validate_retry_policy(ensure_retry_defaults(RetryPolicy(), DEFAULT_RETRY_SETTINGS))
 
 
 def normalize_workflow_retry_policy(

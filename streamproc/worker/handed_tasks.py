@@ -22,6 +22,7 @@ queue goes to the group's next member at once.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
@@ -67,6 +68,8 @@ class HandedTasks:
         self.received = 0
         #: The request ids of this worker's asks start with it (`ReplyListener.expect_prefix`).
         self._prefix = f"handed-{uuid.uuid4().hex[:16]}-"
+        #: What follows the prefix: unique under it (the prefix is this worker's alone).
+        self._asks = itertools.count(1)
         #: The listener the prefix is registered with.
         self._heard_on: ReplyListener | None = None
 
@@ -104,7 +107,7 @@ class HandedTasks:
         if replies is not self._heard_on:
             replies.expect_prefix(self._prefix, self._on_late_reply)
             self._heard_on = replies
-        return self._prefix + uuid.uuid4().hex
+        return f"{self._prefix}{next(self._asks)}"
 
     def _on_late_reply(self, reply: Reply) -> None:
         """A reply to an ask no registration waits for: its task, if it is one (a refusal

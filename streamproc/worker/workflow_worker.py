@@ -128,6 +128,9 @@ class WorkflowWorker:
             raise ValueError("a WorkflowWorker needs at least one workflow")
         # Blocking calls (history fetches) from the worker's threads: the synchronous face.
         self.client = SyncClient(bootstrap, namespace, data_converter=data_converter)
+        #: The same client unwrapped, for what each answer calls (`send`, `partitions`): the
+        #: blocking face looks up and wraps every attribute it is asked for.
+        self._sender = self.client.async_client
         self.task_queue = task_queue
         self.identity = identity or f"{os.getpid()}@{socket.gethostname()}"
         self.stats = WorkflowWorkerStats()
@@ -364,7 +367,8 @@ class WorkflowWorker:
         if answer is None:
             self.stats.unanswered += 1
         else:
-            self.client.send(answer, partition_for(task.workflow_id, self.client.partitions))
+            sender = self._sender
+            sender.send(answer, partition_for(task.workflow_id, sender.partitions))
             if answer.intent == WorkflowIntent.TASK_COMPLETE:
                 self.stats.completed += 1
             else:

@@ -45,6 +45,12 @@ _COMMAND_EVENTS = frozenset(e.name for e in COMMAND_EVENT_TYPES)
 _TASK_ENDS = frozenset({_E.WORKFLOW_TASK_COMPLETED.name, _E.WORKFLOW_TASK_FAILED.name,
                         _E.WORKFLOW_TASK_TIMED_OUT.name})
 _PENDING, _ABANDONED = -1, -2
+# Event types as plain strings: an enum member's `.name` is a property call per event walked.
+_SCHEDULED = _E.WORKFLOW_TASK_SCHEDULED.name
+_COMPLETED = _E.WORKFLOW_TASK_COMPLETED.name
+_RUN_STARTED = _E.WORKFLOW_EXECUTION_STARTED.name
+_STARTED = _E.WORKFLOW_TASK_STARTED.name
+_UPDATE_ACCEPTED = _E.WORKFLOW_EXECUTION_UPDATE_ACCEPTED.name
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -198,27 +204,27 @@ class WorkflowInstance:
             event = events[index]
             kind = event["event_type"]
             self._cursor += 1
-            if kind == _E.WORKFLOW_TASK_SCHEDULED.name:
+            if kind == _SCHEDULED:
                 self._check_all_matched(event)
                 end = self._task_end(index)
                 if end == _PENDING:
                     return self._run_activation(event, replaying=False, patches=frozenset(),
                                                 updates=self._live_updates)
-                if end != _ABANDONED and events[end]["event_type"] == _E.WORKFLOW_TASK_COMPLETED.name:
+                if end != _ABANDONED and events[end]["event_type"] == _COMPLETED:
                     self._run_activation(event, replaying=True, patches=self._patches_after(end),
                                          updates=self._updates_after(end), markers=self._local_markers_after(end))
-            elif kind == _E.WORKFLOW_TASK_COMPLETED.name:
+            elif kind == _COMPLETED:
                 self._matching = self._scheduled_id(event) == self._activated_task
             elif kind in _TASK_ENDS:
                 if self._activated_live and self._scheduled_id(event) == self._activated_task:
                     # The answer to the live activation never made it into history.
                     self._start_over()
-            elif kind == _E.WORKFLOW_EXECUTION_STARTED.name:
+            elif kind == _RUN_STARTED:
                 self._runtime = WorkflowRuntime(self.definition, event, self._run_id, self.data_converter,
                                                 namespace=self.namespace)
             elif kind in _COMMAND_EVENTS:
                 self._match(event)
-            elif kind != _E.WORKFLOW_TASK_STARTED.name:
+            elif kind != _STARTED:
                 self._resolutions.append(event)
         self._check_all_matched(None)
         return []  # the history's last workflow task is answered already
@@ -263,7 +269,7 @@ class WorkflowInstance:
         _PENDING if it is the history's open task, _ABANDONED if the run moved on."""
         events = self._history
         index = scheduled_index + 1
-        while index < len(events) and events[index]["event_type"] == _E.WORKFLOW_TASK_STARTED.name:
+        while index < len(events) and events[index]["event_type"] == _STARTED:
             index += 1
         if index == len(events):
             return _PENDING
@@ -275,7 +281,7 @@ class WorkflowInstance:
         found = set()
         for index in range(completed_index + 1, len(self._history)):
             event = self._history[index]
-            if event["event_type"] == _E.WORKFLOW_TASK_SCHEDULED.name:
+            if event["event_type"] == _SCHEDULED:
                 break
             if is_patch_marker(event):
                 found.add(patch_id_of(event))
@@ -287,7 +293,7 @@ class WorkflowInstance:
         found = []
         for index in range(completed_index + 1, len(self._history)):
             event = self._history[index]
-            if event["event_type"] == _E.WORKFLOW_TASK_SCHEDULED.name:
+            if event["event_type"] == _SCHEDULED:
                 break
             if is_local_activity_marker(event):
                 found.append(event)
@@ -299,9 +305,9 @@ class WorkflowInstance:
         found = []
         for index in range(completed_index + 1, len(self._history)):
             event = self._history[index]
-            if event["event_type"] == _E.WORKFLOW_TASK_SCHEDULED.name:
+            if event["event_type"] == _SCHEDULED:
                 break
-            if event["event_type"] == _E.WORKFLOW_EXECUTION_UPDATE_ACCEPTED.name:
+            if event["event_type"] == _UPDATE_ACCEPTED:
                 request = (event.get("attributes") or {}).get("accepted_request") or {}
                 meta, given = request.get("meta") or {}, request.get("input") or {}
                 found.append({"update_id": meta.get("update_id"), "name": given.get("name"),

@@ -25,6 +25,7 @@ __all__ = ["LOCAL_ACTIVITY_MARKER", "marker_command", "is_local_activity_marker"
 
 #: Temporal's marker name for local activities.
 LOCAL_ACTIVITY_MARKER = "LocalActivity"
+_MARKER_RECORDED = EventType.MARKER_RECORDED.name  # once: an enum's `.name` is a property call
 
 
 def marker_command(details: dict[str, Any]) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def marker_command(details: dict[str, Any]) -> dict[str, Any]:
 
 
 def is_local_activity_marker(event: dict[str, Any]) -> bool:
-    return (event["event_type"] == EventType.MARKER_RECORDED.name
+    return (event["event_type"] == _MARKER_RECORDED
             and (event.get("attributes") or {}).get("marker_name") == LOCAL_ACTIVITY_MARKER)
 
 

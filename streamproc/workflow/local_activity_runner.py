@@ -34,6 +34,7 @@ from streamproc.semantics.activity_timeouts import NOT_ENOUGH_TIME_MESSAGE
 from streamproc.semantics.enums import RetryState
 from streamproc.semantics.failures import TimeoutFailure
 from streamproc.semantics.local_activity_retry import plan_local_retry
+from streamproc.workflow.attempt_deadlines import AttemptDeadlines, WatchedAttempt
 
 __all__ = ["LocalActivityRequest", "LocalActivityRunner", "default_runner"]
 
@@ -74,10 +75,66 @@ class LocalActivityRunner:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        #: Timeouts of the attempts that run a plain function on the pool (`_start_plain`).
+        self._deadlines = AttemptDeadlines()
 
     def start(self, request: LocalActivityRequest) -> concurrent.futures.Future[dict[str, Any]]:
         """Run `request`'s attempts in the background; the future holds the marker's details."""
-        return asyncio.run_coroutine_threadsafe(self._attempts(request), self._running_loop())
+        loop = self._running_loop()
+        if not asyncio.iscoroutinefunction(request.fn):
+            started = self._start_plain(request, loop)
+            if started is not None:
+                return started
+        return asyncio.run_coroutine_threadsafe(self._attempts(request), loop)
+
+    def _start_plain(self, r: LocalActivityRequest,
+                     loop: asyncio.AbstractEventLoop) -> concurrent.futures.Future[dict[str, Any]] | None:
+        """The first attempt of a plain function, handed to the pool from this thread. A
+        success settles the future on the pool's thread; a failure (retries, backoffs) or the
+        attempt's timeout (`attempt_deadlines`) carries on in `_attempts` on the loop, as if
+        that attempt had run there. None when no time is left for it (`_attempts` says so)."""
+        first_ms = self.clock.now_ms() if r.original_schedule_time_ms is None else r.original_schedule_time_ms
+        expiration_ms = first_ms + r.schedule_to_close_ms if r.schedule_to_close_ms else None
+        started_ms = self.clock.now_ms()
+        timeout_ms, timeout_type = _attempt_timeout(r, started_ms, expiration_ms)
+        if timeout_type is TimeoutType.SCHEDULE_TO_CLOSE and timeout_ms <= 0:
+            return None
+        out: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        ctx = _context(r, r.attempt, first_ms, started_ms, is_async=False)
+        pool_future: concurrent.futures.Future[None] | None = None
+
+        def carry_on(outcome: tuple[str | None, dict[str, Any] | None]) -> None:  # on the loop
+            if out.cancelled():
+                return  # the code stopped waiting for it (an abandoned call): no more attempts
+            _settle_with(out, loop.create_task(self._attempts(r, (r.attempt, first_ms, outcome))), loop)
+
+        def timed_out() -> None:
+            if pool_future is not None:
+                pool_future.cancel()  # not started yet (a full pool): it never runs
+            carry_on((None, _timed_out(timeout_type)))
+
+        def run() -> None:
+            try:
+                outcome = self.converter.encode(run_in_context(ctx, r.fn, r.args)), None
+            except Exception as exc:  # the attempt's failure, as a remote activity reports it
+                outcome = None, attempt_failure(exc, self.converter)
+            if not self._deadlines.finish(watched):
+                return  # timed out meanwhile: its result is dropped
+            if outcome[1] is not None:
+                loop.call_soon_threadsafe(carry_on, outcome)
+            else:
+                _resolve(out, {"seq": r.seq, "activity_id": r.activity_id, "activity_type": r.activity_type,
+                               "original_schedule_time_ms": first_ms, "attempt": r.attempt, "result": outcome[0]})
+
+        watched = WatchedAttempt(timed_out)
+        try:
+            pool_future = self._pool.submit(run)
+        except RuntimeError:  # closing: as the loop's path would, it never runs
+            return None
+        out.add_done_callback(lambda f: pool_future.cancel() if f.cancelled() else None)
+        if timeout_ms:
+            self._deadlines.watch(loop, watched, timeout_ms / 1000)
+        return out
 
     def close(self) -> None:
         with self._lock:
@@ -97,14 +154,21 @@ class LocalActivityRunner:
                 threading.Thread(target=self._loop.run_forever, name="local-activities", daemon=True).start()
             return self._loop
 
-    async def _attempts(self, r: LocalActivityRequest) -> dict[str, Any]:
-        first_ms = self.clock.now_ms() if r.original_schedule_time_ms is None else r.original_schedule_time_ms
+    async def _attempts(self, r: LocalActivityRequest,
+                        first: tuple[int, int, tuple[str | None, dict[str, Any] | None]] | None = None
+                        ) -> dict[str, Any]:
+        """`first`: (its attempt, first_ms, outcome) of an attempt already run elsewhere."""
+        if first is None:
+            first_ms = self.clock.now_ms() if r.original_schedule_time_ms is None else r.original_schedule_time_ms
+            attempt, outcome = r.attempt, None
+        else:
+            attempt, first_ms, outcome = first
         expiration_ms = first_ms + r.schedule_to_close_ms if r.schedule_to_close_ms else None
         details: dict[str, Any] = {"seq": r.seq, "activity_id": r.activity_id, "activity_type": r.activity_type,
                                    "original_schedule_time_ms": first_ms}
-        attempt = r.attempt
         while True:
-            result, failure = await self._attempt(r, attempt, first_ms, expiration_ms)
+            result, failure = outcome or await self._attempt(r, attempt, first_ms, expiration_ms)
+            outcome = None
             if failure is None:
                 return {**details, "attempt": attempt, "result": result}
             plan = plan_local_retry(r.retry_policy, attempt=attempt, failure=failure_from_record(failure),
@@ -129,32 +193,22 @@ class LocalActivityRunner:
         """One attempt: (the encoded result, None) or (None, its FailureRecord). It is
         bounded by start-to-close, or by what is left of schedule-to-close if that is less."""
         started_ms = self.clock.now_ms()
-        timeout_ms, timeout_type = r.start_to_close_ms, TimeoutType.START_TO_CLOSE
-        if expiration_ms is not None and (not timeout_ms or expiration_ms - started_ms < timeout_ms):
-            timeout_ms, timeout_type = expiration_ms - started_ms, TimeoutType.SCHEDULE_TO_CLOSE
-        timed_out = failure_to_record(TimeoutFailure(message=f"activity {timeout_type.short_name} timeout",
-                                                     timeout_type=timeout_type))
+        timeout_ms, timeout_type = _attempt_timeout(r, started_ms, expiration_ms)
         if timeout_type is TimeoutType.SCHEDULE_TO_CLOSE and timeout_ms <= 0:
-            return None, timed_out  # a timer's backoff ran past schedule-to-close: no time for this one
+            return None, _timed_out(timeout_type)  # a timer's backoff ran past schedule-to-close: no time for this one
         call = asyncio.ensure_future(self._call(r, attempt, first_ms, started_ms))
         # asyncio.wait, not wait_for: a TimeoutError the function raises itself is its own failure.
         done, _ = await asyncio.wait({call}, timeout=timeout_ms / 1000 if timeout_ms else None)
         if not done:
             call.cancel()
-            return None, timed_out
+            return None, _timed_out(timeout_type)
         try:
             return self.converter.encode(call.result()), None
         except Exception as exc:  # the attempt's failure, as a remote activity reports it
             return None, attempt_failure(exc, self.converter)
 
     async def _call(self, r: LocalActivityRequest, attempt: int, first_ms: int, started_ms: int) -> Any:
-        info = Info(activity_id=r.activity_id, activity_type=r.activity_type, task_queue=r.task_queue,
-                    attempt=attempt, heartbeat_details=(), scheduled_time=_time(first_ms),
-                    current_attempt_scheduled_time=_time(started_ms), started_time=_time(started_ms),
-                    schedule_to_close_timeout=_timeout(r.schedule_to_close_ms),
-                    start_to_close_timeout=_timeout(r.start_to_close_ms), heartbeat_timeout=None, is_local=True)
-        # A local activity has no heartbeats to send: the workflow task is what is kept alive.
-        ctx = ActivityContext(info, lambda details: None, is_async=asyncio.iscoroutinefunction(r.fn))
+        ctx = _context(r, attempt, first_ms, started_ms, is_async=asyncio.iscoroutinefunction(r.fn))
         if ctx.is_async:
             token = set_current(ctx)
             try:
@@ -162,6 +216,53 @@ class LocalActivityRunner:
             finally:
                 reset_current(token)
         return await asyncio.get_running_loop().run_in_executor(self._pool, run_in_context, ctx, r.fn, r.args)
+
+
+def _attempt_timeout(r: LocalActivityRequest, started_ms: int, expiration_ms: int | None) -> tuple[int, TimeoutType]:
+    """An attempt's bound (ms; 0: none): start-to-close, or what is left of schedule-to-close if that is less."""
+    timeout_ms, timeout_type = r.start_to_close_ms, TimeoutType.START_TO_CLOSE
+    if expiration_ms is not None and (not timeout_ms or expiration_ms - started_ms < timeout_ms):
+        timeout_ms, timeout_type = expiration_ms - started_ms, TimeoutType.SCHEDULE_TO_CLOSE
+    return timeout_ms, timeout_type
+
+
+def _context(r: LocalActivityRequest, attempt: int, first_ms: int, started_ms: int, is_async: bool) -> ActivityContext:
+    info = Info(activity_id=r.activity_id, activity_type=r.activity_type, task_queue=r.task_queue,
+                attempt=attempt, heartbeat_details=(), scheduled_time=_time(first_ms),
+                current_attempt_scheduled_time=_time(started_ms), started_time=_time(started_ms),
+                schedule_to_close_timeout=_timeout(r.schedule_to_close_ms),
+                start_to_close_timeout=_timeout(r.start_to_close_ms), heartbeat_timeout=None, is_local=True)
+    # A local activity has no heartbeats to send: the workflow task is what is kept alive.
+    return ActivityContext(info, lambda details: None, is_async=is_async)
+
+
+def _resolve(out: concurrent.futures.Future[Any], value: Any) -> None:
+    try:
+        out.set_result(value)
+    except concurrent.futures.InvalidStateError:  # cancelled meanwhile: nobody waits for it
+        pass
+
+
+def _settle_with(out: concurrent.futures.Future[Any], task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop) -> None:
+    """`out` gets `task`'s outcome; cancelling `out` cancels `task` (as `run_coroutine_threadsafe`)."""
+    def settle(done: asyncio.Task[Any]) -> None:
+        if done.cancelled():
+            out.cancel()
+        elif done.exception() is not None:
+            try:
+                out.set_exception(done.exception())
+            except concurrent.futures.InvalidStateError:
+                pass
+        else:
+            _resolve(out, done.result())
+    task.add_done_callback(settle)
+    out.add_done_callback(lambda f: loop.call_soon_threadsafe(task.cancel) if f.cancelled() else None)
+
+
+def _timed_out(timeout_type: TimeoutType) -> dict[str, Any]:
+    """The FailureRecord of an attempt that ran out of `timeout_type` (made only then)."""
+    return failure_to_record(TimeoutFailure(message=f"activity {timeout_type.short_name} timeout",
+                                            timeout_type=timeout_type))
 
 
 def _timeout(ms: int) -> timedelta | None:

@@ -47,9 +47,14 @@ def test_the_local_activities_of_a_batch_run_at_once_and_each_task_is_answered()
     pages = TaskPageAssembler()
     tasks = [pages.add(task_records(first_task_history(), run_id=f"run-{n}")[0], 0, n) for n in range(RUNS)]
     try:
-        waiting = [handler.answer(task, wait=False) for task in tasks]
-        assert all(isinstance(pending, PendingAnswer) for pending in waiting)
-        sent = []
+        waiting, sent = [], []
+        for task in tasks:
+            answer = handler.answer(task, wait=False)
+            if isinstance(answer, PendingAnswer):
+                waiting.append(answer)
+            else:  # the last call meets the others at once: its task may be done already
+                sent.append((task.run_id, answer))
+        assert len(waiting) >= RUNS - 1, "a call ended before the last one of the batch started"
         handler.answer_when_local_activities_end(waiting, lambda task, answer: sent.append((task.run_id, answer)))
     finally:
         runner.close()
