@@ -26,6 +26,9 @@ __all__ = ["AttemptDeadlines", "WatchedAttempt"]
 #: asyncio runs a timer this much early at most (its clock's resolution): an attempt due
 #: within it is due.
 _RESOLUTION_S = time.get_clock_info("monotonic").resolution
+#: Finished attempts' entries are swept from the heap once there are more than this many
+#: and they are over half of it.
+SWEEP_AT = 64
 
 
 class WatchedAttempt:
@@ -36,13 +39,6 @@ class WatchedAttempt:
     def __init__(self, on_timeout: Callable[[], None] | None) -> None:
         self._decided = False
         self.on_timeout = on_timeout
-
-    def _decide(self, lock: threading.Lock) -> bool:
-        with lock:
-            if self._decided:
-                return False
-            self._decided = True
-            return True
 
 
 class AttemptDeadlines:
@@ -55,11 +51,15 @@ class AttemptDeadlines:
         #: only the current timer sets the next one, so timers never multiply.
         self._armed_at: float | None = None
         self._token = 0
+        #: Entries of attempts their function decided, left in the heap until swept.
+        self._finished = 0
 
     def watch(self, loop: asyncio.AbstractEventLoop, attempt: WatchedAttempt, timeout_s: float) -> None:
         """Time `attempt` out after `timeout_s` (from any thread), unless it finishes first."""
         deadline = time.monotonic() + timeout_s  # the clock of asyncio's loops
         with self._lock:
+            if attempt._decided:
+                return  # its function returned already
             heapq.heappush(self._heap, (deadline, next(self._order), attempt))
             if self._armed_at is not None and self._armed_at <= deadline:
                 return  # the timer that is set fires first and sets the next one
@@ -71,20 +71,32 @@ class AttemptDeadlines:
     def finish(self, attempt: WatchedAttempt) -> bool:
         """The function returned: True if that decides `attempt` (its deadline did not).
         Its entry waits for its deadline, holding nothing of the attempt's."""
-        if not attempt._decide(self._lock):
-            return False
-        attempt.on_timeout = None
+        with self._lock:
+            if attempt._decided:
+                return False
+            attempt._decided = True
+            attempt.on_timeout = None
+            self._finished += 1
+            if self._finished > SWEEP_AT and self._finished * 2 > len(self._heap):
+                # Mostly finished attempts: their entries would wait out their timeouts (an
+                # hour's worth at a high rate); the armed timer finds the earliest left.
+                self._heap = [entry for entry in self._heap if not entry[2]._decided]
+                heapq.heapify(self._heap)
+                self._finished = 0
         return True
 
     def _expire(self, loop: asyncio.AbstractEventLoop, token: int) -> None:
         now = loop.time() + _RESOLUTION_S
         due = []
         with self._lock:
-            while self._heap and self._heap[0][0] <= now:
-                attempt = heapq.heappop(self._heap)[2]
+            heap = self._heap
+            while heap and (heap[0][0] <= now or heap[0][2]._decided):  # due, or finished: not to wait for
+                attempt = heapq.heappop(heap)[2]
                 if not attempt._decided:
                     attempt._decided = True
                     due.append(attempt)
+                else:
+                    self._finished -= 1
             rearm = token == self._token
             if rearm:
                 self._armed_at = self._heap[0][0] if self._heap else None
@@ -92,5 +104,5 @@ class AttemptDeadlines:
                 token, next_at = self._token, self._armed_at
         if rearm and next_at is not None:
             loop.call_at(next_at, self._expire, loop, token)
-        for attempt in due:
-            attempt.on_timeout()
+        for attempt in due:  # each on its own: one that raises (the loop logs it) stops no other
+            loop.call_soon(attempt.on_timeout)

@@ -80,15 +80,15 @@ class LocalActivityRunner:
 
     def start(self, request: LocalActivityRequest) -> concurrent.futures.Future[dict[str, Any]]:
         """Run `request`'s attempts in the background; the future holds the marker's details."""
-        loop = self._running_loop()
+        loop, pool = self._running_loop()
         if not asyncio.iscoroutinefunction(request.fn):
-            started = self._start_plain(request, loop)
+            started = self._start_plain(request, loop, pool)
             if started is not None:
                 return started
         return asyncio.run_coroutine_threadsafe(self._attempts(request), loop)
 
-    def _start_plain(self, r: LocalActivityRequest,
-                     loop: asyncio.AbstractEventLoop) -> concurrent.futures.Future[dict[str, Any]] | None:
+    def _start_plain(self, r: LocalActivityRequest, loop: asyncio.AbstractEventLoop,
+                     pool: concurrent.futures.ThreadPoolExecutor) -> concurrent.futures.Future[dict[str, Any]] | None:
         """The first attempt of a plain function, handed to the pool from this thread. A
         success settles the future on the pool's thread; a failure (retries, backoffs) or the
         attempt's timeout (`attempt_deadlines`) carries on in `_attempts` on the loop, as if
@@ -115,9 +115,14 @@ class LocalActivityRunner:
 
         def run() -> None:
             try:
-                outcome = self.converter.encode(run_in_context(ctx, r.fn, r.args)), None
-            except Exception as exc:  # the attempt's failure, as a remote activity reports it
-                outcome = None, attempt_failure(exc, self.converter)
+                try:
+                    outcome = self.converter.encode(run_in_context(ctx, r.fn, r.args)), None
+                except Exception as exc:  # the attempt's failure, as a remote activity reports it
+                    outcome = None, attempt_failure(exc, self.converter)
+            except BaseException as exc:  # not the function's failure (its failure record's, an exit):
+                if self._deadlines.finish(watched):  # the task fails on it, as on the loop's path
+                    _fail(out, exc)
+                return
             if not self._deadlines.finish(watched):
                 return  # timed out meanwhile: its result is dropped
             if outcome[1] is not None:
@@ -128,7 +133,7 @@ class LocalActivityRunner:
 
         watched = WatchedAttempt(timed_out)
         try:
-            pool_future = self._pool.submit(run)
+            pool_future = pool.submit(run)
         except RuntimeError:  # closing: as the loop's path would, it never runs
             return None
         out.add_done_callback(lambda f: pool_future.cancel() if f.cancelled() else None)
@@ -140,19 +145,21 @@ class LocalActivityRunner:
         with self._lock:
             loop, self._loop = self._loop, None
             pool, self._pool = self._pool, None
+            self._deadlines = AttemptDeadlines()  # its timer was on the stopped loop
         if loop is not None:
             loop.call_soon_threadsafe(loop.stop)
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
+    def _running_loop(self) -> tuple[asyncio.AbstractEventLoop, concurrent.futures.ThreadPoolExecutor]:
+        """The loop and pool of the attempts, both taken under the lock (a `close` may come between)."""
         with self._lock:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
                 self._pool = concurrent.futures.ThreadPoolExecutor(self._max_threads,
                                                                    thread_name_prefix="local-activity")
                 threading.Thread(target=self._loop.run_forever, name="local-activities", daemon=True).start()
-            return self._loop
+            return self._loop, self._pool
 
     async def _attempts(self, r: LocalActivityRequest,
                         first: tuple[int, int, tuple[str | None, dict[str, Any] | None]] | None = None
@@ -234,6 +241,13 @@ def _context(r: LocalActivityRequest, attempt: int, first_ms: int, started_ms: i
                 start_to_close_timeout=_timeout(r.start_to_close_ms), heartbeat_timeout=None, is_local=True)
     # A local activity has no heartbeats to send: the workflow task is what is kept alive.
     return ActivityContext(info, lambda details: None, is_async=is_async)
+
+
+def _fail(out: concurrent.futures.Future[Any], exc: BaseException) -> None:
+    try:
+        out.set_exception(exc)
+    except concurrent.futures.InvalidStateError:  # cancelled meanwhile: nobody waits for it
+        pass
 
 
 def _resolve(out: concurrent.futures.Future[Any], value: Any) -> None:
