@@ -24,7 +24,7 @@ from pathlib import Path
 COMPILER_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
 #: Warm when one run's compiling is under this share of the broker's CPU in that run.
 WARM_JIT_SHARE = 0.10
-MAX_WARM_UP_RUNS = 8
+MAX_WARM_UP_RUNS = 12
 
 
 def compiler_cpu_seconds(pid: int | None) -> float:
