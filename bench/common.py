@@ -42,9 +42,8 @@ class Bench:
         from streamproc.devenv.broker_choice import ensure_broker  # another module of the project
 
         self.bootstrap, self.broker = ensure_broker()
-        port = self.bootstrap.split(",")[0].rsplit(":", 1)[-1]
         #: The local broker's process (its CPU is measured), None for a remote one.
-        self.broker_pid = listener_pid(int(port)) if port.isdigit() else None
+        self.broker_pid = broker_pid(self.bootstrap)
         self.scenario = scenario.replace("_", "-")
         self.dir = Path(tempfile.mkdtemp(prefix="streamproc-bench-"))
         self.procs: list[subprocess.Popen] = []
@@ -334,6 +333,12 @@ class CpuMeter:
 def cpu_seconds(proc: subprocess.Popen) -> float:
     """User + system CPU time a live process has used so far."""
     return pid_cpu_seconds(proc.pid)
+
+
+def broker_pid(bootstrap: str) -> int | None:
+    """The pid of the local broker the first of `bootstrap`'s servers names (None if not local)."""
+    port = bootstrap.split(",")[0].rsplit(":", 1)[-1]
+    return listener_pid(int(port)) if port.isdigit() else None
 
 
 def listener_pid(port: int) -> int | None:

@@ -150,10 +150,9 @@ class Comparison:
         self.bootstrap = bootstrap
         self.emit = emit
         self.sizes = {"a": args.n, "b": args.n_seq, "l": args.latency_n}
-        port = bootstrap.split(",")[0].rsplit(":", 1)[-1]
-        from bench.common import listener_pid
+        from bench.common import broker_pid
 
-        self.broker_pid = listener_pid(int(port)) if port.isdigit() else None
+        self.broker_pid = broker_pid(bootstrap)
         self.failures = 0
         self.commit = _commit()
 
@@ -220,12 +219,11 @@ def _warm_broker(bootstrap: str, smoke: bool) -> list[dict]:
     (`bench/broker_jit.py`): a broker just started is a cold JVM, and the peers' servers
     (Rust, Go) have nothing to warm up, so the first pairs would be unfair to us otherwise."""
     from bench.broker_jit import warm_broker
-    from bench.common import listener_pid
+    from bench.common import broker_pid
 
-    port = bootstrap.split(",")[0].rsplit(":", 1)[-1]
     _say("warming the broker up (unmeasured runs of ours until its JIT compiler is nearly idle)")
     try:
-        return warm_broker(bootstrap, listener_pid(int(port)) if port.isdigit() else None,
+        return warm_broker(bootstrap, broker_pid(bootstrap),
                            workflows=20 if smoke else 1000, max_runs=1 if smoke else None)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         _say(f"the warm-up failed (the comparison goes on): {exc}")

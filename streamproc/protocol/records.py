@@ -21,6 +21,7 @@ class RecordType(StrEnum):
 # a microsecond each, gone in 3.12): the per-record paths use these plain names.
 COMMAND, EVENT = RecordType.COMMAND, RecordType.EVENT
 
+
 class ValueType(StrEnum):
     JOB = "JOB"
     INCIDENT = "INCIDENT"

@@ -93,8 +93,7 @@ class LocalActivityRunner:
         success settles the future on the pool's thread; a failure (retries, backoffs) or the
         attempt's timeout (`attempt_deadlines`) carries on in `_attempts` on the loop, as if
         that attempt had run there. None when no time is left for it (`_attempts` says so)."""
-        first_ms = self.clock.now_ms() if r.original_schedule_time_ms is None else r.original_schedule_time_ms
-        expiration_ms = first_ms + r.schedule_to_close_ms if r.schedule_to_close_ms else None
+        first_ms, expiration_ms = self._window(r)
         started_ms = self.clock.now_ms()
         timeout_ms, timeout_type = _attempt_timeout(r, started_ms, expiration_ms)
         if timeout_type is TimeoutType.SCHEDULE_TO_CLOSE and timeout_ms <= 0:
@@ -128,8 +127,7 @@ class LocalActivityRunner:
             if outcome[1] is not None:
                 loop.call_soon_threadsafe(carry_on, outcome)
             else:
-                _resolve(out, {"seq": r.seq, "activity_id": r.activity_id, "activity_type": r.activity_type,
-                               "original_schedule_time_ms": first_ms, "attempt": r.attempt, "result": outcome[0]})
+                _resolve(out, {**_details(r, first_ms), "attempt": r.attempt, "result": outcome[0]})
 
         watched = WatchedAttempt(timed_out)
         try:
@@ -151,6 +149,11 @@ class LocalActivityRunner:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
+    def _window(self, r: LocalActivityRequest) -> tuple[int, int | None]:
+        """(when the call's first attempt was scheduled, when schedule-to-close ends it: None if unbounded)."""
+        first_ms = self.clock.now_ms() if r.original_schedule_time_ms is None else r.original_schedule_time_ms
+        return first_ms, _expiration_ms(r, first_ms)
+
     def _running_loop(self) -> tuple[asyncio.AbstractEventLoop, concurrent.futures.ThreadPoolExecutor]:
         """The loop and pool of the attempts, both taken under the lock (a `close` may come between)."""
         with self._lock:
@@ -166,13 +169,11 @@ class LocalActivityRunner:
                         ) -> dict[str, Any]:
         """`first`: (its attempt, first_ms, outcome) of an attempt already run elsewhere."""
         if first is None:
-            first_ms = self.clock.now_ms() if r.original_schedule_time_ms is None else r.original_schedule_time_ms
-            attempt, outcome = r.attempt, None
+            (first_ms, expiration_ms), attempt, outcome = self._window(r), r.attempt, None
         else:
             attempt, first_ms, outcome = first
-        expiration_ms = first_ms + r.schedule_to_close_ms if r.schedule_to_close_ms else None
-        details: dict[str, Any] = {"seq": r.seq, "activity_id": r.activity_id, "activity_type": r.activity_type,
-                                   "original_schedule_time_ms": first_ms}
+            expiration_ms = _expiration_ms(r, first_ms)
+        details = _details(r, first_ms)
         while True:
             result, failure = outcome or await self._attempt(r, attempt, first_ms, expiration_ms)
             outcome = None
@@ -225,6 +226,16 @@ class LocalActivityRunner:
         return await asyncio.get_running_loop().run_in_executor(self._pool, run_in_context, ctx, r.fn, r.args)
 
 
+def _expiration_ms(r: LocalActivityRequest, first_ms: int) -> int | None:
+    return first_ms + r.schedule_to_close_ms if r.schedule_to_close_ms else None
+
+
+def _details(r: LocalActivityRequest, first_ms: int) -> dict[str, Any]:
+    """What every outcome's marker details start with."""
+    return {"seq": r.seq, "activity_id": r.activity_id, "activity_type": r.activity_type,
+            "original_schedule_time_ms": first_ms}
+
+
 def _attempt_timeout(r: LocalActivityRequest, started_ms: int, expiration_ms: int | None) -> tuple[int, TimeoutType]:
     """An attempt's bound (ms; 0: none): start-to-close, or what is left of schedule-to-close if that is less."""
     timeout_ms, timeout_type = r.start_to_close_ms, TimeoutType.START_TO_CLOSE
@@ -263,10 +274,7 @@ def _settle_with(out: concurrent.futures.Future[Any], task: asyncio.Task[Any], l
         if done.cancelled():
             out.cancel()
         elif done.exception() is not None:
-            try:
-                out.set_exception(done.exception())
-            except concurrent.futures.InvalidStateError:
-                pass
+            _fail(out, done.exception())
         else:
             _resolve(out, done.result())
     task.add_done_callback(settle)
