@@ -16,6 +16,7 @@ from streamproc.engine.processing import Limits, ProcessingContext, Processor
 from streamproc.engine.jobs.processors import JOB_PROCESSORS
 from streamproc.engine.output import Output, RecordWriter
 from streamproc.engine.workflows.activities import WorkflowActivityOwner
+from streamproc.engine.workflows.ride_along import deliver_with_answer
 from streamproc.engine.workflows.activity_ids import addressed_by_ids
 from streamproc.engine.schedules.processors import SCHEDULE_PROCESSORS
 from streamproc.engine.workflows.processors import WORKFLOW_PROCESSORS
@@ -35,7 +36,7 @@ from streamproc.state.workflows import Workflows
 log = structlog.get_logger("streamproc.engine")
 
 #: Who each kind of activity reports to: a client, or the workflow run that scheduled it.
-ACTIVITY_OWNERS = {STANDALONE: StandaloneOwner(), WORKFLOW: WorkflowActivityOwner()}
+ACTIVITY_OWNERS = {STANDALONE: StandaloneOwner(), WORKFLOW: WorkflowActivityOwner(deliver_with_answer)}
 
 PROCESSORS: dict[tuple[str, str], Processor] = {
     **{(ValueType.JOB, intent): proc for intent, proc in JOB_PROCESSORS.items()},

@@ -158,6 +158,10 @@ class WorkflowIntent(StrEnum):
     #: The last answer to a TASK_COMPLETE that set a reply partition, after the
     #: ACTIVITY_TASK records of the activities it was given to run eagerly.
     TASK_PROCESSED = "TASK_PROCESSED"
+    #: The answer to an activity's COMPLETE that carried the run's next workflow task's answer
+    #: (`workflow_task_answer`): `attributes` {"accepted": bool}; accepted, `history` holds
+    #: the task's WORKFLOW_TASK_SCHEDULED as written (`engine/workflows/ride_along.py`).
+    RODE_ALONG = "RODE_ALONG"
     #: Not an event: the record a workflow worker receives on workflow-tasks.<queue>.
     WORKFLOW_TASK = "WORKFLOW_TASK"
     #: Not an event: a query for a workflow worker on workflow-tasks.<queue>.

@@ -39,11 +39,12 @@ class ActivityOwner(Protocol):
 
     def activity_closed(self, ctx: ProcessingContext, key: int, meta: ActivityMeta, state: ActivityState,
                         last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any],
-                        hand_back_after: int = 0) -> None:
+                        hand_back_after: int = 0, task_answer: str | None = None) -> None:
         """The activity closed (`close_intent`: COMPLETED, FAILED, TIMED_OUT, CANCELED) with
         `fields` for its close event; `started`: whether the closing attempt had started.
         `hand_back_after`: the answering worker asks for what follows (its owner's next
-        workflow task) as a reply; 0 if it does not."""
+        workflow task) as a reply; 0 if it does not. `task_answer`: with it, that task's
+        answer, to ride along with the close when the owner's run is where it assumed."""
 
 
 class StandaloneOwner:
@@ -54,7 +55,7 @@ class StandaloneOwner:
 
     def activity_closed(self, ctx: ProcessingContext, key: int, meta: ActivityMeta, state: ActivityState,
                         last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any],
-                        hand_back_after: int = 0) -> None:
+                        hand_back_after: int = 0, task_answer: str | None = None) -> None:
         started_event_id = meta.take_event_id() if started else 0
         if started:
             ctx.out.event(ValueType.ACTIVITY_TASK, ActivityIntent.STARTED, key, event_value(

@@ -212,8 +212,9 @@ def complete(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, problem)
         return
     outcome = complete_attempt(state, to_datetime(ctx.now_ms))
-    closing_events(ctx, cmd.key, meta, state, outcome.last_failure, A.COMPLETED, hand_back_after=_asks_next(cmd, ctx),
-                   result=result)
+    after = _asks_next(cmd, ctx)
+    closing_events(ctx, cmd.key, meta, state, outcome.last_failure, A.COMPLETED, hand_back_after=after,
+                   task_answer=cmd.value.get("workflow_task_answer") if after else None, result=result)
     ctx.activities.remove(cmd.key, meta)
     _accepted(cmd, ctx, meta, state)
 
@@ -371,7 +372,8 @@ ACTIVITY_PROCESSORS = {
 
 
 def closing_events(ctx: ProcessingContext, key: int, meta: ActivityMeta, state, last_failure, close_intent: str,
-                   started: bool = True, hand_back_after: int = 0, **fields: Any) -> None:
+                   started: bool = True, hand_back_after: int = 0, task_answer: str | None = None,
+                   **fields: Any) -> None:
     """The activity closed: its owner writes what it writes (see `owners.py`)."""
     ctx.activity_owner(meta).activity_closed(ctx, key, meta, state, last_failure, close_intent, started, fields,
-                                             hand_back_after)
+                                             hand_back_after, task_answer)

@@ -9,6 +9,7 @@ by a new workflow task (or buffered while one is out).
 from __future__ import annotations
 
 from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 from streamproc.engine.activities.processors import create_activity, normalise_schedule
@@ -103,8 +104,16 @@ def request_cancel(w: RunWriter, scheduled_id: int, completed_event_id: int) -> 
     return False
 
 
+#: Delivers an activity's close with the next workflow task's answer riding along
+#: (`ride_along.deliver_with_answer`, injected: it needs the task processors, which need this module).
+RideAlong = Callable[[RunWriter, list[PendingEvent], int, str], None]
+
+
 class WorkflowActivityOwner:
     """The run that scheduled the activity: it cancels it, and its close goes to the history."""
+
+    def __init__(self, ride_along: RideAlong | None = None) -> None:
+        self.ride_along = ride_along
 
     def cancel_refused(self, key: int) -> str | None:
         return (f"Expected to cancel activity with key '{key}', but it belongs to a workflow "
@@ -112,7 +121,7 @@ class WorkflowActivityOwner:
 
     def activity_closed(self, ctx: ProcessingContext, key: int, meta: ActivityMeta, state: ActivityState,
                         last_failure: Any, close_intent: str, started: bool, fields: dict[str, Any],
-                        hand_back_after: int = 0) -> None:
+                        hand_back_after: int = 0, task_answer: str | None = None) -> None:
         """The activity machinery closed an owned activity: its events go to the run, and the
         next workflow task to the worker that asked for it, if it may have it (`deliver`)."""
         run_key, scheduled_id = meta.workflow.run_key, meta.workflow.scheduled_event_id
@@ -138,5 +147,9 @@ class WorkflowActivityOwner:
             run.activities[scheduled_id].closed = True  # forgotten when the buffer flushes
         else:
             del run.activities[scheduled_id]
-        RunWriter(ctx, run_key, run).deliver(events, hand_back_after)
+        writer = RunWriter(ctx, run_key, run)
+        if task_answer is not None and hand_back_after and self.ride_along is not None:
+            self.ride_along(writer, events, hand_back_after, task_answer)
+        else:
+            writer.deliver(events, hand_back_after)
         ctx.workflows.put(run_key, run)

@@ -170,7 +170,7 @@ class RunWriter:
         time out and the next attempt goes through the queue."""
         ctx, run_key, run = self.ctx, self.key, self.run
         attempt = run.task_attempt
-        attributes = _scheduled_attributes(run, attempt)
+        attributes = scheduled_attributes(run, attempt)
         transient = attempt >= 2 or speculative
         updates = run.admitted_updates()
         if transient:
@@ -214,7 +214,7 @@ class RunWriter:
         task = run.task
         scheduled_id = task.scheduled_event_id
         if task.transient:
-            written = self.append(E.WORKFLOW_TASK_SCHEDULED, _scheduled_attributes(run, task.attempt),
+            written = self.append(E.WORKFLOW_TASK_SCHEDULED, scheduled_attributes(run, task.attempt),
                                   event_time_ms=task.scheduled_time_ms)
             assert written == scheduled_id, f"transient task {scheduled_id} was written as event {written}"
         verdict = check_history_limits(run.next_event_id, run.history_size_bytes, self.ctx.limits.history)
@@ -312,7 +312,7 @@ def task_timeout_ms(run: WorkflowRun, attempt: int) -> int:
     return timeout // timedelta(milliseconds=1)
 
 
-def _scheduled_attributes(run: WorkflowRun, attempt: int) -> dict[str, Any]:
+def scheduled_attributes(run: WorkflowRun, attempt: int) -> dict[str, Any]:
     return {"task_queue": run.task_queue, "start_to_close_timeout_ms": task_timeout_ms(run, attempt),
             "attempt": attempt}
 

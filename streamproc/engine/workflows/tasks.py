@@ -68,28 +68,8 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
                 and not _asks(cmd, FORCE_NEW_TASK):
             _drop_speculative_task(writer, validated)
         else:
-            # Before the task ends: the updates it did not carry (its own are still ADMITTED).
-            nothing_new = not run.buffered and not run.admitted_updates()
-            handed_back = run.task.handed_back
-            scheduled_id, started_id = writer.end_task(identity)
-            if handed_back and nothing_new:
-                # Queries that came while it was out saw nothing new since: its worker answers
-                # them with the state its answer left (see `queries.py`).
-                writer.send_waiting_queries()
-            completed_id = writer.append(E.WORKFLOW_TASK_COMPLETED, {
-                "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
-            run.task_attempt = 1
-            run.task_history_from = scheduled_id  # the next task shows the worker what follows its answer
-            eager_for = identity if ctx.out.caller_listens else None
-            needs_task = apply(writer, validated, completed_id, eager_for)
-            if run.is_open:
-                updates.reject_unhandled(writer, carried)
-                if writer.flush_buffer() or needs_task or run.admitted_updates() or _asks(cmd, FORCE_NEW_TASK):
-                    # As in Temporal, the new task (whatever made it: the worker's heartbeat,
-                    # buffered events) goes straight back to the worker that asked for it;
-                    # unless queries wait for it: through the queue, they go right after it
-                    # on its partition (handed back, they would wait for the task after it).
-                    writer.schedule_task(hand_back=_asks(cmd, RETURN_NEW_TASK) and not run.waiting_queries)
+            finish_task(writer, validated, identity, carried, force_new=_asks(cmd, FORCE_NEW_TASK),
+                        return_new=_asks(cmd, RETURN_NEW_TASK))
     ctx.workflows.put(cmd.key, run)
     # The last answer to a worker that asked for eager activities: the activity tasks it got
     # (if any) came before, so it can give back the slots it held for the others. A task
@@ -100,6 +80,37 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reply(ValueType.WORKFLOW, WorkflowIntent.TASK_PROCESSED, cmd.key, {
             "workflow_id": run.workflow_id, "run_id": run.run_id,
             "scheduled_event_id": cmd.value["scheduled_event_id"]})
+
+
+def finish_task(writer: RunWriter, validated: list, identity: str, carried: list[str], *, force_new: bool,
+                return_new: bool) -> None:
+    """The task out is answered with `validated` commands: WORKFLOW_TASK_STARTED and
+    _COMPLETED, each command's events, then what was buffered and the next task if
+    anything needs the workflow (handed back when `return_new`). `carried`: the updates
+    the task carried."""
+    ctx, run = writer.ctx, writer.run
+    # Before the task ends: the updates it did not carry (its own are still ADMITTED).
+    nothing_new = not run.buffered and not run.admitted_updates()
+    handed_back = run.task.handed_back
+    scheduled_id, started_id = writer.end_task(identity)
+    if handed_back and nothing_new:
+        # Queries that came while it was out saw nothing new since: its worker answers
+        # them with the state its answer left (see `queries.py`).
+        writer.send_waiting_queries()
+    completed_id = writer.append(E.WORKFLOW_TASK_COMPLETED, {
+        "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
+    run.task_attempt = 1
+    run.task_history_from = scheduled_id  # the next task shows the worker what follows its answer
+    eager_for = identity if ctx.out.caller_listens else None
+    needs_task = apply(writer, validated, completed_id, eager_for)
+    if run.is_open:
+        updates.reject_unhandled(writer, carried)
+        if writer.flush_buffer() or needs_task or run.admitted_updates() or force_new:
+            # As in Temporal, the new task (whatever made it: the worker's heartbeat,
+            # buffered events) goes straight back to the worker that asked for it;
+            # unless queries wait for it: through the queue, they go right after it
+            # on its partition (handed back, they would wait for the task after it).
+            writer.schedule_task(hand_back=return_new and not run.waiting_queries)
 
 
 def _asked_eager(commands: object) -> bool:
