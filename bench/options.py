@@ -21,3 +21,6 @@ def add_worker_mode_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-task-hand-back", action="store_true",
                         help="workflow workers take every workflow task from the task queue, none handed back "
                              "with the answer that made it (workflow scenarios)")
+    parser.add_argument("--no-task-ride-along", action="store_true",
+                        help="workflow workers never answer a run's next task with an activity's completion "
+                             "(workflow scenarios)")

@@ -264,7 +264,8 @@ def main() -> int:
                     Worker(client, task_queue=QUEUE, workflows=workflows, activities=[echo], identity="cost",
                            disable_eager_activity_execution=args.no_eager_activities,
                            checkpoint_local_activities=args.checkpoint_local_activities,
-                           disable_workflow_task_hand_back=args.no_task_hand_back):
+                           disable_workflow_task_hand_back=args.no_task_hand_back,
+                           disable_workflow_task_ride_along=args.no_task_ride_along):
                 for name in args.shape or [*SHAPES, "job"]:
                     runs = (_job_runs(bootstrap, namespace, client, args.job_start_unconfirmed) if name == "job"
                             else _workflow_runs(client, *SHAPES[name]))
@@ -279,6 +280,7 @@ def main() -> int:
                                     "eager_activities": not args.no_eager_activities,
                                     "checkpoint_local_activities": args.checkpoint_local_activities,
                                     "task_hand_back": not args.no_task_hand_back,
+                                    "task_ride_along": not args.no_task_ride_along,
                                     "job_start_unconfirmed": args.job_start_unconfirmed,
                                     "in_flight": args.count if in_flight else 1, **counts}
                             print(json.dumps(line), file=result, flush=True)

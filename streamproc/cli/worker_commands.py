@@ -98,10 +98,14 @@ def worker_run(task_queue: str, handler: str, worker_id: str | None, retry_backo
 @click.option("--no-task-hand-back", "no_hand_back", is_flag=True,
               help="Take every workflow task from the task queue: answers do not ask for the run's next "
                    "task back on the worker's replies partition.")
+@click.option("--no-task-ride-along", "no_ride_along", is_flag=True,
+              help="Never answer a run's next workflow task with an activity's completion: every "
+                   "remote activity step is two transactions.")
 @METRICS_PORT
 def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[str, ...],
                  identity: str | None, max_concurrent_activities: int, max_cached_workflows: int,
-                 no_eager: bool, checkpoint_local: bool, no_hand_back: bool, metrics_port: int) -> None:
+                 no_eager: bool, checkpoint_local: bool, no_hand_back: bool, no_ride_along: bool,
+                 metrics_port: int) -> None:
     """Run TASK_QUEUE's workflows and activities until SIGINT/SIGTERM (then leave the groups cleanly)."""
     from streamproc.activity.definition import ActivityDefinition
     from streamproc.client import Client
@@ -121,7 +125,7 @@ def worker_start(task_queue: str, workflows: tuple[str, ...], activities: tuple[
                        identity=identity, max_concurrent_activities=max_concurrent_activities,
                        max_cached_workflows=max_cached_workflows, disable_eager_activity_execution=no_eager,
                        checkpoint_local_activities=checkpoint_local, disable_workflow_task_hand_back=no_hand_back,
-                       metrics=metrics)
+                       disable_workflow_task_ride_along=no_ride_along, metrics=metrics)
         except ValueError as exc:  # two workflows or activities of the same name
             raise click.UsageError(str(exc)) from None
         with metrics_served(metrics_port, metrics and metrics.registry, ready=w.is_ready):

@@ -213,6 +213,10 @@ class ActivityAttempt:
             # The run's next workflow task rides back with the answer when the run is cached here
             # (heard after the answer's 120 s too: an engine may be away longer).
             self._takes_task = handed.ask_after_activity(value, self.task.get("run_id") or "")
+            ride = getattr(handed, "ride_along", None)
+            if self._takes_task is not None and intent == A.COMPLETE and ride is not None:
+                # ... and, when the run is idle here, that task's answer rides with it (`ride_along`).
+                self._takes_task = ride.ask(value, self.task, value.get("result")) or self._takes_task
             request_id = handed.request_id() if self._takes_task is not None else None
         self.worker.send(self.key, intent, value, request_id=request_id, on_reply=self._on_answer, ttl_s=120)
         self.worker.count(_SENT[intent])
@@ -223,6 +227,8 @@ class ActivityAttempt:
         if self._takes_task is not None and self._takes_task(reply):
             return True
         record = reply.record
+        if self._takes_task is not None and record.record_type is not RecordType.COMMAND_REJECTION:
+            return False  # an eager activity of the answer that rode along: its verdict comes after
         if record.record_type is RecordType.COMMAND_REJECTION:
             self.log.warning("activity_answer_rejected", answer=record.intent,
                              rejection_type=record.rejection_type, reason=record.rejection_reason)

@@ -27,9 +27,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.protocol.records import Record, RecordType, ValueType, WorkflowIntent
+
+if TYPE_CHECKING:
+    from streamproc.worker.ride_along import RideAlong
 
 __all__ = ["HandedTasks", "is_handed_task"]
 
@@ -72,6 +76,8 @@ class HandedTasks:
         self._asks = itertools.count(1)
         #: The listener the prefix is registered with.
         self._heard_on: ReplyListener | None = None
+        #: Answers the run's next task with an activity's completion (`ride_along`; None: off).
+        self.ride_along: RideAlong | None = None
 
     def listen(self, then: Callable[[Reply], bool | None] | None = None,
                ttl_s: float = LISTEN_S) -> tuple[str, int] | None:
@@ -114,6 +120,8 @@ class HandedTasks:
         of the answer needs nothing from this worker)."""
         if is_handed_task(reply.record):
             self.put(reply.record)
+        elif self.ride_along is not None and reply.record.intent == WorkflowIntent.RODE_ALONG:
+            self.ride_along.settle(reply.record)  # heard after its registration lapsed
 
     def ask_after_activity(self, value: dict, run_id: str) -> Callable[[Reply], bool | None] | None:
         """For an activity's answer (COMPLETE, FAIL) of run `run_id`: when the run is cached
@@ -165,6 +173,11 @@ class HandedTasks:
             self._tasks.append(record)
             self.received += 1
             self._cond.notify_all()
+
+    def holds_task_for(self, run_id: str) -> bool:
+        """Whether a task of run `run_id` was handed back and waits to run here."""
+        with self._cond:
+            return any(record.value.get("run_id") == run_id for record in self._tasks)
 
     def wait_for_tasks(self) -> list[Record] | None:
         """The tasks handed back, waiting as long as it takes for the first; None once the

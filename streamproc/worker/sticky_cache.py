@@ -104,6 +104,20 @@ class StickyCache(Generic[Instance]):
         event_id = entry.answered.get("event_id") if entry is not None else None
         return event_id if isinstance(event_id, int) else 0
 
+    def entry(self, run_id: str) -> tuple[Instance, dict[str, Any]] | None:
+        """The run's cached instance and the WORKFLOW_TASK_SCHEDULED it answered, left in place."""
+        entry = self._entries.get(run_id)
+        return None if entry is None else (entry.instance, entry.answered)
+
+    def restore(self, run_id: str, instance: Instance, answered: dict[str, Any]) -> None:
+        """Cache `instance`, which answered the task scheduled as `answered` (a task that rode
+        along with an activity's completion, `ride_along`), unless the run got an entry since."""
+        if self.max_runs == 0 or run_id in self._entries:
+            return
+        self._entries[run_id] = _Entry(instance, answered)
+        while len(self._entries) > self.max_runs:
+            self._entries.popitem(last=False)
+
     def evict(self, run_id: str) -> None:
         self._entries.pop(run_id, None)
         self._answered_twice.discard(run_id)

@@ -40,6 +40,15 @@ class TaskTurns:
                 raise
         return self
 
+    def try_turn(self) -> bool:
+        """Take the turn if nobody has it or waits for it; True if taken (leave it with
+        `__exit__`). For work that is worth doing only at once (`ride_along`)."""
+        with self._cond:
+            if self._next_ticket != self._serving:
+                return False
+            self._next_ticket += 1
+            return True
+
     def __exit__(self, *exc: object) -> None:
         with self._cond:
             self._next_turn(self._serving + 1)

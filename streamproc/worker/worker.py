@@ -52,7 +52,7 @@ class Worker:
                  data_converter: DataConverter | None = None,
                  disable_eager_activity_execution: bool = False, metrics: WorkerMetrics | None = None,
                  checkpoint_local_activities: bool = False, disable_workflow_task_hand_back: bool = False,
-                 **temporal_options: Any) -> None:
+                 disable_workflow_task_ride_along: bool = False, **temporal_options: Any) -> None:
         """`data_converter` defaults to the client's, as in Temporal. Activities that the
         workflows schedule on this queue run eagerly here when a slot is free (see
         `streamproc.worker.eager_activities`), unless `disable_eager_activity_execution`.
@@ -61,7 +61,8 @@ class Worker:
         answers workflow tasks one at a time, which never exceeds it. `graceful_shutdown_timeout`:
         how long a shutdown lets running activities finish before cancelling them.
         `metrics`: where both parts report (Prometheus; None: nowhere).
-        `checkpoint_local_activities`, `disable_workflow_task_hand_back`: see `WorkflowWorker`."""
+        `checkpoint_local_activities`, `disable_workflow_task_hand_back`,
+        `disable_workflow_task_ride_along`: see `WorkflowWorker`."""
         refuse_options("Worker", temporal_options, WORKER_OPTIONS)
         ensure_logging_configured()  # its lines to standard error, not into the program's output
         workflows, activities = list(workflows), list(activities)
@@ -83,6 +84,7 @@ class Worker:
         self.workflow_worker = WorkflowWorker(task_queue, workflows, max_cached_workflows=max_cached_workflows,
                                               checkpoint_local_activities=checkpoint_local_activities,
                                               disable_workflow_task_hand_back=disable_workflow_task_hand_back,
+                                              disable_workflow_task_ride_along=disable_workflow_task_ride_along,
                                               **where) if workflows else None
         self.activity_worker = ActivityWorker(task_queue, activities, max_concurrent=max_concurrent_activities,
                                               graceful_shutdown_timeout=graceful_shutdown_timeout,

@@ -56,6 +56,7 @@ from streamproc.worker.task_queue_membership import GROUP_TIMING, TaskQueueMembe
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.handed_tasks import HandedTasks
 from streamproc.worker.handed_task_thread import HandedTaskThread
+from streamproc.worker.ride_along import RideAlong
 from streamproc.worker.task_turns import TaskTurns
 from streamproc.worker.workflow_activation import InstanceFactory, PendingAnswer, WorkflowTaskHandler
 from streamproc.worker.workflow_queries import QueryAnswerer
@@ -99,6 +100,8 @@ class WorkflowWorkerStats:
     queries: int = 0
     #: Tasks the engine handed back on the replies partition (not through the queue).
     handed_back: int = 0
+    #: Next tasks answered with an activity's completion (`ride_along`): sent, accepted, refused.
+    rode_along: tuple[int, int, int] = (0, 0, 0)
 
 
 class WorkflowWorker:
@@ -107,12 +110,15 @@ class WorkflowWorker:
                  identity: str | None = None, max_cached_workflows: int = 1000,
                  partitions: int | None = None, new_instance: InstanceFactory | None = None,
                  data_converter: DataConverter | None = None, metrics: WorkerMetrics | None = None,
-                 checkpoint_local_activities: bool = False, disable_workflow_task_hand_back: bool = False) -> None:
+                 checkpoint_local_activities: bool = False, disable_workflow_task_hand_back: bool = False,
+                 disable_workflow_task_ride_along: bool = False) -> None:
         """`checkpoint_local_activities`: answer a task after each local activity's outcome,
         so that its marker is on the log before the code's next local activity starts
         (a task per step; off: Temporal's way, the markers go with the task's completion).
         `disable_workflow_task_hand_back`: answers do not ask for the run's next task back
-        (see `handed_tasks`); every task then comes through the task queue."""
+        (see `handed_tasks`); every task then comes through the task queue.
+        `disable_workflow_task_ride_along`: an activity's completion never carries the run's
+        next task's answer (see `ride_along`; it needs the hand-back)."""
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
@@ -158,6 +164,8 @@ class WorkflowWorker:
         self._thread: threading.Thread | None = None
         #: The two threads that take tasks (the queue's, the handed-back ones') run them one at a time.
         self._turns = TaskTurns()
+        if self.handed is not None and not disable_workflow_task_ride_along:
+            self.handed.ride_along = RideAlong(self.handler, self.handed, self._turns)
 
     @property
     def definitions(self) -> dict[str, Any]:
@@ -219,6 +227,9 @@ class WorkflowWorker:
                 self.handed.replies.close()
             self.client.close_workflow_requests()
             self.local_activities.close()
+            ride = self.handed.ride_along if self.handed is not None else None
+            if ride is not None:
+                self.stats.rode_along = (ride.sent, ride.accepted, ride.refused)
             log.info("workflow_worker_stopped", task_queue=self.task_queue,
                      stats=dataclasses.asdict(self.stats))
 

@@ -72,6 +72,11 @@ class TaskOutcome:
         return self.failure is not None
 
 
+class _NotSpeculable(Exception):
+    """The activation `speculate` ran depends on what only the engine knows (the task's time)
+    or started work that must not start twice (local activities)."""
+
+
 class _WorkflowCodeFailed(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
@@ -96,6 +101,10 @@ class WorkflowInstance:
         self._history: list[dict[str, Any]] = list(history_events)
         self._run_id = run_id
         self._live_updates: list[dict[str, Any]] = []
+        #: Set while `speculate` runs the next task ahead of the engine; and whether its
+        #: code read the task's time (so it could not answer).
+        self._speculating = False
+        self.reads_task_time = False
         self._runtime: WorkflowRuntime | None = None
         self._start_over()
 
@@ -146,6 +155,29 @@ class WorkflowInstance:
         self._diverged = outcome.failed
         self._outcome = outcome
         return outcome
+
+    def speculate(self, events: Iterable[dict[str, Any]]) -> TaskOutcome | None:
+        """Answer the task that `events` end with before the engine scheduled it: its
+        WORKFLOW_TASK_SCHEDULED is the worker's guess (`worker/ride_along.py`), so its time is
+        not the task's. None when the answer must not be sent: the code read the task's time,
+        started a local activity (not started), or the task failed. The instance has run
+        ahead of the run's history either way: a caller drops it unless the engine accepts
+        the answer."""
+        self.extend(events)
+        self._speculating = True
+        try:
+            outcome = self.activate(wait=False)
+        except _NotSpeculable:
+            return None
+        finally:
+            self._speculating = False
+        return None if outcome is None or outcome.failed or outcome.force_new_task else outcome
+
+    @property
+    def last_commands(self) -> list[Command] | None:
+        """The commands of the task this instance answered last (None: none, or it failed)."""
+        outcome = self._outcome
+        return None if outcome is None or outcome.failed or outcome.force_new_task else outcome.commands
 
     def local_activity_jobs(self) -> list[concurrent.futures.Future[Any]]:
         """The local activities the live task waits on (none when it is not waiting)."""
@@ -239,6 +271,9 @@ class WorkflowInstance:
         self._matching = False
         self._activated_task = scheduled["event_id"]
         self._activated_live = not replaying
+        if not replaying and self._speculating and (self._runtime.time_read or self._runtime.local_activities.pending):
+            self.reads_task_time = self._runtime.time_read
+            raise _NotSpeculable()
         if not replaying:
             self._live = LiveLocalActivities(self._runtime, self._local_runner or default_runner(), scheduled,
                                              self._checkpoint_local)

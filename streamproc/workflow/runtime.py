@@ -73,7 +73,10 @@ class WorkflowRuntime:
         # Decoded when the code starts, so input it cannot decode fails the task.
         self._input = (started_event.get("attributes") or {}).get("input")
         self.loop = WorkflowEventLoop(self, lambda: self.now_ms / 1000)
-        self.now_ms = started_event.get("event_time_ms", 0)
+        self._now_ms = started_event.get("event_time_ms", 0)
+        #: Whether the code read the task's time since the activation began (`now_ms`): a
+        #: task run before the engine scheduled it (`instance.speculate`) must not have.
+        self.time_read = False
         self.replaying = False
         self.cancel_requested = False
         seed = hashlib.sha256(f"{self.info.workflow_id}/{self.info.run_id}".encode()).digest()
@@ -96,13 +99,20 @@ class WorkflowRuntime:
         #: Set while a query runs: the run's state may be read, not changed.
         self._read_only = False
 
+    @property
+    def now_ms(self) -> int:
+        """The task's time (its WORKFLOW_TASK_SCHEDULED's), as every time-based API reads it."""
+        self.time_read = True
+        return self._now_ms
+
     # -- driven by the instance -----------------------------------------------------------
     def activate(self, resolutions: list[dict[str, Any]], now_ms: int, replaying: bool,
                  patches_recorded: frozenset[str], updates: list[dict[str, Any]] = (),
                  local_markers: list[dict[str, Any]] = ()) -> list[Command]:
         """Deliver `resolutions` and `updates`, run the code until it blocks, return the
         commands issued. `local_markers`: the local activity markers the replayed task recorded."""
-        self.now_ms = now_ms
+        self._now_ms = now_ms
+        self.time_read = False
         self.replaying = replaying
         self._patches_recorded = patches_recorded
         self.local_activities.offer_markers(list(local_markers))

@@ -15,8 +15,10 @@ checked as a task's are.
 
 Otherwise the answer is refused and the completion goes on as without it (`deliver`: the
 task is scheduled and handed back). The worker hears which with RODE_ALONG (accepted or
-not); accepted, it carries the task's WORKFLOW_TASK_SCHEDULED as written, whose time only
-the engine knew (the worker's code did not read it, or it would not have sent an answer).
+not), the first reply to the COMPLETE; accepted, it carries the task's
+WORKFLOW_TASK_SCHEDULED as written, whose time only the engine knew (the worker's code did
+not read it, or it would not have sent an answer), and is followed by the replies a
+TASK_COMPLETE gets (eager activity tasks, then the handed-back task or TASK_PROCESSED).
 The task is answered in the batch that schedules it: no deadline is armed for it, and no
 task record is written.
 """
@@ -29,7 +31,7 @@ import orjson
 
 from streamproc.engine.workflows.commands import BadCommand, validate
 from streamproc.engine.workflows.runs import BACKOFF_START, E, RunWriter, scheduled_attributes
-from streamproc.engine.workflows.tasks import FORCE_NEW_TASK, RETURN_NEW_TASK, finish_task
+from streamproc.engine.workflows.tasks import FORCE_NEW_TASK, RETURN_NEW_TASK, asked_eager, finish_task
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.state.workflow_run_parts import PendingEvent, WorkflowTaskOut
 
@@ -61,11 +63,15 @@ def deliver_with_answer(writer: RunWriter, events: list[PendingEvent], hand_back
     scheduled = {"event_id": scheduled_id, "event_type": E.WORKFLOW_TASK_SCHEDULED.name,
                  "event_time_ms": ctx.now_ms, "attributes": attributes}
     run.task = WorkflowTaskOut(scheduled_id, 1, ctx.now_ms, transient=False)
+    # First: the worker caches its instance again before the eager activities it runs next end.
+    _verdict(writer, accepted=True, scheduled=scheduled)
     flags = answer["attributes"]
     finish_task(writer, validated, answer["identity"], [], force_new=flags.get(FORCE_NEW_TASK) is True,
                 return_new=flags.get(RETURN_NEW_TASK) is True)
-    # Last: after the eager activities and the task handed back (if any) the answer made.
-    _verdict(writer, accepted=True, scheduled=scheduled)
+    if asked_eager(answer["commands"]) and not (run.task is not None and run.task.handed_back):
+        # As after a TASK_COMPLETE: the eager activity tasks came, the slots not filled are free.
+        ctx.out.reply(ValueType.WORKFLOW, WorkflowIntent.TASK_PROCESSED, writer.key, {
+            "workflow_id": run.workflow_id, "run_id": run.run_id, "scheduled_event_id": scheduled_id})
 
 
 def _refusal(writer: RunWriter, hand_back_after: int, next_event_id: int) -> str | None:

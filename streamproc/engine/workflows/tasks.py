@@ -76,7 +76,7 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
     # handed back is the last answer itself; a worker that only asked for one needs no
     # answer when none comes.
     handed_back = run.task is not None and run.task.handed_back and run.task.scheduled_event_id != scheduled_before
-    if _asked_eager(commands) and not handed_back:
+    if asked_eager(commands) and not handed_back:
         ctx.out.reply(ValueType.WORKFLOW, WorkflowIntent.TASK_PROCESSED, cmd.key, {
             "workflow_id": run.workflow_id, "run_id": run.run_id,
             "scheduled_event_id": cmd.value["scheduled_event_id"]})
@@ -113,7 +113,7 @@ def finish_task(writer: RunWriter, validated: list, identity: str, carried: list
             writer.schedule_task(hand_back=return_new and not run.waiting_queries)
 
 
-def _asked_eager(commands: object) -> bool:
+def asked_eager(commands: object) -> bool:
     return isinstance(commands, list) and any(isinstance(c, dict) and c.get("request_eager_execution")
                                               for c in commands)
 

@@ -1,0 +1,203 @@
+"""The next workflow task rides with an eager activity's completion (the engine's side is
+`engine/workflows/ride_along.py`).
+
+When an activity of a run cached here completes, the run's next workflow task would show
+the code [ActivityTaskStarted, ActivityTaskCompleted, WorkflowTaskScheduled]. If the run is
+idle here (cached, no task of it running or handed back and waiting), the worker runs that
+task at once, on histories it builds itself from what its cache answered last, and puts the
+answer in the COMPLETE: one command and one engine transaction instead of two. The engine
+takes it only if the run is exactly where the worker assumed (its last completed task is
+the cached one, and the next event id is the one the worker counted); else it schedules the
+task as without it and hands it back.
+
+What the worker can count: the events its last answer made (WORKFLOW_TASK_STARTED,
+_COMPLETED, one event per command), so it rides along only after an answer made of
+commands of one event each that it knows (`_COUNTED`). What it cannot know is the task's
+time (the engine's clock when it schedules it): an activation that reads it (`workflow.now()`,
+`time()`, the loop's time) or starts local activities is not sent (`instance.speculate`),
+and the workflow type is not tried again by this worker.
+
+The instance leaves the cache while the answer is out: a task or a query of the run meanwhile
+replays from the history, which is the engine's truth either way. RODE_ALONG settles it
+(`settle`): accepted, the instance goes back to the cache with the task's
+WORKFLOW_TASK_SCHEDULED as written; refused (or no verdict, the engine away), it is
+dropped, and the task handed back replays from history.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import structlog
+
+from streamproc.kafka.replies import Reply
+from streamproc.protocol.records import Record, RecordType, ValueType, WorkflowIntent
+from streamproc.protocol.workflow_commands import CLOSE_COMMANDS, WorkflowCommandType
+
+if TYPE_CHECKING:
+    from streamproc.worker.handed_tasks import HandedTasks
+    from streamproc.worker.task_turns import TaskTurns
+    from streamproc.worker.workflow_activation import WorkflowTaskHandler
+
+__all__ = ["RideAlong", "is_verdict"]
+
+log = structlog.get_logger("streamproc.worker")
+
+#: The commands whose event the worker writes itself as the engine does (one event each).
+_COUNTED = frozenset({WorkflowCommandType.SCHEDULE_ACTIVITY_TASK, WorkflowCommandType.START_TIMER})
+#: How long an answer out waits for its verdict before its instance is forgotten.
+VERDICT_S = 120.0
+
+
+def is_verdict(record: Record) -> bool:
+    return record.value_type == ValueType.WORKFLOW and record.intent == WorkflowIntent.RODE_ALONG \
+        and record.record_type is RecordType.EVENT
+
+
+class RideAlong:
+    """Answers a run's next task with its activity's completion, for one workflow worker."""
+
+    def __init__(self, handler: WorkflowTaskHandler, handed: HandedTasks, turns: TaskTurns) -> None:
+        self.handler = handler
+        self.handed = handed
+        self.turns = turns
+        #: run id -> (the instance that answered, its task's Scheduled as guessed, closes, since)
+        self._out: dict[str, tuple[Any, dict[str, Any], bool, float]] = {}
+        #: Workflow types whose code read the task's time: not tried again.
+        self._reads_time: set[str] = set()
+        #: Answers sent, accepted, refused.
+        self.sent = self.accepted = self.refused = 0
+
+    def ask(self, value: dict[str, Any], task: dict[str, Any], result: str) -> Callable[[Reply], bool] | None:
+        """For the COMPLETE `value` of the activity `task` with `result`: when the run is
+        idle here and its next task can be answered now, put the answer in `value` (with
+        the ask for the next task) and return what hears the replies; None otherwise."""
+        run_id = task.get("run_id") or ""
+        if not run_id or task.get("workflow_type") in self._reads_time or not self.turns.try_turn():
+            return None
+        try:
+            return self._answer(value, task, run_id, result)
+        except Exception:  # a runtime bug: the completion goes without the answer
+            log.exception("workflow_task_ride_along_crashed", run_id=run_id)
+            self.handler.cache.evict(run_id)
+            return None
+        finally:
+            self.turns.__exit__(None, None, None)
+
+    def _answer(self, value: dict[str, Any], task: dict[str, Any], run_id: str,
+                result: str) -> Callable[[Reply], bool] | None:
+        cache = self.handler.cache
+        found = cache.entry(run_id)
+        if found is None or run_id in self._out or self.handed.holds_task_for(run_id):
+            return None
+        instance, answered = found
+        if value.get("return_workflow_task_after") != answered.get("event_id"):
+            return None
+        last = getattr(instance, "last_commands", None)
+        if last is None or any(c.get("type") not in _COUNTED for c in last) \
+                or answered.get("event_type") != "WORKFLOW_TASK_SCHEDULED":
+            return None
+        events, next_event_id = self._next_task_events(answered, last, task, result)
+        cache.evict(run_id)  # out of the cache until the engine says (a task meanwhile replays)
+        outcome = instance.speculate(events)
+        if outcome is None:
+            if getattr(instance, "reads_task_time", False):
+                self._reads_time.add(task.get("workflow_type"))
+            return None
+        commands, reservation = outcome.commands, None
+        if self.handler.eager is not None:
+            commands, reservation = self.handler.eager.reserve(commands)
+        closes = any(c.get("type") in CLOSE_COMMANDS for c in commands)
+        flags = {} if closes else {"return_new_workflow_task": True}
+        value["workflow_task_answer"] = orjson.dumps({
+            "next_event_id": next_event_id, "commands": commands, "identity": self.handler.identity,
+            "attributes": flags}).decode()
+        self._forget_overdue()
+        self._out[run_id] = (instance, events[-1], closes, time.monotonic())
+        self.sent += 1
+
+        def on_reply(reply: Reply) -> bool:
+            """The COMPLETE's replies: RODE_ALONG first, then, accepted, what a TASK_COMPLETE
+            gets (eager activity tasks, then the handed-back task or TASK_PROCESSED)."""
+            record = reply.record
+            if is_verdict(record):
+                accepted = self.settle(record)
+                if not accepted and reservation is not None:
+                    reservation.release()
+                return not accepted or (reservation is None and closes)
+            if reservation is not None and record.value_type == ValueType.ACTIVITY_TASK:
+                return reservation.on_reply(reply)  # an eager activity: run it; TASK_PROCESSED ends them
+            if reservation is not None:
+                reservation.release()  # a handed task, TASK_PROCESSED or a refusal: nothing more comes
+            if record.record_type is RecordType.COMMAND_REJECTION:
+                self._out.pop(run_id, None)
+                return False  # the activity attempt logs it
+            if record.value_type == ValueType.WORKFLOW and record.intent == WorkflowIntent.WORKFLOW_TASK:
+                self.handed.put(record)
+            return True
+        return on_reply
+
+    def _next_task_events(self, answered: dict[str, Any], last: list[dict[str, Any]], task: dict[str, Any],
+                          result: str) -> tuple[list[dict[str, Any]], int]:
+        """The events from the cached task's WORKFLOW_TASK_STARTED to the next task's
+        WORKFLOW_TASK_SCHEDULED, as the engine writes them if nothing else comes between."""
+        scheduled_id, identity, now_ms = answered["event_id"], self.handler.identity, time.time_ns() // 1_000_000
+        activity_id = task.get("scheduled_event_id")
+
+        def event(event_id: int, event_type: str, attributes: dict[str, Any]) -> dict[str, Any]:
+            return {"event_id": event_id, "event_type": event_type, "event_time_ms": now_ms, "attributes": attributes}
+
+        events = [event(scheduled_id + 1, "WORKFLOW_TASK_STARTED", {"scheduled_event_id": scheduled_id,
+                                                                    "identity": identity}),
+                  event(scheduled_id + 2, "WORKFLOW_TASK_COMPLETED", {
+                      "scheduled_event_id": scheduled_id, "started_event_id": scheduled_id + 1, "identity": identity})]
+        for command in last:
+            kind = WorkflowCommandType(command["type"])
+            attributes = {k: v for k, v in command.items() if k != "type"}
+            attributes.update({attribute: command.get(field) for field, attribute in kind.spec.identity})
+            attributes["workflow_task_completed_event_id"] = scheduled_id + 2
+            events.append(event(scheduled_id + len(events) + 1, kind.spec.event.name, attributes))
+        next_event_id = scheduled_id + len(events) + 1
+        started_by = task.get("identity") or identity
+        events += [event(next_event_id, "ACTIVITY_TASK_STARTED", {
+                       "scheduled_event_id": activity_id, "identity": started_by, "attempt": task.get("attempt", 1),
+                       "last_failure": None}),
+                   event(next_event_id + 1, "ACTIVITY_TASK_COMPLETED", {
+                       "scheduled_event_id": activity_id, "started_event_id": next_event_id, "result": result,
+                       "identity": started_by}),
+                   event(next_event_id + 2, "WORKFLOW_TASK_SCHEDULED", {**answered.get("attributes", {}), "attempt": 1})]
+        return events, next_event_id
+
+    def settle(self, record: Record) -> bool:
+        """RODE_ALONG for a run's answer (on the replies listener's thread, before the eager
+        activities that follow it run): accepted, the instance goes back to the cache, its
+        guessed WORKFLOW_TASK_SCHEDULED replaced by the engine's. Whatever the cache holds is
+        checked against the history of the run's next task (`sticky_cache`), so an instance
+        put back while another thread answers a task of the run costs a replay at worst.
+        Returns whether the answer was accepted."""
+        run_id = record.value.get("run_id") or ""
+        out = self._out.pop(run_id, None)
+        verdict = orjson.loads(record.value.get("attributes") or "{}")
+        if not verdict.get("accepted"):
+            self.refused += 1
+            log.info("workflow_task_ride_along_refused", run_id=run_id, reason=verdict.get("reason"))
+            return False
+        self.accepted += 1
+        (written,) = orjson.loads(record.value.get("history") or "[{}]")
+        if out is None:
+            return True
+        instance, guessed, closes, _ = out
+        if not closes and written.get("event_id") == guessed["event_id"]:
+            guessed.clear()
+            guessed.update(written)  # the instance's history holds this very dict
+            self.handler.cache.restore(run_id, instance, guessed)
+        return True
+
+    def _forget_overdue(self) -> None:
+        """Answers whose verdict never came (the engine away): their instances are dropped."""
+        limit = time.monotonic() - VERDICT_S
+        for run_id in [r for r, out in self._out.items() if out[3] < limit]:
+            del self._out[run_id]
