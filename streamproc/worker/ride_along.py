@@ -127,7 +127,9 @@ class RideAlong:
                 accepted = self.settle(record)
                 if not accepted and reservation is not None:
                     reservation.release()
-                return not accepted or (reservation is None and closes)
+                # Without eager activities nothing else is for this answer (a task handed back
+                # after it is heard by the worker's prefix, `handed_tasks`).
+                return not accepted or reservation is None
             if reservation is not None and record.value_type == ValueType.ACTIVITY_TASK:
                 return reservation.on_reply(reply)  # an eager activity: run it; TASK_PROCESSED ends them
             if reservation is not None:

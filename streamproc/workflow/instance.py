@@ -164,6 +164,7 @@ class WorkflowInstance:
         ahead of the run's history either way: a caller drops it unless the engine accepts
         the answer."""
         self.extend(events)
+        self._live_updates = []  # the previous task's updates are not this one's
         self._speculating = True
         try:
             outcome = self.activate(wait=False)

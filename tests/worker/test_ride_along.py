@@ -1,0 +1,138 @@
+"""The worker side of answering a run's next task with its activity's completion
+(`worker/ride_along.py`), on real workflow code and histories written as the engine writes
+them (no broker): what the answer holds, when none is sent, and what a verdict does to the
+sticky cache."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import orjson
+
+from streamproc import workflow
+from streamproc.activity.payloads import encode
+from streamproc.protocol.records import Record, RecordType
+from streamproc.worker.handed_tasks import HandedTasks
+from streamproc.worker.ride_along import RideAlong
+from streamproc.worker.sticky_cache import StickyCache
+from streamproc.worker.task_turns import TaskTurns
+from streamproc.worker.workflow_activation import WorkflowTaskHandler
+from tests.workflow.history import Run
+
+TIMEOUT = timedelta(seconds=10)
+
+
+@workflow.defn(name="TwoSteps")
+class TwoSteps:
+    @workflow.run
+    async def run(self) -> int:
+        first = await workflow.execute_activity("step", 1, start_to_close_timeout=TIMEOUT)
+        return await workflow.execute_activity("step", first + 1, start_to_close_timeout=TIMEOUT)
+
+
+@workflow.defn(name="ReadsNow")
+class ReadsNow:
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.execute_activity("step", 1, start_to_close_timeout=TIMEOUT)
+        return workflow.now().isoformat()
+
+
+@workflow.defn(name="LocalNext")
+class LocalNext:
+    @workflow.run
+    async def run(self) -> int:
+        first = await workflow.execute_activity("step", 1, start_to_close_timeout=TIMEOUT)
+        return await workflow.execute_local_activity(_never_called, first, start_to_close_timeout=TIMEOUT)
+
+
+CALLS = []
+
+
+def _never_called(value: int) -> int:
+    CALLS.append(value)
+    return value
+
+
+def cached_after_first_task(workflow_cls):
+    """A run whose first task was answered (one activity scheduled) and recorded by the engine,
+    its instance cached as a sticky worker leaves it; returns (ride, run, the activity task)."""
+    run = Run(workflow_cls)
+    run.step()
+    cache = StickyCache(10)
+    cache.restore("run-1", run.instance, run.history.events[1])  # the first WORKFLOW_TASK_SCHEDULED
+    handler = WorkflowTaskHandler({}, "worker", lambda *a: None, cache)
+    ride = RideAlong(handler, HandedTasks(None), TaskTurns())
+    scheduled_id = run.history._activities["1"]
+    activity = {"run_id": "run-1", "workflow_type": run.definition.name, "scheduled_event_id": scheduled_id,
+                "identity": "worker", "attempt": 1}
+    return ride, run, activity
+
+
+def verdict(accepted, scheduled=None):
+    value = {"workflow_id": "wf-1", "run_id": "run-1",
+             "attributes": orjson.dumps({"accepted": accepted, "reason": ""}).decode()}
+    if scheduled is not None:
+        value["history"] = orjson.dumps([scheduled]).decode()
+    return Record(RecordType.EVENT, "WORKFLOW", "RODE_ALONG", value, key=9)
+
+
+def test_the_answer_is_the_next_task_s_on_the_events_the_engine_writes():
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    value = {"return_workflow_task_after": 2, "result": encode(1)}
+    assert ride.ask(value, activity, encode(1)) is not None
+    answer = orjson.loads(value["workflow_task_answer"])
+    # What the engine writes if nothing comes between: the same ids, the same events.
+    run.history.activity_completed("1", 1)
+    scheduled = run.history.schedule_task()
+    assert answer["next_event_id"] == scheduled["event_id"] - 2
+    shown = [(e["event_id"], e["event_type"]) for e in run.instance._history]
+    assert shown == [(e["event_id"], e["event_type"]) for e in run.history.events]
+    assert [c["type"] for c in answer["commands"]] == ["SCHEDULE_ACTIVITY_TASK"]
+    assert answer["commands"][0]["input"] == encode([2]) and answer["identity"] == "worker"
+    assert answer["attributes"] == {"return_new_workflow_task": True}
+    assert "run-1" not in ride.handler.cache  # out until the verdict
+
+    # Accepted: back in the cache, as of the task the engine wrote.
+    assert ride.settle(verdict(True, scheduled)) is True
+    instance, answered = ride.handler.cache.entry("run-1")
+    assert instance is run.instance and answered == scheduled and run.instance._history[-1] is answered
+
+
+def test_a_refused_answer_drops_the_instance():
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    value = {"return_workflow_task_after": 2}
+    ride.ask(value, activity, encode(1))
+    assert ride.settle(verdict(False)) is False
+    assert "run-1" not in ride.handler.cache and ride.refused == 1
+
+
+def test_code_that_reads_the_task_s_time_sends_no_answer_and_its_type_is_not_tried_again():
+    ride, run, activity = cached_after_first_task(ReadsNow)
+    value = {"return_workflow_task_after": 2}
+    assert ride.ask(value, activity, encode(1)) is None
+    assert "workflow_task_answer" not in value and "run-1" not in ride.handler.cache
+    assert "ReadsNow" in ride._reads_time
+
+
+def test_code_that_calls_a_local_activity_next_sends_no_answer_and_starts_nothing():
+    ride, run, activity = cached_after_first_task(LocalNext)
+    value = {"return_workflow_task_after": 2}
+    assert ride.ask(value, activity, encode(1)) is None
+    assert "workflow_task_answer" not in value and CALLS == []
+    assert "LocalNext" not in ride._reads_time
+
+
+def test_no_answer_when_the_cache_is_elsewhere_or_a_task_of_the_run_waits():
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    assert ride.ask({"return_workflow_task_after": 1}, activity, encode(1)) is None  # not the cached task
+    ride.handed.put(Record(RecordType.EVENT, "WORKFLOW", "WORKFLOW_TASK", {"run_id": "run-1"}, key=9))
+    assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is None
+    assert "run-1" in ride.handler.cache  # left as it was
+
+
+def test_no_answer_while_another_thread_runs_a_task():
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    with ride.turns:
+        assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is None
+    assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is not None
