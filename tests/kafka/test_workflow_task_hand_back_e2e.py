@@ -75,8 +75,9 @@ def test_checkpointed_local_steps_get_their_next_task_handed_back(engine, disabl
 
 @pytest.mark.parametrize("disabled", [False, True])
 def test_an_eager_activitys_completion_brings_the_next_task_back_with_it(engine, disabled):
+    # (Without the next task riding along with the completion, `test_workflow_task_ride_along_e2e`.)
     with Worker(engine, task_queue=QUEUE, workflows=[Steps], activities=[add_one], identity="eager",
-                disable_workflow_task_hand_back=disabled) as worker:
+                disable_workflow_task_hand_back=disabled, disable_workflow_task_ride_along=True) as worker:
         handles = [engine.start_workflow(Steps.run, args=[4, False], id=f"remote-{disabled}-{n}", task_queue=QUEUE)
                    for n in range(3)]
         assert [h.result(60) for h in handles] == [4, 4, 4]
