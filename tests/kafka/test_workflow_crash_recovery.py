@@ -8,7 +8,8 @@ WORKFLOW_EXECUTION_COMPLETED with the right result, no history event was written
 every run's history is well-formed, and no activity step ran again after it completed
 (each attempt at most once, none after the one that completed). The workers run the
 activities eagerly and get the task after each with its completion (handed back on their
-replies partition), as by default.
+replies partition), or answer it with the completion when the run is idle on them (the
+next task riding along), as by default.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 import orjson
 import pytest
 
-from tests.support.crash_chaos import KILLS_EACH, chaos_rig, tasks_handed_back
+from tests.support.crash_chaos import KILLS_EACH, chaos_rig, tasks_handed_back, tasks_rode_along
 from tests.support.crash_workflow_checks import check_completed_once, open_activities
 from tests.support.crash_workflows import read_effects
 
@@ -77,6 +78,9 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
         # the path the engine takes then is part of what the kills test.
         handed_back = tasks_handed_back(rig.workers)
         assert handed_back > 0, "no workflow task was handed back: the path went untested"
+        # ... and, when the run is idle there, the next task's answer rides with the completion.
+        rode_along = tasks_rode_along(rig.workers)
+        assert rode_along > 0, "no workflow task rode with an activity's completion: the path went untested"
         by_workflow = check_completed_once(runs, ids)
         attempts_per_step, final_attempts = _check_side_effects(read_effects(effects_dir), runs, by_workflow)
         assert max(final_attempts) > 1, "no kill caught an activity running: the retry path went untested"
@@ -84,4 +88,4 @@ def test_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
               f"in {chaos_s:.1f} s ((submitted, completed) at each kill: {progress}), all done in "
               f"{time.monotonic() - began:.1f} s; steps by attempts run to the end: {dict(attempts_per_step)}, "
               f"by the attempt that completed them: {dict(final_attempts)}; workflow tasks handed back to the "
-              f"workers' last lives: {handed_back}")
+              f"workers' last lives: {handed_back}, answered with an activity's completion: {rode_along}")

@@ -43,6 +43,17 @@ def tasks_handed_back(workers: list) -> int:
     return total
 
 
+def tasks_rode_along(workers: list) -> int:
+    """Workflow tasks the workers' last lives answered with an activity's completion and the
+    engine accepted (`worker/ride_along.py`), from the stats a worker logs when it stops."""
+    total = 0
+    for w in workers:
+        for line in w.log_text().splitlines():
+            if '"workflow_worker_stopped"' in line:
+                total += (json.loads(line)["stats"].get("rode_along") or [0, 0, 0])[1]
+    return total
+
+
 def completed_workflows(events: EventLog) -> int:
     """Runs completed so far, as the events topic has them now."""
     events.read_available()
