@@ -126,6 +126,9 @@ def main() -> int:
             if args.no_task_hand_back:
                 from bench.workflow_worker_main import NO_HAND_BACK_ENV
                 os.environ[NO_HAND_BACK_ENV] = "1"
+            if args.no_task_ride_along:
+                from bench.workflow_worker_main import NO_RIDE_ALONG_ENV
+                os.environ[NO_RIDE_ALONG_ENV] = "1"
         result = scenario_run(bench, args.quick, **kwargs)
     finally:
         broker_cpu.read()  # before a broker started here stops
@@ -135,7 +138,8 @@ def main() -> int:
         ours = max(0.0, ours - broker)
     extra = {"eager_activities": not args.no_eager_activities,
              "checkpoint_local_activities": args.checkpoint_local_activities,
-             "task_hand_back": not args.no_task_hand_back} \
+             "task_hand_back": not args.no_task_hand_back,
+             "task_ride_along": not args.no_task_ride_along} \
         if args.scenario in WORKFLOW_SCENARIOS else {}
     if args.scenario.startswith("jobs_"):
         extra["job_start"] = "unconfirmed" if args.job_start_unconfirmed else "confirmed"

@@ -23,6 +23,8 @@ NO_EAGER_ENV = "BENCH_NO_EAGER_ACTIVITIES"
 CHECKPOINT_LOCAL_ENV = "BENCH_CHECKPOINT_LOCAL_ACTIVITIES"
 #: Set by `bench/run.py --no-task-hand-back`.
 NO_HAND_BACK_ENV = "BENCH_NO_TASK_HAND_BACK"
+#: Set by `bench/run.py --no-task-ride-along`.
+NO_RIDE_ALONG_ENV = "BENCH_NO_TASK_RIDE_ALONG"
 
 
 def main() -> None:
@@ -32,7 +34,8 @@ def main() -> None:
         Worker(client, task_queue=queue, workflows=WORKFLOWS, activities=ACTIVITIES,
                disable_eager_activity_execution=os.environ.get(NO_EAGER_ENV) == "1",
                checkpoint_local_activities=os.environ.get(CHECKPOINT_LOCAL_ENV) == "1",
-               disable_workflow_task_hand_back=os.environ.get(NO_HAND_BACK_ENV) == "1").run()
+               disable_workflow_task_hand_back=os.environ.get(NO_HAND_BACK_ENV) == "1",
+               disable_workflow_task_ride_along=os.environ.get(NO_RIDE_ALONG_ENV) == "1").run()
 
 
 if __name__ == "__main__":
