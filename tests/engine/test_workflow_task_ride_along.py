@@ -152,3 +152,15 @@ def test_a_closed_run_refuses_the_completion_itself(d):
     d.send("TERMINATE", workflow_id="w1", run_id="", reason="stop", identity="me")
     (rejection,) = complete_riding(d, activity_key, scheduled, next_id, [COMPLETE])
     assert rejection.rejection_type == "NOT_FOUND"
+
+
+def test_replies_come_verdict_first_then_what_a_task_answer_gets(d):
+    key, _ = d.start()
+    activity_key, scheduled = eager_activity(d, key)
+    next_eager = {**EAGER, "activity_id": "2"}
+    replies = complete_riding(d, activity_key, scheduled, d.run(key)["next_event_id"], [next_eager])
+    assert [(r.value_type, r.intent) for r in replies] == [
+        ("WORKFLOW", "RODE_ALONG"), ("ACTIVITY_TASK", "ACTIVITY_TASK"), ("WORKFLOW", "TASK_PROCESSED")]
+    assert replies[1].value["identity"] == "worker-7"  # the answer's eager activity, started for its worker
+    assert "TASK_TIME_OUT" not in d.run(key)["deadlines"]  # no task deadline armed
+    assert d.task(key) is None

@@ -142,3 +142,23 @@ def test_signals_and_queries_meanwhile_are_all_seen(engine):
         assert signals == sum(e["event_type"] == "WORKFLOW_EXECUTION_SIGNALED" for e in events)
         assert answers == sorted(answers) and all(0 <= a <= 30 for a in answers)  # never ahead, never back
     assert ride.accepted > 0
+
+
+def test_refused_answers_fall_back_to_the_handed_back_task_which_replays(engine, monkeypatch):
+    """Every answer names a next event id one past the run's, as a worker whose count is off
+    would: each is refused, the instance dropped, and the handed-back task replays the run."""
+    from streamproc.worker.ride_along import RideAlong
+
+    counted = RideAlong._next_task_events
+    monkeypatch.setattr(RideAlong, "_next_task_events",
+                        lambda self, *args: (lambda events, n: (events, n + 1))(*counted(self, *args)))
+    with Worker(engine, task_queue=QUEUE, workflows=[Steps], activities=[add_one], identity="miscounting") as worker:
+        handles = [engine.start_workflow(Steps.run, args=[4], id=f"refused-{n}", task_queue=QUEUE) for n in range(3)]
+        assert [h.result(60) for h in handles] == [[4, 0]] * 3
+        stats = worker.workflow_worker.stats
+        ride = worker.workflow_worker.handed.ride_along
+    assert ride.sent >= 6 and (ride.accepted, ride.refused) == (0, ride.sent)
+    assert stats.history_fetches == ride.sent and stats.completed == 15  # each refused step replayed
+    for handle in handles:
+        types = [e["event_type"] for e in _events(handle)]
+        assert types.count("WORKFLOW_TASK_COMPLETED") == 5 and "WORKFLOW_TASK_FAILED" not in types
