@@ -60,8 +60,11 @@ def is_verdict(record: Record) -> bool:
 class RideAlong:
     """Answers a run's next task with its activity's completion, for one workflow worker."""
 
-    def __init__(self, handler: WorkflowTaskHandler, handed: HandedTasks, turns: TaskTurns) -> None:
+    def __init__(self, handler: WorkflowTaskHandler, handed: HandedTasks, turns: TaskTurns,
+                 stats: Any = None) -> None:
         self.handler = handler
+        #: The workflow worker's stats (`rode_along`, `ride_along_refused`), kept up to date.
+        self.stats = stats
         self.handed = handed
         self.turns = turns
         #: run id -> (the instance that answered, its task's Scheduled as guessed, closes, since)
@@ -185,9 +188,13 @@ class RideAlong:
         verdict = orjson.loads(record.value.get("attributes") or "{}")
         if not verdict.get("accepted"):
             self.refused += 1
+            if self.stats is not None:
+                self.stats.ride_along_refused += 1
             log.info("workflow_task_ride_along_refused", run_id=run_id, reason=verdict.get("reason"))
             return False
         self.accepted += 1
+        if self.stats is not None:
+            self.stats.rode_along += 1
         (written,) = orjson.loads(record.value.get("history") or "[{}]")
         if out is None:
             return True

@@ -100,8 +100,10 @@ class WorkflowWorkerStats:
     queries: int = 0
     #: Tasks the engine handed back on the replies partition (not through the queue).
     handed_back: int = 0
-    #: Next tasks answered with an activity's completion (`ride_along`): sent, accepted, refused.
-    rode_along: tuple[int, int, int] = (0, 0, 0)
+    #: Tasks answered with an activity's completion (`ride_along`; not counted in `completed`):
+    #: accepted, and refused (then handed back or queued).
+    rode_along: int = 0
+    ride_along_refused: int = 0
 
 
 class WorkflowWorker:
@@ -165,7 +167,7 @@ class WorkflowWorker:
         #: The two threads that take tasks (the queue's, the handed-back ones') run them one at a time.
         self._turns = TaskTurns()
         if self.handed is not None and not disable_workflow_task_ride_along:
-            self.handed.ride_along = RideAlong(self.handler, self.handed, self._turns)
+            self.handed.ride_along = RideAlong(self.handler, self.handed, self._turns, self.stats)
 
     @property
     def definitions(self) -> dict[str, Any]:
@@ -227,9 +229,6 @@ class WorkflowWorker:
                 self.handed.replies.close()
             self.client.close_workflow_requests()
             self.local_activities.close()
-            ride = self.handed.ride_along if self.handed is not None else None
-            if ride is not None:
-                self.stats.rode_along = (ride.sent, ride.accepted, ride.refused)
             log.info("workflow_worker_stopped", task_queue=self.task_queue,
                      stats=dataclasses.asdict(self.stats))
 

@@ -101,6 +101,7 @@ def test_each_step_s_next_task_rides_with_its_completion(engine, disabled):
         # those whose activity ended while the worker ran another run's task (then handed back).
         assert ride.sent >= 6 and (ride.accepted, ride.refused) == (ride.sent, 0)
         assert stats.completed == 3 + 12 - ride.sent == 3 + stats.handed_back and stats.history_fetches == 0
+        assert (stats.rode_along, stats.ride_along_refused) == (ride.accepted, 0)
 
 
 def test_code_that_reads_the_task_s_time_never_rides_and_reads_the_engine_s(engine):

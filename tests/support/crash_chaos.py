@@ -50,7 +50,7 @@ def tasks_rode_along(workers: list) -> int:
     for w in workers:
         for line in w.log_text().splitlines():
             if '"workflow_worker_stopped"' in line:
-                total += (json.loads(line)["stats"].get("rode_along") or [0, 0, 0])[1]
+                total += json.loads(line)["stats"].get("rode_along", 0)
     return total
 
 
