@@ -164,3 +164,19 @@ def test_replies_come_verdict_first_then_what_a_task_answer_gets(d):
     assert replies[1].value["identity"] == "worker-7"  # the answer's eager activity, started for its worker
     assert "TASK_TIME_OUT" not in d.run(key)["deadlines"]  # no task deadline armed
     assert d.task(key) is None
+
+
+def test_a_failure_never_carries_the_next_task_s_answer(d):
+    """Only a COMPLETE closes the activity for sure: a FAIL may be retried (no close, no
+    task), so an answer it carried is ignored and the task, if any, is scheduled as usual."""
+    key, _ = d.start()
+    activity_key, scheduled = eager_activity(d, key)
+    answer = {"next_event_id": d.run(key)["next_event_id"], "commands": [COMPLETE], "identity": "worker-7"}
+    _, replies = d.send_record(Record.command("ACTIVITY_TASK", "FAIL", {
+        "attempt": 1, "failure": {"message": "no", "kind": "APPLICATION", "type": "Oops", "non_retryable": True},
+        "return_workflow_task_after": scheduled, "workflow_task_answer": orjson.dumps(answer).decode()},
+        key=activity_key, request_id="req-done", reply_partition=2))
+    assert [r.intent for r in replies] == ["WORKFLOW_TASK"]  # handed back, no RODE_ALONG
+    assert d.types(key)[-3:] == ["ACTIVITY_TASK_STARTED", "ACTIVITY_TASK_FAILED", "WORKFLOW_TASK_SCHEDULED"]
+    d.complete(key, [COMPLETE])
+    d.check(key)
