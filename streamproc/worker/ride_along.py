@@ -88,7 +88,7 @@ class RideAlong:
             self.handler.cache.evict(run_id)
             return None
         finally:
-            self.turns.__exit__(None, None, None)
+            self.turns.leave()
 
     def _answer(self, value: dict[str, Any], task: dict[str, Any], run_id: str,
                 result: str) -> Callable[[Reply], bool] | None:

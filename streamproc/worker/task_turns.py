@@ -42,7 +42,7 @@ class TaskTurns:
 
     def try_turn(self) -> bool:
         """Take the turn if nobody has it or waits for it; True if taken (leave it with
-        `__exit__`). For work that is worth doing only at once (`ride_along`)."""
+        `leave`). For work that is worth doing only at once (`ride_along`)."""
         with self._cond:
             if self._next_ticket != self._serving:
                 return False
@@ -50,6 +50,10 @@ class TaskTurns:
             return True
 
     def __exit__(self, *exc: object) -> None:
+        self.leave()
+
+    def leave(self) -> None:
+        """End the turn this thread has: the next in line gets it."""
         with self._cond:
             self._next_turn(self._serving + 1)
 

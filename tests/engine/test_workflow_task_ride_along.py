@@ -180,3 +180,14 @@ def test_a_failure_never_carries_the_next_task_s_answer(d):
     assert d.types(key)[-3:] == ["ACTIVITY_TASK_STARTED", "ACTIVITY_TASK_FAILED", "WORKFLOW_TASK_SCHEDULED"]
     d.complete(key, [COMPLETE])
     d.check(key)
+
+
+def test_refused_when_an_update_came_first(d):
+    key, _ = d.start()
+    activity_key, scheduled = eager_activity(d, key)
+    next_id = d.run(key)["next_event_id"]
+    d.send("UPDATE", request_id="r-1", reply_partition=5, workflow_id="w1", update_id="u-1",
+           update_name="remove_item", input='["a"]', update_stage="COMPLETED", identity="caller")
+    replies = complete_riding(d, activity_key, scheduled, next_id, [COMPLETE])
+    assert verdict(replies)["accepted"] is False and "is out" in verdict(replies)["reason"]
+    assert d.run(key)["buffered"]  # behind the update's task, as without the answer
