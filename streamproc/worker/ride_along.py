@@ -14,8 +14,9 @@ What the worker can count: the events its last answer made (WORKFLOW_TASK_STARTE
 _COMPLETED, one event per command), so it rides along only after an answer made of
 commands of one event each that it knows (`_COUNTED`). What it cannot know is the task's
 time (the engine's clock when it schedules it): an activation that reads it (`workflow.now()`,
-`time()`, the loop's time) or starts local activities is not sent (`instance.speculate`),
-and the workflow type is not tried again by this worker.
+`time()`, the loop's time) or calls local activities is not sent (`instance.speculate`; the
+instance is dropped, and the task replays from history), and the workflow type is not tried
+again by this worker.
 
 The instance leaves the cache while the answer is out: a task or a query of the run meanwhile
 replays from the history, which is the engine's truth either way. RODE_ALONG settles it
@@ -69,8 +70,9 @@ class RideAlong:
         self.turns = turns
         #: run id -> (the instance that answered, its task's Scheduled as guessed, closes, since)
         self._out: dict[str, tuple[Any, dict[str, Any], bool, float]] = {}
-        #: Workflow types whose code read the task's time: not tried again.
-        self._reads_time: set[str] = set()
+        #: Workflow types whose code read the task's time or called a local activity in a
+        #: task run ahead: not tried again (each try that cannot answer costs a replay).
+        self._not_tried: set[str] = set()
         #: Answers sent, accepted, refused.
         self.sent = self.accepted = self.refused = 0
 
@@ -79,7 +81,7 @@ class RideAlong:
         idle here and its next task can be answered now, put the answer in `value` (with
         the ask for the next task) and return what hears the replies; None otherwise."""
         run_id = task.get("run_id") or ""
-        if not run_id or task.get("workflow_type") in self._reads_time or not self.turns.try_turn():
+        if not run_id or task.get("workflow_type") in self._not_tried or not self.turns.try_turn():
             return None
         try:
             return self._answer(value, task, run_id, result)
@@ -107,8 +109,8 @@ class RideAlong:
         cache.evict(run_id)  # out of the cache until the engine says (a task meanwhile replays)
         outcome = instance.speculate(events)
         if outcome is None:
-            if getattr(instance, "reads_task_time", False):
-                self._reads_time.add(task.get("workflow_type"))
+            if getattr(instance, "speculation_refused", None):  # likely again at its next step
+                self._not_tried.add(task.get("workflow_type"))
             return None
         commands, reservation = outcome.commands, None
         if self.handler.eager is not None:

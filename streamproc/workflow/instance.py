@@ -101,10 +101,10 @@ class WorkflowInstance:
         self._history: list[dict[str, Any]] = list(history_events)
         self._run_id = run_id
         self._live_updates: list[dict[str, Any]] = []
-        #: Set while `speculate` runs the next task ahead of the engine; and whether its
-        #: code read the task's time (so it could not answer).
+        #: Set while `speculate` runs the next task ahead of the engine; and why its code
+        #: could not answer ahead (it read the task's time, it called a local activity).
         self._speculating = False
-        self.reads_task_time = False
+        self.speculation_refused: str | None = None
         self._runtime: WorkflowRuntime | None = None
         self._start_over()
 
@@ -273,7 +273,7 @@ class WorkflowInstance:
         self._activated_task = scheduled["event_id"]
         self._activated_live = not replaying
         if not replaying and self._speculating and (self._runtime.time_read or self._runtime.local_activities.pending):
-            self.reads_task_time = self._runtime.time_read
+            self.speculation_refused = "task time read" if self._runtime.time_read else "local activity called"
             raise _NotSpeculable()
         if not replaying:
             self._live = LiveLocalActivities(self._runtime, self._local_runner or default_runner(), scheduled,

@@ -109,7 +109,7 @@ def test_code_that_reads_the_task_s_time_never_rides_and_reads_the_engine_s(engi
         handle = engine.start_workflow(StampsSteps.run, args=[3], id="stamps", task_queue=QUEUE)
         stamps = handle.result(60)
         ride = worker.workflow_worker.handed.ride_along
-    assert ride.accepted == 0 and "StampsSteps" in ride._reads_time
+    assert ride.accepted == 0 and "StampsSteps" in ride._not_tried
     scheduled = [e["event_time_ms"] for e in _events(handle) if e["event_type"] == "WORKFLOW_TASK_SCHEDULED"]
     assert stamps == scheduled[1:]  # each step's task's own WORKFLOW_TASK_SCHEDULED
 

@@ -112,7 +112,7 @@ def test_code_that_reads_the_task_s_time_sends_no_answer_and_its_type_is_not_tri
     value = {"return_workflow_task_after": 2}
     assert ride.ask(value, activity, encode(1)) is None
     assert "workflow_task_answer" not in value and "run-1" not in ride.handler.cache
-    assert "ReadsNow" in ride._reads_time
+    assert "ReadsNow" in ride._not_tried
 
 
 def test_code_that_calls_a_local_activity_next_sends_no_answer_and_starts_nothing():
@@ -120,7 +120,7 @@ def test_code_that_calls_a_local_activity_next_sends_no_answer_and_starts_nothin
     value = {"return_workflow_task_after": 2}
     assert ride.ask(value, activity, encode(1)) is None
     assert "workflow_task_answer" not in value and CALLS == []
-    assert "LocalNext" not in ride._reads_time
+    assert "LocalNext" in ride._not_tried
 
 
 def test_no_answer_when_the_cache_is_elsewhere_or_a_task_of_the_run_waits():
