@@ -94,6 +94,9 @@ class WorkflowRun:
     limit_warned: bool = False
     #: The first event the next task ships (None: the whole history; stored only once set).
     task_history_from: int | None = None
+    #: The identity that answered the last completed task (stored only once set): an answer
+    #: riding along is another worker's guess unless it names this one (`ride_along`).
+    task_answered_by: str = ""
     #: Signals recorded so far (limited per run; stored only once set).
     signal_count: int = 0
     #: Updates by update id, admitted, accepted or completed (stored only once set).
@@ -229,6 +232,8 @@ class WorkflowRun:
         }
         if self.task_history_from is not None:
             doc["task_history_from"] = self.task_history_from
+        if self.task_answered_by:
+            doc["task_answered_by"] = self.task_answered_by
         if self.signal_count:
             doc["signal_count"] = self.signal_count
         if self.updates:
@@ -269,7 +274,8 @@ class WorkflowRun:
             timers={timer_id: RunTimer(**timer) for timer_id, timer in d["timers"].items()},
             deadlines=dict(d["deadlines"]), cancel_requested=d["cancel_requested"],
             new_execution_run_id=d["new_execution_run_id"], limit_warned=d["limit_warned"],
-            task_history_from=d.get("task_history_from"), signal_count=d.get("signal_count", 0),
+            task_history_from=d.get("task_history_from"),
+            task_answered_by=d.get("task_answered_by", ""), signal_count=d.get("signal_count", 0),
             updates={u: RunUpdate(**update) for u, update in d.get("updates", {}).items()},
             children={int(i): RunChild(**child) for i, child in d.get("children", {}).items()},
             externals={int(i): kind for i, kind in d.get("externals", {}).items()}, parent=d.get("parent"),

@@ -191,3 +191,20 @@ def test_refused_when_an_update_came_first(d):
     replies = complete_riding(d, activity_key, scheduled, next_id, [COMPLETE])
     assert verdict(replies)["accepted"] is False and "is out" in verdict(replies)["reason"]
     assert d.run(key)["buffered"]  # behind the update's task, as without the answer
+
+
+def test_refused_when_another_worker_answered_the_last_task(d):
+    """A task redelivered after a rebalance can be answered by two workers, with commands
+    of the same count: the one whose answer was rejected kept an instance the engine never
+    saw, so its guess of the next task is refused even though every count matches."""
+    key, _ = d.start()
+    activity_key, scheduled = eager_activity(d, key)  # worker-7's answer is the one kept
+    other = d.send("TASK_COMPLETE", key, scheduled_event_id=scheduled, attempt=0, identity="worker-8",
+                   commands=orjson.dumps([EAGER]).decode())[1]
+    assert any(r.record_type == "COMMAND_REJECTION" for r in other)  # worker-8's own answer is over
+    next_id = d.run(key)["next_event_id"]
+    replies = complete_riding(d, activity_key, scheduled, next_id, [COMPLETE], identity="worker-8")
+    assert verdict(replies)["accepted"] is False and "answered by 'worker-7'" in verdict(replies)["reason"]
+    assert any(r.intent == "WORKFLOW_TASK" for r in replies)  # handed back as without the answer
+    d.complete(key, [COMPLETE])
+    d.check(key)

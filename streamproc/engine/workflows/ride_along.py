@@ -7,7 +7,9 @@ then, only if the run is exactly where the worker assumed, it writes in the same
 the normal path writes in two: WORKFLOW_TASK_SCHEDULED, _STARTED, _COMPLETED and the
 answer's command events, in Temporal's order. "Exactly where": the run is open, no task is
 out or waiting out a backoff, nothing is buffered and no update or query waits; its last
-completed task is the one the worker's cache answered (`return_workflow_task_after`); and
+completed task is the one the worker's cache answered (`return_workflow_task_after`), and
+it was this worker's answer that completed it (`task_answered_by`: another worker may have
+answered the same task too, and its instance kept commands the engine never took); and
 its next event id is the one the worker names, so no event came in between (a signal, a
 timer, another activity's close, a cancel request: each of those schedules a task, which
 moves the run's last completed task on or leaves one out). The answer's commands are
@@ -45,7 +47,7 @@ def deliver_with_answer(writer: RunWriter, events: list[PendingEvent], hand_back
     run = writer.run
     answer = _parse(answer_json)
     refusal = "the answer is not a JSON object with next_event_id and commands" if answer is None \
-        else _refusal(writer, hand_back_after, answer["next_event_id"])
+        else _refusal(writer, hand_back_after, answer["next_event_id"], answer["identity"])
     if refusal is not None:
         _verdict(writer, accepted=False, reason=refusal)
         writer.deliver(events, hand_back_after)
@@ -74,7 +76,7 @@ def deliver_with_answer(writer: RunWriter, events: list[PendingEvent], hand_back
             "workflow_id": run.workflow_id, "run_id": run.run_id, "scheduled_event_id": scheduled_id})
 
 
-def _refusal(writer: RunWriter, hand_back_after: int, next_event_id: int) -> str | None:
+def _refusal(writer: RunWriter, hand_back_after: int, next_event_id: int, identity: str) -> str | None:
     """Why the run is not where the worker's answer assumed (None: it is)."""
     run = writer.run
     if not writer.ctx.out.caller_listens or hand_back_after <= 0:
@@ -88,6 +90,10 @@ def _refusal(writer: RunWriter, hand_back_after: int, next_event_id: int) -> str
     if run.task_history_from != hand_back_after or run.task_attempt != 1:
         return (f"the run's last completed task is {run.task_history_from}, the worker's cache is at "
                 f"{hand_back_after}")
+    if run.task_answered_by != identity:
+        # Two workers may both have answered that task (redelivered after a rebalance):
+        # only the one whose answer the engine kept holds an instance that is the run.
+        return f"the run's last completed task was answered by {run.task_answered_by!r}, not {identity!r}"
     if run.next_event_id != next_event_id:
         return f"the run's next event id is {run.next_event_id}, the worker's cache assumed {next_event_id}"
     if run.buffered or run.admitted_updates() or run.waiting_queries:

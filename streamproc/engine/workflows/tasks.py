@@ -101,6 +101,7 @@ def finish_task(writer: RunWriter, validated: list, identity: str, carried: list
         "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
     run.task_attempt = 1
     run.task_history_from = scheduled_id  # the next task shows the worker what follows its answer
+    run.task_answered_by = identity
     eager_for = identity if ctx.out.caller_listens else None
     needs_task = apply(writer, validated, completed_id, eager_for)
     if run.is_open:
