@@ -27,6 +27,7 @@ dropped, and the task handed back replays from history.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -70,6 +71,8 @@ class RideAlong:
         self.turns = turns
         #: run id -> (the instance that answered, its task's Scheduled as guessed, closes, since)
         self._out: dict[str, tuple[Any, dict[str, Any], bool, float]] = {}
+        #: Guards `_out`: answers go out on the activity threads, verdicts come on the listener's.
+        self._lock = threading.Lock()
         #: Workflow types whose code read the task's time or called a local activity in a
         #: task run ahead: not tried again (each try that cannot answer costs a replay).
         self._not_tried: set[str] = set()
@@ -87,6 +90,7 @@ class RideAlong:
             return self._answer(value, task, run_id, result)
         except Exception:  # a runtime bug: the completion goes without the answer
             log.exception("workflow_task_ride_along_crashed", run_id=run_id)
+            value.pop("workflow_task_answer", None)  # no verdict would reach a listener
             self.handler.cache.evict(run_id)
             return None
         finally:
@@ -115,13 +119,18 @@ class RideAlong:
         commands, reservation = outcome.commands, None
         if self.handler.eager is not None:
             commands, reservation = self.handler.eager.reserve(commands)
-        closes = any(c.get("type") in CLOSE_COMMANDS for c in commands)
-        flags = {} if closes else {"return_new_workflow_task": True}
-        value["workflow_task_answer"] = orjson.dumps({
-            "next_event_id": next_event_id, "commands": commands, "identity": self.handler.identity,
-            "attributes": flags}).decode()
-        self._forget_overdue()
-        self._out[run_id] = (instance, events[-1], closes, time.monotonic())
+        try:
+            closes = any(c.get("type") in CLOSE_COMMANDS for c in commands)
+            flags = {} if closes else {"return_new_workflow_task": True}
+            answer = orjson.dumps({"next_event_id": next_event_id, "commands": commands,
+                                   "identity": self.handler.identity, "attributes": flags}).decode()
+            with self._lock:  # `settle` pops from it on the replies listener's thread
+                self._forget_overdue()
+                self._out[run_id] = (instance, events[-1], closes, time.monotonic())
+        except BaseException:
+            if reservation is not None:
+                reservation.release()  # no answer goes: its eager activities never come
+            raise
         self.sent += 1
 
         def on_reply(reply: Reply) -> bool:
@@ -140,11 +149,14 @@ class RideAlong:
             if reservation is not None:
                 reservation.release()  # a handed task, TASK_PROCESSED or a refusal: nothing more comes
             if record.record_type is RecordType.COMMAND_REJECTION:
-                self._out.pop(run_id, None)
+                with self._lock:
+                    self._out.pop(run_id, None)
                 return False  # the activity attempt logs it
             if record.value_type == ValueType.WORKFLOW and record.intent == WorkflowIntent.WORKFLOW_TASK:
                 self.handed.put(record)
             return True
+        # Last: an answer in the COMPLETE is one whose replies `on_reply` hears.
+        value["workflow_task_answer"] = answer
         return on_reply
 
     def _next_task_events(self, answered: dict[str, Any], last: list[dict[str, Any]], task: dict[str, Any],
@@ -186,7 +198,8 @@ class RideAlong:
         put back while another thread answers a task of the run costs a replay at worst.
         Returns whether the answer was accepted."""
         run_id = record.value.get("run_id") or ""
-        out = self._out.pop(run_id, None)
+        with self._lock:
+            out = self._out.pop(run_id, None)
         verdict = orjson.loads(record.value.get("attributes") or "{}")
         if not verdict.get("accepted"):
             self.refused += 1
@@ -208,7 +221,8 @@ class RideAlong:
         return True
 
     def _forget_overdue(self) -> None:
-        """Answers whose verdict never came (the engine away): their instances are dropped."""
+        """Answers whose verdict never came (the engine away): their instances are dropped
+        (under `_lock`)."""
         limit = time.monotonic() - VERDICT_S
         for run_id in [r for r, out in self._out.items() if out[3] < limit]:
             del self._out[run_id]

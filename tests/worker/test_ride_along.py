@@ -136,3 +136,33 @@ def test_no_answer_while_another_thread_runs_a_task():
     with ride.turns:
         assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is None
     assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is not None
+
+
+class _HeldSlots:
+    """An eager-activity reservation stand-in: counts what it gives back."""
+
+    def __init__(self):
+        self.released = 0
+
+    def reserve(self, commands):
+        return commands, self
+
+    def release(self):
+        self.released += 1
+
+
+def test_an_answer_that_fails_half_way_is_not_sent_and_gives_its_slots_back():
+    """The answer goes into the COMPLETE last: a failure after the slots were reserved (as
+    `_out` changing under the listener's thread once did) sends the completion without it,
+    rather than an answer whose verdict and eager activities nobody hears."""
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    ride.handler.eager = slots = _HeldSlots()
+
+    def broken():
+        raise RuntimeError("dictionary changed size during iteration")
+    ride._forget_overdue = broken
+    value = {"return_workflow_task_after": 2}
+    assert ride.ask(value, activity, encode(1)) is None
+    assert "workflow_task_answer" not in value and slots.released == 1
+    assert "run-1" not in ride.handler.cache and ride.sent == 0
+
