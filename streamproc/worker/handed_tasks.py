@@ -55,7 +55,8 @@ def is_handed_task(record: Record) -> bool:
 class HandedTasks:
     """The asks of one workflow worker and the tasks handed back to it."""
 
-    def __init__(self, replies: ReplyListener | None, cached_at: Callable[[str], int] = lambda run_id: 0) -> None:
+    def __init__(self, replies: ReplyListener | None, cached_at: Callable[[str], int] = lambda run_id: 0,
+                 forget_answer: Callable[[str, int], None] = lambda run_id, scheduled_event_id: None) -> None:
         #: Where the TASK_COMPLETEs that ask are answered (None: not listening yet).
         self.replies = replies
         #: Or the listener of another part of the process (an ActivityWorker's, once it
@@ -63,6 +64,9 @@ class HandedTasks:
         self.replies_of: Callable[[], ReplyListener | None] | None = None
         #: The task a run's cached instance answered last (its scheduled event id; 0: none).
         self.cached_at = cached_at
+        #: Drops a run's cached instance if it is the one that answered the task scheduled at
+        #: the event id given: the engine rejected that answer (`_heard`).
+        self.forget_answer = forget_answer
         self._tasks: list[Record] = []
         self._cond = threading.Condition()
         self._expect_until = 0.0
@@ -98,6 +102,7 @@ class HandedTasks:
                 self.put(reply.record)
                 then(reply)  # the last reply: slots not filled are given back
                 return True
+            self._heard(reply.record)
             return bool(then(reply))
 
         replies.expect(request_id, on_reply, ttl_s)
@@ -118,10 +123,21 @@ class HandedTasks:
     def _on_late_reply(self, reply: Reply) -> None:
         """A reply to an ask no registration waits for: its task, if it is one (a refusal
         of the answer needs nothing from this worker)."""
+        self._heard(reply.record)
         if is_handed_task(reply.record):
             self.put(reply.record)
         elif self.ride_along is not None and reply.record.intent == WorkflowIntent.RODE_ALONG:
             self.ride_along.settle(reply.record)  # heard after its registration lapsed
+
+    def _heard(self, record: Record) -> None:
+        """A rejected TASK_COMPLETE (the task is over: another worker's answer to it, after a
+        rebalance redelivered it, was kept): the instance kept for it holds commands the
+        engine never took, so it must answer nothing more, ride-along least of all."""
+        if record.record_type is RecordType.COMMAND_REJECTION and record.value_type == ValueType.WORKFLOW \
+                and record.intent == WorkflowIntent.TASK_COMPLETE:
+            scheduled_event_id = record.value.get("scheduled_event_id")
+            if isinstance(scheduled_event_id, int):
+                self.forget_answer(record.value.get("run_id") or "", scheduled_event_id)
 
     def ask_after_activity(self, value: dict, run_id: str) -> Callable[[Reply], bool | None] | None:
         """For an activity's answer (COMPLETE, FAIL) of run `run_id`: when the run is cached

@@ -118,6 +118,13 @@ class StickyCache(Generic[Instance]):
         while len(self._entries) > self.max_runs:
             self._entries.popitem(last=False)
 
+    def forget_answer(self, run_id: str, scheduled_event_id: int) -> None:
+        """The engine did not keep the answer to the task scheduled at `scheduled_event_id`:
+        drop the run's instance if that answer is the one it holds."""
+        entry = self._entries.get(run_id)
+        if entry is not None and entry.answered.get("event_id") == scheduled_event_id:
+            self.evict(run_id)
+
     def evict(self, run_id: str) -> None:
         self._entries.pop(run_id, None)
         self._answered_twice.discard(run_id)

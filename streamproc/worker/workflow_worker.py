@@ -154,7 +154,7 @@ class WorkflowWorker:
         self.queries = QueryAnswerer(definitions, self.handler.cache, new_instance, self._whole_history)
         #: The tasks the engine hands back to this worker (its listener starts with `run`).
         self.handed = None if disable_workflow_task_hand_back else HandedTasks(
-            None, self.handler.cache.answered_event_id)
+            None, self.handler.cache.answered_event_id, self.handler.cache.forget_answer)
         self.handler.handed = self.handed
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()

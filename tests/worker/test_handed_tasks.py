@@ -210,3 +210,26 @@ def test_a_task_handed_back_late_with_an_activitys_completion_is_still_taken(mon
     task_record.request_id = request_id
     listener._dispatch(task_record, 0)
     assert len(handed.take()) == 1
+
+
+def test_a_rejected_answer_drops_the_instance_it_left_in_the_cache():
+    """A task redelivered after a rebalance, answered here too late (another worker's answer
+    was kept): the instance kept for our answer holds commands the engine never took, so
+    no later task (nor a task riding along, `ride_along`) may start from it."""
+    replies = Replies()
+    cache = StickyCache(10)
+    handed = HandedTasks(replies, cache.answered_event_id, cache.forget_answer)
+    h = WorkflowTaskHandler({"Order": Definition("Order", [Outcome([SCHEDULE])] * 2)}, "worker-1", FakeInstance,
+                            cache)
+    h.handed = handed
+    answer = h.answer(task(first_task_history()))
+    assert "run-1" in cache
+
+    def rejected(scheduled_event_id):
+        return Record(RecordType.COMMAND_REJECTION, "WORKFLOW", "TASK_COMPLETE",
+                      {**answer.value, "scheduled_event_id": scheduled_event_id}, key=answer.key,
+                      rejection_type="INVALID_STATE", rejection_reason="that task is over")
+    replies.answer(answer.request_id, rejected(1))  # some other task's answer: not this instance's
+    assert "run-1" in cache
+    replies.answer(answer.request_id, rejected(answer.value["scheduled_event_id"]))
+    assert "run-1" not in cache
