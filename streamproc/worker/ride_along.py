@@ -36,6 +36,7 @@ import orjson
 import structlog
 
 from streamproc.kafka.replies import Reply
+from streamproc.protocol.limits import MAX_PAYLOAD_BYTES
 from streamproc.protocol.records import Record, RecordType, ValueType, WorkflowIntent
 from streamproc.protocol.workflow_commands import CLOSE_COMMANDS, WorkflowCommandType
 
@@ -52,11 +53,19 @@ log = structlog.get_logger("streamproc.worker")
 _COUNTED = frozenset({WorkflowCommandType.SCHEDULE_ACTIVITY_TASK, WorkflowCommandType.START_TIMER})
 #: How long an answer out waits for its verdict before its instance is forgotten.
 VERDICT_S = 120.0
+#: The most an answer and the activity's result may weigh together in the COMPLETE: a payload's
+#: limit, so the command stays well under the engine's and the broker's (a result the code
+#: passes on is in both, JSON-escaped again in the answer). Heavier, the completion goes alone.
+ANSWER_BUDGET_BYTES = MAX_PAYLOAD_BYTES
 
 
 def is_verdict(record: Record) -> bool:
     return record.value_type == ValueType.WORKFLOW and record.intent == WorkflowIntent.RODE_ALONG \
         and record.record_type is RecordType.EVENT
+
+
+class _TooLarge(Exception):
+    """The answer would make the COMPLETE too large to send (`ANSWER_BUDGET_BYTES`)."""
 
 
 class RideAlong:
@@ -103,6 +112,8 @@ class RideAlong:
         if found is None or run_id in self._out or self.handed.holds_task_for(run_id):
             return None
         instance, answered = found
+        if len(result or "") >= ANSWER_BUDGET_BYTES:  # no answer would fit beside it
+            return None
         if value.get("return_workflow_task_after") != answered.get("event_id"):
             return None
         last = getattr(instance, "last_commands", None)
@@ -124,12 +135,17 @@ class RideAlong:
             flags = {} if closes else {"return_new_workflow_task": True}
             answer = orjson.dumps({"next_event_id": next_event_id, "commands": commands,
                                    "identity": self.handler.identity, "attributes": flags}).decode()
+            if len(answer) + len(result or "") > ANSWER_BUDGET_BYTES:
+                log.info("workflow_task_ride_along_too_large", run_id=run_id, answer_bytes=len(answer))
+                raise _TooLarge  # the instance ran ahead: dropped, the task replays
             with self._lock:  # `settle` pops from it on the replies listener's thread
                 self._forget_overdue()
                 self._out[run_id] = (instance, events[-1], closes, time.monotonic())
-        except BaseException:
+        except BaseException as exc:
             if reservation is not None:
                 reservation.release()  # no answer goes: its eager activities never come
+            if isinstance(exc, _TooLarge):
+                return None
             raise
         self.sent += 1
 

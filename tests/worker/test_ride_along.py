@@ -166,3 +166,29 @@ def test_an_answer_that_fails_half_way_is_not_sent_and_gives_its_slots_back():
     assert "workflow_task_answer" not in value and slots.released == 1
     assert "run-1" not in ride.handler.cache and ride.sent == 0
 
+
+
+@workflow.defn(name="PassesOn")
+class PassesOn:
+    @workflow.run
+    async def run(self) -> str:
+        first = await workflow.execute_activity("step", 1, start_to_close_timeout=TIMEOUT)
+        return await workflow.execute_activity("step", first, start_to_close_timeout=TIMEOUT)
+
+
+def test_an_answer_too_large_to_go_with_the_result_is_not_sent():
+    """A large result the code passes on to its next activity is in the COMPLETE twice (the
+    second time JSON-escaped again): past the budget the completion goes alone, rather than
+    a command the broker refuses, whose result would be lost and the activity run again."""
+    ride, run, activity = cached_after_first_task(PassesOn)
+    ride.handler.eager = slots = _HeldSlots()
+    result = encode('"' * 100_000)  # 100 KB, twice as much escaped
+    value = {"return_workflow_task_after": 2, "result": result}
+    assert ride.ask(value, activity, result) is None
+    assert "workflow_task_answer" not in value and slots.released == 1 and ride.sent == 0
+    assert "run-1" not in ride.handler.cache  # it ran ahead: the task replays
+
+    ride, run, activity = cached_after_first_task(PassesOn)
+    small = encode("x" * 1000)
+    value = {"return_workflow_task_after": 2, "result": small}
+    assert ride.ask(value, activity, small) is not None and "workflow_task_answer" in value
