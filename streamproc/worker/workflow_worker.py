@@ -60,6 +60,7 @@ from streamproc.worker.ride_along import RideAlong
 from streamproc.worker.task_turns import TaskTurns
 from streamproc.worker.workflow_activation import InstanceFactory, PendingAnswer, WorkflowTaskHandler
 from streamproc.worker.workflow_queries import QueryAnswerer
+from streamproc.worker.workflow_worker_stats import WorkflowWorkerStats
 from streamproc.worker.workflow_task_pages import TaskPageAssembler, WorkflowTask, one_record_task
 from streamproc.workflow.local_activity_runner import LocalActivityRunner
 
@@ -75,35 +76,6 @@ POLL_S = 0.1
 #: How long to wait for GET_HISTORY's pages before failing the task (the engine then
 #: sends the next attempt with the whole history).
 HISTORY_FETCH_TIMEOUT_S = 20.0
-
-
-@dataclasses.dataclass
-class WorkflowWorkerStats:
-    """What this worker did with the tasks it received."""
-
-    #: Answers sent.
-    completed: int = 0
-    failed: int = 0
-    #: Retried attempts that failed again, left to the engine's task timeout.
-    unanswered: int = 0
-    #: Tasks answered from a cached instance, and cached runs that needed a replay after all.
-    cache_hits: int = 0
-    cache_misses: int = 0
-    #: Tasks whose history came in more than one record.
-    paged: int = 0
-    #: Tasks that carried part of the history and needed GET_HISTORY for the rest.
-    history_fetches: int = 0
-    #: Records that could not be used (undecodable, not a task), and tasks missing pages.
-    skipped: int = 0
-    incomplete: int = 0
-    #: Queries answered (from a cached run / after a replay).
-    queries: int = 0
-    #: Tasks the engine handed back on the replies partition (not through the queue).
-    handed_back: int = 0
-    #: Tasks answered with an activity's completion (`ride_along`; not counted in `completed`):
-    #: accepted, and refused (then handed back or queued).
-    rode_along: int = 0
-    ride_along_refused: int = 0
 
 
 class WorkflowWorker:
