@@ -107,6 +107,8 @@ class RideAlong:
 
     def _answer(self, value: dict[str, Any], task: dict[str, Any], run_id: str,
                 result: str) -> Callable[[Reply], bool] | None:
+        with self._lock:  # a verdict lost (the engine away) holds its run's ride-along only this long
+            self._forget_overdue()
         cache = self.handler.cache
         found = cache.entry(run_id)
         if found is None or run_id in self._out or self.handed.holds_task_for(run_id):
@@ -139,7 +141,6 @@ class RideAlong:
                 log.info("workflow_task_ride_along_too_large", run_id=run_id, answer_bytes=len(answer))
                 raise _TooLarge  # the instance ran ahead: dropped, the task replays
             with self._lock:  # `settle` pops from it on the replies listener's thread
-                self._forget_overdue()
                 self._out[run_id] = (instance, events[-1], closes, time.monotonic())
         except BaseException as exc:
             if reservation is not None:

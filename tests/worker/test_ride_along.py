@@ -160,7 +160,10 @@ def test_an_answer_that_fails_half_way_is_not_sent_and_gives_its_slots_back():
 
     def broken():
         raise RuntimeError("dictionary changed size during iteration")
-    ride._forget_overdue = broken
+    class Racing(dict):  # as `_out` changing under another thread once made it raise
+        def __setitem__(self, key, value):
+            broken()
+    ride._out = Racing()
     value = {"return_workflow_task_after": 2}
     assert ride.ask(value, activity, encode(1)) is None
     assert "workflow_task_answer" not in value and slots.released == 1
@@ -192,3 +195,13 @@ def test_an_answer_too_large_to_go_with_the_result_is_not_sent():
     small = encode("x" * 1000)
     value = {"return_workflow_task_after": 2, "result": small}
     assert ride.ask(value, activity, small) is not None and "workflow_task_answer" in value
+
+
+def test_an_answer_whose_verdict_never_came_holds_its_run_only_for_a_while():
+    """A lost verdict (the engine away): past `VERDICT_S` the run's next completion may
+    carry an answer again, without waiting for another run's answer to purge it."""
+    from streamproc.worker import ride_along
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    ride._out["run-1"] = (None, {"event_id": 0}, False, ride_along.time.monotonic() - ride_along.VERDICT_S - 1)
+    value = {"return_workflow_task_after": 2}
+    assert ride.ask(value, activity, encode(1)) is not None and "workflow_task_answer" in value
