@@ -12,7 +12,7 @@ import functools
 import threading
 
 import structlog
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from streamproc.metrics.consumer_lag import STATS_INTERVAL_MS, partition_lags
 
@@ -39,6 +39,11 @@ class WorkerMetrics:
             "Time a workflow worker spent on a workflow task: replay or resume of the code to its next "
             "block, and its answer handed to the producer.",
             ["task_queue"], buckets=WORKFLOW_TASK_BUCKETS_S, registry=self.registry)
+        self.workflow_task_ride_along = Counter(
+            "streamproc_workflow_task_ride_along",
+            "Workflow tasks answered with an activity's completion (ride-along), by the engine's "
+            "verdict: accepted (no task went through the queue or the hand-back) or refused.",
+            ["task_queue", "verdict"], registry=self.registry)
         self.consumer_lag = Gauge(
             "streamproc_task_queue_consumer_lag",
             "Tasks on a task queue partition this worker owns that no worker started yet (last stable "
@@ -64,6 +69,9 @@ class WorkerMetrics:
 
     def workflow_task_executed(self, task_queue: str, seconds: float) -> None:
         self._child(self.workflow_task_execution, task_queue).observe(seconds)
+
+    def workflow_task_rode_along(self, task_queue: str, accepted: bool) -> None:
+        self._child(self.workflow_task_ride_along, task_queue, "accepted" if accepted else "refused").inc()
 
     def consumer_config(self, task_queue: str, task_type: str, topic: str) -> dict:
         """Settings for a task queue's consumer that make librdkafka report its lag to us."""

@@ -41,6 +41,7 @@ from streamproc.protocol.records import Record, RecordType, ValueType, WorkflowI
 from streamproc.protocol.workflow_commands import CLOSE_COMMANDS, WorkflowCommandType
 
 if TYPE_CHECKING:
+    from streamproc.metrics.worker_metrics import WorkerMetrics
     from streamproc.worker.handed_tasks import HandedTasks
     from streamproc.worker.task_turns import TaskTurns
     from streamproc.worker.workflow_activation import WorkflowTaskHandler
@@ -72,8 +73,12 @@ class RideAlong:
     """Answers a run's next task with its activity's completion, for one workflow worker."""
 
     def __init__(self, handler: WorkflowTaskHandler, handed: HandedTasks, turns: TaskTurns,
-                 stats: Any = None) -> None:
+                 stats: Any = None, metrics: WorkerMetrics | None = None, task_queue: str = "") -> None:
         self.handler = handler
+        #: Prometheus (None: off): a task run ahead counts as a workflow task's execution, and
+        #: each verdict is counted; it has no schedule-to-start (answered where it was scheduled).
+        self.metrics = metrics
+        self.task_queue = task_queue
         #: The workflow worker's stats (`rode_along`, `ride_along_refused`), kept up to date.
         self.stats = stats
         self.handed = handed
@@ -124,7 +129,10 @@ class RideAlong:
             return None
         events, next_event_id = self._next_task_events(answered, last, task, result)
         cache.evict(run_id)  # out of the cache until the engine says (a task meanwhile replays)
+        began = time.monotonic()
         outcome = instance.speculate(events)
+        if self.metrics is not None:
+            self.metrics.workflow_task_executed(self.task_queue, time.monotonic() - began)
         if outcome is None:
             if getattr(instance, "speculation_refused", None):  # likely again at its next step
                 self._not_tried.add(task.get("workflow_type"))
@@ -218,6 +226,8 @@ class RideAlong:
         with self._lock:
             out = self._out.pop(run_id, None)
         verdict = orjson.loads(record.value.get("attributes") or "{}")
+        if self.metrics is not None:
+            self.metrics.workflow_task_rode_along(self.task_queue, bool(verdict.get("accepted")))
         if not verdict.get("accepted"):
             self.refused += 1
             if self.stats is not None:

@@ -139,7 +139,8 @@ class WorkflowWorker:
         #: The two threads that take tasks (the queue's, the handed-back ones') run them one at a time.
         self._turns = TaskTurns()
         if self.handed is not None and not disable_workflow_task_ride_along:
-            self.handed.ride_along = RideAlong(self.handler, self.handed, self._turns, self.stats)
+            self.handed.ride_along = RideAlong(self.handler, self.handed, self._turns, self.stats,
+                                              metrics, task_queue)
 
     @property
     def definitions(self) -> dict[str, Any]:

@@ -205,3 +205,18 @@ def test_an_answer_whose_verdict_never_came_holds_its_run_only_for_a_while():
     ride._out["run-1"] = (None, {"event_id": 0}, False, ride_along.time.monotonic() - ride_along.VERDICT_S - 1)
     value = {"return_workflow_task_after": 2}
     assert ride.ask(value, activity, encode(1)) is not None and "workflow_task_answer" in value
+
+
+def test_tasks_that_ride_along_are_seen_in_prometheus():
+    from streamproc.metrics.worker_metrics import WorkerMetrics
+    metrics = WorkerMetrics()
+    for accepted in (True, False):
+        ride, run, activity = cached_after_first_task(TwoSteps)
+        ride.metrics, ride.task_queue = metrics, "orders"
+        ride.ask({"return_workflow_task_after": 2}, activity, encode(1))
+        run.history.activity_completed("1", 1)
+        ride.settle(verdict(accepted, run.history.schedule_task()))
+    sample = metrics.registry.get_sample_value
+    assert sample("streamproc_workflow_task_execution_latency_seconds_count", {"task_queue": "orders"}) == 2
+    for outcome in ("accepted", "refused"):
+        assert sample("streamproc_workflow_task_ride_along_total", {"task_queue": "orders", "verdict": outcome}) == 1
