@@ -57,6 +57,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5, help="seconds per rate (default 5)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--start-unconfirmed", action="store_true", help="job workers with --start-unconfirmed")
+    parser.add_argument("--spread-creates", action="store_true",
+                        help="each CREATE to its request id's partition, not kept on one for a while")
     parser.add_argument("--commit-interval-ms", type=float, default=0, help="the engine's (default 0: off)")
     args = parser.parse_args()
     bench = Bench("jobs_cost")
@@ -68,14 +70,14 @@ def main() -> int:
         bench.engine_options = ("--commit-interval-ms", str(args.commit_interval_ms))
     try:
         for partitions in (int(p) for p in args.partitions.split(",")):
-            with JobsRig(bench, partitions, args.workers) as rig:
+            with JobsRig(bench, partitions, args.workers, args.spread_creates) as rig:
                 for rate in (float(r) for r in args.rates.split(",")):
                     before = broker_counts(bench.broker_pid)
                     measured = rig.measure(int(rate * args.seconds), rate)
                     grown = counts_since(before, broker_counts(bench.broker_pid), bench.namespace)
                     line = {"partitions": partitions, "rate_per_sec": rate, "jobs": measured["jobs"],
                             "workers": args.workers, "start_unconfirmed": args.start_unconfirmed,
-                            "commit_interval_ms": args.commit_interval_ms,
+                            "commit_interval_ms": args.commit_interval_ms, "spread_creates": args.spread_creates,
                             **per_job(grown, measured)}
                     print(json.dumps(line), flush=True)
     finally:
