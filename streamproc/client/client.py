@@ -146,7 +146,9 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
     def create_job(self, type: str, payload: Any = None, *, retries: int = 3,
                    timeout: timedelta = timedelta(minutes=5), routing_key: str | None = None,
                    request_id: str | None = None) -> str:
-        """Ask for a job on task queue `type`; returns the request id its CREATED event carries."""
+        """Ask for a job on task queue `type`; returns the request id its CREATED event carries.
+        The job lives on the partition of `routing_key`; without one, on the partition this
+        client is putting its new jobs on for now (`client/sticky_partitions.py`)."""
         request_id = request_id or uuid.uuid4().hex
         value = {"type": type, "payload": orjson.dumps(payload).decode(), "retries": retries,
                  "timeout_ms": _ms(timeout)}
