@@ -318,7 +318,8 @@ class Engine:
         self._finish_commit()
         while fresh and processed < self.max_batch and (left_s := self._window.left_s()) > 0:
             _, more = self._session.poll_commands(self.max_batch - processed, left_s, self.partitions)
-            if not touched <= self.partitions.keys():  # revoked in that poll: its writes are gone
+            if not touched.union(m.partition() for m in commands) <= self.partitions.keys():
+                # Revoked in that poll: its staged writes are gone, its offsets not ours to commit.
                 raise RuntimeError("partitions revoked while a batch collected commands: rewinding")
             more, more_fresh, processed = self._process_fresh(more, touched, processed)
             commands, fresh = commands + more, fresh + more_fresh
