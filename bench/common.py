@@ -50,6 +50,8 @@ class Bench:
         self.namespaces: list[str] = []
         #: Extra `streamproc worker run` options of the job workers this bench starts.
         self.job_worker_options: tuple[str, ...] = ()
+        #: Extra `streamproc engine run` options of the engines it starts (e.g. --commit-interval-ms).
+        self.engine_options: tuple[str, ...] = ()
         #: Engines and job workers serve Prometheus metrics (each on a free port).
         self.metrics = False
         say(f"broker {self.bootstrap}{' (started here)' if self.broker else ''}, logs in {self.dir}")
@@ -83,7 +85,8 @@ class Bench:
         state_dir = state_dir or self.dir / f"state-{engine_id}"
         env = self.env(STREAMPROC_ENGINE_ID=engine_id, STREAMPROC_PARTITIONS=str(partitions),
                        STREAMPROC_STATE_DIR=str(state_dir))
-        return self.spawn(["engine", "run", *self._metrics_option()], env, f"engine-{engine_id}.log")
+        return self.spawn(["engine", "run", *self.engine_options, *self._metrics_option()], env,
+                          f"engine-{engine_id}.log")
 
     @contextlib.contextmanager
     def running_engine(self, name: str, partitions: int) -> Iterator[subprocess.Popen]:

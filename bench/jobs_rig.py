@@ -21,8 +21,11 @@ WARMUP = 200
 class JobsRig:
     """`with JobsRig(bench, partitions, workers) as rig: rig.measure(jobs, rate)`; processes stop on exit."""
 
-    def __init__(self, bench: Bench, partitions: int, workers: int) -> None:
+    def __init__(self, bench: Bench, partitions: int, workers: int, spread_creates: bool = False) -> None:
         self.bench = bench
+        #: Each CREATE to the partition of its request id (as clients did before they kept new
+        #: jobs on one partition for a while, `client/sticky_partitions.py`): to compare.
+        self.spread_creates = spread_creates
         self.partitions = partitions
         self.workers = workers
 
@@ -59,13 +62,14 @@ class JobsRig:
         """Create `jobs` jobs, as fast as the client can (rate None) or at `rate` per second,
         and wait until all are COMPLETED."""
         transactions_before = engine_counters(self.engine)["transactions"]
-        result = _measure(self.client, self.tap, jobs, rate, self.cpu)
+        result = _measure(self.client, self.tap, jobs, rate, self.cpu, self.spread_creates)
         transactions = engine_counters(self.engine)["transactions"] - transactions_before
         result.update(transactions=transactions, transactions_per_sec=round(transactions / result["seconds"], 1))
         return result
 
 
-def _measure(client: SyncClient, tap: EventTap, jobs: int, rate: float | None, cpu_meter: CpuMeter) -> dict:
+def _measure(client: SyncClient, tap: EventTap, jobs: int, rate: float | None, cpu_meter: CpuMeter,
+             spread_creates: bool = False) -> dict:
     tap.forget()
     cpu_meter.start()
     sent: dict[str, float] = {}
@@ -78,7 +82,7 @@ def _measure(client: SyncClient, tap: EventTap, jobs: int, rate: float | None, c
                 time.sleep(delay)
         request_id = uuid.uuid4().hex
         sent[request_id] = now_ms()
-        client.create_job(QUEUE, {"i": i}, request_id=request_id)
+        client.create_job(QUEUE, {"i": i}, request_id=request_id, routing_key=request_id if spread_creates else None)
     client.flush()
     send_seconds = time.monotonic() - started
     tap.wait(lambda: tap.count("COMPLETED") >= jobs, 60 + jobs / 100, f"{jobs} COMPLETED")

@@ -99,6 +99,8 @@ def main() -> int:
     bench = Bench(args.scenario)
     if args.job_start_unconfirmed:
         bench.job_worker_options = ("--start-unconfirmed",)
+    if args.engine_commit_interval_ms:
+        bench.engine_options = ("--commit-interval-ms", str(args.engine_commit_interval_ms))
     bench.metrics = args.metrics
     warm_up_runs = warm_broker(bench.bootstrap, bench.broker_pid) if args.warm_broker else None
     broker_cpu = BrokerCpu(bench.broker_pid)
@@ -143,6 +145,7 @@ def main() -> int:
         if args.scenario in WORKFLOW_SCENARIOS else {}
     if args.scenario.startswith("jobs_"):
         extra["job_start"] = "unconfirmed" if args.job_start_unconfirmed else "confirmed"
+        extra["engine_commit_interval_ms"] = args.engine_commit_interval_ms
     if warm_up_runs is not None:
         extra["broker_warm_up_runs"] = warm_up_runs
     if (broker_cpu.jit_share or 0) >= WARM_JIT_SHARE:

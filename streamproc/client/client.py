@@ -39,6 +39,7 @@ from streamproc.client.temporal_gaps import CLIENT_METHODS, CONNECT_OPTIONS, mis
 from streamproc.client.workflows import WorkflowOperations
 from streamproc.converter import DataConverter
 from streamproc.kafka.client_log import ClientLog
+from streamproc.client.sticky_partitions import StickyPartitions
 from streamproc.kafka.config import producer_config
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for, partition_of_key
@@ -72,6 +73,8 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
         self._producer = Producer(producer_config(
             self.bootstrap, **{**ClientLog("client").config(), **producer_overrides}))
         self._partitions: int | None = None
+        #: Where new jobs without a routing key go.
+        self._new_jobs = StickyPartitions()
         #: How long `send` waits for room in a full producer queue before giving up.
         self.send_timeout_s = 30.0
         #: Seconds between copies of a request that got no answer (`client/requests.py`).
@@ -143,7 +146,9 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
     def create_job(self, type: str, payload: Any = None, *, retries: int = 3,
                    timeout: timedelta = timedelta(minutes=5), routing_key: str | None = None,
                    request_id: str | None = None) -> str:
-        """Ask for a job on task queue `type`; returns the request id its CREATED event carries."""
+        """Ask for a job on task queue `type`; returns the request id its CREATED event carries.
+        The job lives on the partition of `routing_key`; without one, on the partition this
+        client is putting its new jobs on for now (`client/sticky_partitions.py`)."""
         request_id = request_id or uuid.uuid4().hex
         value = {"type": type, "payload": orjson.dumps(payload).decode(), "retries": retries,
                  "timeout_ms": _ms(timeout)}
@@ -152,7 +157,8 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
         except RuntimeError as exc:
             raise RequestNotSentError(f"CREATE {request_id} not sent: {exc}", intent=JobIntent.CREATE,
                                       request_id=request_id) from None
-        partition = partition_for(routing_key or request_id, partitions)
+        # Without a routing key, jobs created close together share a partition (`sticky_partitions.py`).
+        partition = partition_for(routing_key, partitions) if routing_key else self._new_jobs.next(partitions)
         self.send(Record.command(ValueType.JOB, JobIntent.CREATE, value, request_id=request_id), partition)
         return request_id
 

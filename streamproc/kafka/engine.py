@@ -31,6 +31,7 @@ from streamproc.kafka.engine_clients import RECONNECT, engine_producer_config
 from streamproc.kafka.engine_consumer import EngineConsumer
 from streamproc.kafka.engine_stats import EngineStats
 from streamproc.kafka.commit import Committer
+from streamproc.kafka.commit_window import CommitWindow
 from streamproc.engine.processing import Limits
 from streamproc.engine.relay import Relay
 from streamproc.kafka.recovery import FaultPolicy, Recovery
@@ -58,7 +59,8 @@ class Engine:
     def __init__(self, settings: Settings, clock: Clock | None = None, limits: Limits = Limits(),
                  max_batch: int = 2000, idle_poll_ms: int = 100,
                  transaction_timeout_ms: int = 10_000, echo_offsets_max_age_s: float = 1.0,
-                 faults: FaultPolicy = FaultPolicy(), metrics: EngineMetrics | None = None) -> None:
+                 faults: FaultPolicy = FaultPolicy(), metrics: EngineMetrics | None = None,
+                 commit_interval_ms: float = 0) -> None:
         self.settings = settings
         self.topics = Topics(settings.namespace)
         self.clock = clock or SystemClock()
@@ -71,6 +73,8 @@ class Engine:
         #: after a crash, they are skipped anyway).
         self.echo_offsets_max_age_s = echo_offsets_max_age_s
         self.stats = EngineStats()
+        #: Transactions begin at most every `commit_interval_ms` (`kafka/commit_window.py`).
+        self._window = CommitWindow(commit_interval_ms)
         self.partitions: dict[int, OwnedPartition] = {}
         self.ready = threading.Event()
         self._stop = threading.Event()
@@ -304,29 +308,24 @@ class Engine:
         p.stage = "consume"
         messages, commands = self._session.poll_commands(self.max_batch, self._poll_timeout_s(), self.partitions)
         p.stage = "process"
-        fresh = [msg for msg in commands if not is_echo(msg)]
-        self.stats.echoes += len(commands) - len(fresh)
         # 1. Processors only stage writes (over the committing batch's) and follow-ups, for at
         #    most `max_batch` commands (a BATCH counts its parts): what is left is read again.
         touched: set[int] = set()
-        tally = self._tally
-        processed = 0
-        for i, msg in enumerate(fresh):
-            if processed >= self.max_batch:
-                commands = self._session.put_back(fresh[i:], commands)
-                break
-            pid = msg.partition()
-            cmd = self.partitions[pid].processor.process(msg.value(), msg.headers(), msg.offset())
-            self._relay.read_back(pid, msg.headers())
-            touched.add(pid)
-            processed += 1 if cmd is None else len(command_batches.commands_in(cmd))
-            if tally is not None:
-                tally.command(pid, cmd)
-        # 2. The previous batch must have committed before this one's transaction begins.
+        commands, fresh, processed = self._process_fresh(commands, touched, 0)
+        # 2. The previous batch must have committed before this one's transaction begins; one
+        #    ready within the commit interval of its begin takes in what arrives until then.
         p.stage = "commit_wait"
         self._finish_commit()
+        while fresh and processed < self.max_batch and (left_s := self._window.left_s()) > 0:
+            _, more = self._session.poll_commands(self.max_batch - processed, left_s, self.partitions)
+            if not touched.union(m.partition() for m in commands) <= self.partitions.keys():
+                # Revoked in that poll: its staged writes are gone, its offsets not ours to commit.
+                raise RuntimeError("partitions revoked while a batch collected commands: rewinding")
+            more, more_fresh, processed = self._process_fresh(more, touched, processed)
+            commands, fresh = commands + more, fresh + more_fresh
         # 3. Due commands, from committed state, are processed in the transaction that
         #    writes them to the log: a timeout costs one commit, not a round trip.
+        tally = self._tally
         now = self.clock.now_ms()
         due = [(part.id, cmd) for part in self.partitions.values()
                if part.checker.wait_ms(now) == 0 for cmd in part.checker.collect(now)]
@@ -353,6 +352,28 @@ class Engine:
             self.on_idle()
         p.step_at = time.monotonic()
 
+    def _process_fresh(self, commands: list[Message], touched: set[int], processed: int) \
+            -> tuple[list[Message], int, int]:
+        """Process the commands of a poll that are not echoes, up to `max_batch` in all (what
+        is beyond is put back); answers the commands kept, how many were fresh, and the
+        count processed so far."""
+        fresh = [msg for msg in commands if not is_echo(msg)]
+        self.stats.echoes += len(commands) - len(fresh)
+        tally = self._tally
+        for i, msg in enumerate(fresh):
+            if processed >= self.max_batch:
+                commands = self._session.put_back(fresh[i:], commands)
+                fresh = fresh[:i]
+                break
+            pid = msg.partition()
+            cmd = self.partitions[pid].processor.process(msg.value(), msg.headers(), msg.offset())
+            self._relay.read_back(pid, msg.headers())
+            touched.add(pid)
+            processed += 1 if cmd is None else len(command_batches.commands_in(cmd))
+            if tally is not None:
+                tally.command(pid, cmd)
+        return commands, len(fresh), processed
+
     def quiet_outlook(self) -> Outlook | None:
         """From `on_idle` only (the engine thread): see `streamproc.kafka.quiet`."""
         return quiet_outlook(self.partitions, self.restored(), self._consumer, self.topics.commands)
@@ -374,6 +395,7 @@ class Engine:
                 self._tally.rejections_in(pid, self.partitions[pid].processor.output.events)
             self._tally.relayed(relayed)
             self._committing_tally, self._tally = self._tally, BatchTally()
+        self._window.began()
         self._txn.begin(offsets, [self.partitions[pid] for pid in touched_ids], due, len(messages),
                         self._consumer.consumer_group_metadata, len(relayed))
 

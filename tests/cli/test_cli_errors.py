@@ -43,6 +43,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, code: int, says: 
     ["workflow", "start", "--type", "T", "-t", "q", "-w", "w", "--run-timeout", "soon"],
     ["no-such-command"],
     ["job", "create"],                                  # a missing argument
+    ["engine", "run", "--commit-interval-ms", "-3"],    # out of range
 ])
 def test_a_bad_flag_is_a_usage_error(args):
     result = streamproc(*args)

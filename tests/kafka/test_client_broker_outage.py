@@ -171,6 +171,7 @@ def test_flush_names_the_creates_whose_outcome_is_unknown_and_they_land_once(bro
     try:
         events.read_until(lambda e: any(r.request_id == "job-during" for r in e.events(intent="CREATED")), 60)
         events.read_to_end(30)
-        assert [r.request_id for r in events.events(intent="CREATED")] == ["job-before", "job-during"]
+        # Once each (on the partitions the client put them on, read in no set order between them).
+        assert sorted(r.request_id for r in events.events(intent="CREATED")) == ["job-before", "job-during"]
     finally:
         events.close()

@@ -70,10 +70,15 @@ def _logged_partitions(process, event: str, field: str) -> set[int]:
     return found
 
 
-def test_sigkill_the_engine_repeatedly_while_5000_jobs_flow(bootstrap, namespace, tmp_path):
+#: The engine's options: its defaults, and a commit window (batches collect commands for 10 ms).
+ENGINE_MODES = pytest.mark.parametrize("options", [(), ("--commit-interval-ms", "10")], ids=["default", "window"])
+
+
+@ENGINE_MODES
+def test_sigkill_the_engine_repeatedly_while_5000_jobs_flow(bootstrap, namespace, tmp_path, options):
     rng = random.Random(20261122)
     state = tmp_path / "state"
-    engine = engine_process(bootstrap, namespace, "crashy", state, tmp_path).start()
+    engine = engine_process(bootstrap, namespace, "crashy", state, tmp_path, options=options).start()
     workers = [worker_process(bootstrap, namespace, "flow", f"w{i}", tmp_path).start() for i in (1, 2)]
     events = EventLog(bootstrap, namespace)
     kills = 0
@@ -137,8 +142,9 @@ def test_a_second_engine_takes_over_from_the_changelog_alone(bootstrap, namespac
     _assert_no_open_state(state_b)
 
 
-def test_a_second_engine_joining_mid_flow_takes_partitions_over_cleanly(bootstrap, namespace, tmp_path):
-    a = engine_process(bootstrap, namespace, "join-a", tmp_path / "a", tmp_path).start()
+@ENGINE_MODES
+def test_a_second_engine_joining_mid_flow_takes_partitions_over_cleanly(bootstrap, namespace, tmp_path, options):
+    a = engine_process(bootstrap, namespace, "join-a", tmp_path / "a", tmp_path, options=options).start()
     workers = [worker_process(bootstrap, namespace, "flow", f"w{i}", tmp_path).start() for i in (1, 2)]
     events = EventLog(bootstrap, namespace)
     b = None
@@ -148,7 +154,7 @@ def test_a_second_engine_joining_mid_flow_takes_partitions_over_cleanly(bootstra
         producer = threading.Thread(target=_produce_jobs, args=(bootstrap, namespace, 3000, 500, done))
         producer.start()
         time.sleep(1.5)
-        b = engine_process(bootstrap, namespace, "join-b", tmp_path / "b", tmp_path).start()
+        b = engine_process(bootstrap, namespace, "join-b", tmp_path / "b", tmp_path, options=options).start()
         b.wait_for_log("partitions_assigned")
         producer.join()
         events.read_until(lambda e: e.count("COMPLETED") >= 3000, timeout=120)

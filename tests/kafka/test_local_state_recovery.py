@@ -83,8 +83,8 @@ def test_an_assignment_whose_opening_failed_half_way_is_finished_by_the_recovery
     events = EventLog(bootstrap, namespace)
     with EngineThread(settings, idle_poll_ms=10) as engine, Client(bootstrap, namespace) as client:
         assert failed == [1] and sorted(engine.partitions) == [0, 1]
-        for n in range(20):  # keys spread over both partitions
-            client.create_job(f"q{n}", {"n": n})
+        for n in range(20):  # routing keys spread over both partitions
+            client.create_job(f"q{n}", {"n": n}, routing_key=f"q{n}")
         client.flush()
         events.read_until(lambda e: e.count("CREATED") == 20, timeout=30)
         assert {e.partition_id for e in events.events(intent="CREATED")} == {0, 1}
