@@ -62,3 +62,14 @@ def check_connection(bootstrap: str, timeout_s: float = 15.0, *, require_broker:
         raise BrokerUnreachable(f"no Kafka broker answers at {bootstrap} (waited {timeout_s:g} s): start one "
                                 f"(`streamproc broker start`, `streamproc dev`) or name another with "
                                 f"--bootstrap or STREAMPROC_BOOTSTRAP")
+
+
+def broker_answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
+    """Whether a broker answers a metadata request of a new client within `timeout_s`: asked
+    by the engine's watchdog, whose question is whether the broker or the engine's own
+    clients are stuck (a new client has no connection left over from before)."""
+    admin = AdminClient(admin_config(bootstrap, error_cb=lambda error: None, log_level=0))
+    try:
+        return bool(admin.list_topics(timeout=timeout_s).brokers)
+    except KafkaException:
+        return False
