@@ -115,9 +115,15 @@ def _freeze_for_20_s(rig: Rig) -> None:
 
 
 def _no_rebuild(n: int, engine_lines: list[dict]) -> None:
+    """The engine did not need the watchdog's last resort (new clients after 60 s of failing).
+    A rebuild asked for because the broker answered the watchdog's own client for 10 s while
+    the engine still failed is the prompt path, not the last resort: printed, not failed."""
     kinds = collections.Counter(line.get("event") for line in engine_lines)
-    assert "engine_clients_rebuild_requested" not in kinds, (
-        f"stall {n}: the engine needed the watchdog's rebuild: {dict(kinds)}")
+    rebuilds = [line for line in engine_lines if line.get("event") == "engine_clients_rebuild_requested"]
+    assert all("broker_answering_s" in line for line in rebuilds), (
+        f"stall {n}: the engine needed the watchdog's last resort: {dict(kinds)}")
+    if rebuilds:
+        print(f"\nstall {n}: clients replaced {rebuilds[0]['broker_answering_s']} s after the broker answered again")
 
 
 @pytest.mark.timeout(600)
