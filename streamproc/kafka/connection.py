@@ -9,6 +9,7 @@ caller's own retries wait for it, so this returns as soon as it sees that).
 
 from __future__ import annotations
 
+import threading
 import time
 
 from confluent_kafka import KafkaError, KafkaException
@@ -73,3 +74,24 @@ def broker_answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
         return bool(admin.list_topics(timeout=timeout_s).brokers)
     except KafkaException:
         return False
+
+
+class BrokerProbe:
+    """`broker_answers` on a thread of its own, waited for at most `wait_s`: the watchdog that
+    asks is the engine's last resort, and must not hang in a client (closing one is a
+    blocking call). One probe at a time: while one is still out, the answer is no."""
+
+    def __init__(self, bootstrap: str, wait_s: float = 5.0) -> None:
+        self.bootstrap = bootstrap
+        self.wait_s = wait_s
+        self._out: threading.Thread | None = None
+
+    def __call__(self) -> bool:
+        if self._out is not None and self._out.is_alive():
+            return False
+        answer: list[bool] = []
+        self._out = threading.Thread(target=lambda: answer.append(broker_answers(self.bootstrap)),
+                                     name="broker-probe", daemon=True)
+        self._out.start()
+        self._out.join(self.wait_s)
+        return bool(answer and answer[0])
