@@ -203,7 +203,12 @@ def test_the_watchdog_asks_for_new_clients_once_the_broker_answers_while_the_eng
             clock.t += 1
             progress.step_at = clock.t
             dog.check()
+        progress.stage = "restore"
+        for _ in range(30):  # a long step that is not failing (a big restore): work, not a wedge
+            clock.t += 1
+            dog.check()
         assert probes == []
+        progress.stage, progress.step_at = "starting", clock.t
         progress.failing_since = clock.t  # commits fail from now on: the broker is stalled
         began = clock.t
         for _ in range(20):
