@@ -34,8 +34,10 @@ def api_versions_answered(host: str, port: int, timeout: float) -> bool | None:
     body = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
     try:
         conn = socket.create_connection((host, port), timeout=timeout)
-    except OSError:
+    except ConnectionRefusedError:
         return None
+    except OSError:  # a stalled broker's full accept queue: the connection times out
+        return False
     try:
         conn.settimeout(timeout)
         conn.sendall(struct.pack(">i", len(body)) + body)
