@@ -59,7 +59,7 @@ class TopicAdmin:
         missing = [n for n in wanted if n not in self._known]
         if not missing:
             return
-        existing = self._admin.list_topics(timeout=timeout).topics
+        existing = self._topics_metadata(timeout)
         new = [NewTopic(n, wanted[n][0], self.replication_factor, config={**self._replication_config, **wanted[n][1]})
                for n in missing if n not in existing]
         if new:
@@ -72,10 +72,25 @@ class TopicAdmin:
         self._wait_for_leaders(missing, timeout)
         self._known.update(missing)
 
+    def _topics_metadata(self, timeout: float) -> dict:
+        """Every topic's metadata, asked again within `timeout` after a transport failure: a
+        new client's first metadata request failed at once with "Broker transport failure"
+        on a loaded machine, right after the broker restarted, and a worker starting then exited."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._admin.list_topics(timeout=max(deadline - time.monotonic(), 0.1)).topics
+            except KafkaException as exc:
+                error = exc.args[0]
+                passing = error.retriable() or error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
+                if not passing or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.2)
+
     def _wait_for_leaders(self, names: list[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            md = self._admin.list_topics(timeout=timeout).topics
+            md = self._topics_metadata(timeout)
             if all(n in md and md[n].error is None and md[n].partitions
                    and all(p.leader >= 0 for p in md[n].partitions.values()) for n in names):
                 return
@@ -89,7 +104,7 @@ class TopicAdmin:
         while True:
             # Metadata for all topics: asking for one by name would auto-create it on
             # brokers that allow that, with the wrong partition count.
-            md = self._admin.list_topics(timeout=timeout).topics.get(topic)
+            md = self._topics_metadata(timeout).get(topic)
             if md is not None and md.error is None and md.partitions:
                 return len(md.partitions)
             if time.monotonic() > deadline:
@@ -101,7 +116,7 @@ class TopicAdmin:
     def namespace_topics(self, timeout: float = 30) -> list[str]:
         """Every topic of this namespace (engine topics and task queues)."""
         prefix = f"{self.topics.namespace}."
-        return sorted(t for t in self._admin.list_topics(timeout=timeout).topics if t.startswith(prefix))
+        return sorted(t for t in self._topics_metadata(timeout) if t.startswith(prefix))
 
     def delete(self, names: list[str], timeout: float = 30) -> None:
         for future in self._admin.delete_topics(names, operation_timeout=timeout).values():

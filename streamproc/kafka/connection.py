@@ -9,6 +9,7 @@ caller's own retries wait for it, so this returns as soon as it sees that).
 
 from __future__ import annotations
 
+import threading
 import time
 
 from confluent_kafka import KafkaError, KafkaException
@@ -62,3 +63,35 @@ def check_connection(bootstrap: str, timeout_s: float = 15.0, *, require_broker:
         raise BrokerUnreachable(f"no Kafka broker answers at {bootstrap} (waited {timeout_s:g} s): start one "
                                 f"(`streamproc broker start`, `streamproc dev`) or name another with "
                                 f"--bootstrap or STREAMPROC_BOOTSTRAP")
+
+
+def broker_answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
+    """Whether a broker answers a metadata request of a new client within `timeout_s`: asked
+    by the engine's watchdog, whose question is whether the broker or the engine's own
+    clients are stuck (a new client has no connection left over from before)."""
+    admin = AdminClient(admin_config(bootstrap, error_cb=lambda error: None, log_level=0))
+    try:
+        return bool(admin.list_topics(timeout=timeout_s).brokers)
+    except KafkaException:
+        return False
+
+
+class BrokerProbe:
+    """`broker_answers` on a thread of its own, waited for at most `wait_s`: the watchdog that
+    asks is the engine's last resort, and must not hang in a client (closing one is a
+    blocking call). One probe at a time: while one is still out, the answer is no."""
+
+    def __init__(self, bootstrap: str, wait_s: float = 5.0) -> None:
+        self.bootstrap = bootstrap
+        self.wait_s = wait_s
+        self._out: threading.Thread | None = None
+
+    def __call__(self) -> bool:
+        if self._out is not None and self._out.is_alive():
+            return False
+        answer: list[bool] = []
+        self._out = threading.Thread(target=lambda: answer.append(broker_answers(self.bootstrap)),
+                                     name="broker-probe", daemon=True)
+        self._out.start()
+        self._out.join(self.wait_s)
+        return bool(answer and answer[0])

@@ -40,7 +40,7 @@ from streamproc.kafka.watchdog import Progress, Watchdog
 from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.quiet import quiet_outlook
 from streamproc.kafka.client_log import ClientLog
-from streamproc.kafka.connection import check_connection
+from streamproc.kafka.connection import BrokerProbe, check_connection
 from streamproc.kafka.echoes import EchoOffsets, is_echo
 from streamproc.kafka.owned_partition import RESTORE_CONNECT_TIMEOUT_S, OwnedPartition, open_restored
 from streamproc.kafka.errors import IdentityConflict, StartRefused
@@ -96,7 +96,8 @@ class Engine:
         self._echo_offsets = EchoOffsets()
         self.progress = Progress()
         self._recovery = Recovery(settings.engine_id, self.progress, faults, transaction_timeout_ms / 1000)
-        self._watchdog = Watchdog(self.progress, lambda: sorted(self.partitions), faults)
+        self._watchdog = Watchdog(self.progress, lambda: sorted(self.partitions), faults,
+                                  broker_answers=BrokerProbe(settings.bootstrap))
         #: Why run() ended, if not by stop(): another live process has this engine's id.
         self.failure: IdentityConflict | None = None
         self.on_batch_committed: Callable[[int], None] | None = None

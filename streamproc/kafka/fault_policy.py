@@ -21,6 +21,16 @@ class FaultPolicy:
     stall_log_interval_s: float = 15.0
     #: ... and after this long the Kafka clients are replaced.
     rebuild_after_s: float = 60.0
+    #: Failing this long, the watchdog asks a new client of its own whether the broker
+    #: answers (every `broker_probe_interval_s`) ...
+    broker_probe_after_s: float = 10.0
+    broker_probe_interval_s: float = 2.0
+    #: ... and when the broker has answered it this long while the engine still fails, the
+    #: engine's clients are the ones stuck: they are replaced then, not after `rebuild_after_s`.
+    #: Long enough for the engine's own recovery (a static consumer's rejoin, a resumed
+    #: init_transactions: 5-7 s after a frozen broker went on, on a loaded machine); after 4 s
+    #: a rebuild was seen to undo a recovery that was about to commit.
+    rebuild_when_answering_s: float = 10.0
     conflict_limit: int = 3
     conflict_window_s: float = 60.0
     #: A consumer fencing counts towards a conflict only this long after every broker was lost.

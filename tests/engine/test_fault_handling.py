@@ -179,6 +179,82 @@ def test_the_watchdog_reports_once_per_interval_and_asks_for_new_clients_after_i
         module.log = real
 
 
+def test_the_watchdog_asks_for_new_clients_once_the_broker_answers_while_the_engine_still_fails():
+    """After a broker stall the engine's clients stayed stuck for seconds to minutes while
+    new ones worked at once: once a client of the watchdog's own gets answers for 4 s and
+    the loop still fails, the clients are replaced, without waiting for the 60 s bound."""
+    clock = Clock()
+    progress = Progress(step_at=clock.t)
+    answers = {"now": False}
+    probes = []
+
+    def broker_answers() -> bool:
+        probes.append(clock.t)
+        return answers["now"]
+    dog = Watchdog(progress, lambda: [0], FaultPolicy(stall_after_s=15, rebuild_after_s=60, broker_probe_after_s=10,
+                                                      broker_probe_interval_s=2, rebuild_when_answering_s=4),
+                   clock=clock, broker_answers=broker_answers)
+    logged = []
+    import streamproc.kafka.watchdog as module
+    real = module.log
+    module.log = type("L", (), {"warning": lambda self, event, **kw: logged.append((clock.t, event, kw))})()
+    try:
+        for _ in range(30):  # healthy: never asked
+            clock.t += 1
+            progress.step_at = clock.t
+            dog.check()
+        progress.stage = "restore"
+        for _ in range(30):  # a long step that is not failing (a big restore): work, not a wedge
+            clock.t += 1
+            dog.check()
+        assert probes == []
+        progress.stage, progress.step_at = "starting", clock.t
+        progress.failing_since = clock.t  # commits fail from now on: the broker is stalled
+        began = clock.t
+        for _ in range(20):
+            clock.t += 1
+            dog.check()
+        assert [t - began for t in probes] == [10, 12, 14, 16, 18, 20]  # from 10 s on, every 2 s
+        assert not progress.rebuild_requested
+        answers["now"] = True  # the broker is back; the engine's clients are not
+        for _ in range(5):
+            clock.t += 1
+            dog.check()
+        assert not progress.rebuild_requested  # answered at 22 s only: not yet 4 s
+        clock.t += 1
+        dog.check()
+        assert progress.rebuild_requested  # 26 s: answering for 4 s
+        rebuilds = [(t - began, kw) for t, event, kw in logged if event == "engine_clients_rebuild_requested"]
+        assert rebuilds == [(26, {"reason": "commits_failing", "stage": "starting", "seconds": 26.0,
+                                  "broker_answering_s": 4.0})]
+        progress.rebuild_requested = False  # the loop replaced them, and still fails:
+        for _ in range(20):  # no second request while the broker keeps answering ...
+            clock.t += 1
+            dog.check()
+        assert not progress.rebuild_requested
+        answers["now"] = False  # ... but one after the broker stalled and came back again
+        for _ in range(4):
+            clock.t += 1
+            dog.check()
+        answers["now"] = True
+        for _ in range(6):
+            clock.t += 1
+            dog.check()
+        assert progress.rebuild_requested
+        assert [kw.get("broker_answering_s") for _, event, kw in logged
+                if event == "engine_clients_rebuild_requested"] == [4.0, 4.0]
+        progress.failing_since = None  # committed: the stall is over, the probing too
+        progress.step_at = clock.t
+        asked = len(probes)
+        for _ in range(5):
+            clock.t += 1
+            progress.step_at = clock.t
+            dog.check()
+        assert len(probes) == asked
+    finally:
+        module.log = real
+
+
 def test_client_lines_are_throttled_per_kind_with_a_count_of_what_was_left_out():
     clock = Clock()
     client_log = ClientLog("engine", interval_s=30, clock=clock)

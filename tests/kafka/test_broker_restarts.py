@@ -4,8 +4,10 @@ workers recover by themselves, and every job and workflow completes exactly once
 One engine process, a job worker and a workflow worker (`streamproc worker start`) run
 against a single-node broker of the test's own (ports 29116-29119, state under tmp_path),
 with jobs created at a steady rate and workflows started in slices. After each restart a
-probe job and a probe workflow must complete within 30 s: that is the engine, both
-workers and the client all back. At the end, from the events topic as a read_committed
+probe job and a probe workflow must complete within RECOVERY_S (120 s) of the broker
+answering again: that is the engine, both workers and the client all back. The broker's
+own stalls (seen in CI: a restarted broker silent for 26 s and then 31 s) are measured
+apart, by a pulse of ApiVersions requests, and printed. At the end, from the events topic as a read_committed
 reader sees it: every job created and completed once, every workflow completed once with
 a well-formed history, and no event written twice.
 """
@@ -73,7 +75,7 @@ def test_the_broker_sigkilled_under_load_5_times_and_back_after_10_s(tmp_path):
         print(f"\n5 broker restarts: engine and workers back (probe job and workflow done) after {recoveries} s; "
               f"{rig.jobs} jobs and {len(rig.workflow_ids)} workflows completed once each; activity attempts "
               f"that ran twice: {rig.attempts_run_twice}; starts the client gave up and asked again: "
-              f"{rig.start_give_ups[:3]}")
+              f"{rig.start_give_ups[:3]}; broker stalls: {rig.broker_stalls() or 'none'}")
     finally:
         rig.close()
 
@@ -113,9 +115,15 @@ def _freeze_for_20_s(rig: Rig) -> None:
 
 
 def _no_rebuild(n: int, engine_lines: list[dict]) -> None:
+    """The engine did not need the watchdog's last resort (new clients after 60 s of failing).
+    A rebuild asked for because the broker answered the watchdog's own client for 10 s while
+    the engine still failed is the prompt path, not the last resort: printed, not failed."""
     kinds = collections.Counter(line.get("event") for line in engine_lines)
-    assert "engine_clients_rebuild_requested" not in kinds, (
-        f"stall {n}: the engine needed the watchdog's rebuild: {dict(kinds)}")
+    rebuilds = [line for line in engine_lines if line.get("event") == "engine_clients_rebuild_requested"]
+    assert all("broker_answering_s" in line for line in rebuilds), (
+        f"stall {n}: the engine needed the watchdog's last resort: {dict(kinds)}")
+    if rebuilds:
+        print(f"\nstall {n}: clients replaced {rebuilds[0]['broker_answering_s']} s after the broker answered again")
 
 
 @pytest.mark.timeout(600)
@@ -189,6 +197,47 @@ def test_the_broker_frozen_past_its_session_right_after_a_crash_restart(tmp_path
         print(f"\nthe broker crashed, restarted, and fenced by a freeze: engine and workers back (probe job and "
               f"workflow done) after {recoveries} s of the broker going on; {rig.jobs} jobs and "
               f"{len(rig.workflow_ids)} workflows completed once each")
+    finally:
+        rig.broker.freeze(False)
+        rig.close()
+
+
+def _crash_then_stall_twice(rig: Rig) -> None:
+    """What the CI run that failed saw after the 4th of 5 restarts: the restarted broker's JVM
+    silent for 26 s, on for a moment, then silent again for 31 s (fenced by its controller
+    each time). Here the stalls are SIGSTOPs."""
+    rig.broker.kill()
+    time.sleep(10)
+    rig.broker.start()
+    rig.broker.freeze()
+    time.sleep(26)
+    rig.broker.freeze(False)
+    time.sleep(2)
+    rig.broker.freeze()
+    time.sleep(31)
+    rig.broker.freeze(False)
+
+
+@pytest.mark.timeout(600)
+def test_the_broker_stalled_twice_for_half_a_minute_right_after_a_crash_restart(tmp_path):
+    """Once the broker goes on after the second stall, the engine and the workers are back by
+    themselves. The engine's clients were seen stuck for seconds after the broker answered
+    again; its watchdog replaces them once a client of its own gets answers while the engine
+    still fails, not only after its 60 s last resort."""
+    rig = Rig(tmp_path, _broker(tmp_path, 29116))
+    recovered: list[str] = []
+
+    def engine_recovery(n: int, engine_lines: list[dict]) -> None:
+        recovered.extend(f"{line.get('event')} {line.get('timestamp', '')[11:19]} {line.get('broker_answering_s', '')}"
+                         for line in engine_lines
+                         if line.get("event") in ("engine_clients_rebuild_requested", "engine_recovered"))
+    try:
+        recoveries = _faults_under_load(rig, 20261129, 1, _crash_then_stall_twice, "stalls",
+                                        after_each=engine_recovery)
+        print(f"\nthe broker crashed, restarted and stalled 26 s and 31 s: engine and workers back (probe job and "
+              f"workflow done) after {recoveries} s of the broker answering again; engine: {recovered}; "
+              f"{rig.jobs} jobs and {len(rig.workflow_ids)} workflows completed once each; "
+              f"broker stalls: {rig.broker_stalls() or 'none'}")
     finally:
         rig.broker.freeze(False)
         rig.close()
