@@ -114,3 +114,27 @@ def test_an_erasure_is_undone_with_its_command_and_a_committing_put_still_gets_i
     pending.delete(Family.JOBS, b"k")
     pending.accept()
     assert pending.batch == {(Family.JOBS, b"k"): None}
+
+
+def test_a_decoded_value_is_handed_out_once_after_its_command_is_accepted_and_only_for_its_bytes(db, pending):
+    run = object()
+    pending.put(Family.WORKFLOW_RUNS, b"r", b"doc", decoded=run)
+    # Within the command that put it, the object is its processor's own: not handed out.
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"doc") is None
+    pending.accept()
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"other") is None  # stored bytes differ
+    pending.put(Family.WORKFLOW_RUNS, b"r", b"doc", decoded=run)
+    pending.accept()
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"doc") is run
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"doc") is None  # once: its taker changes it
+    pending.put(Family.WORKFLOW_RUNS, b"r", b"doc", decoded=run)
+    pending.discard()  # a command that failed leaves no object either
+    pending.accept()
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"doc") is None
+    pending.put(Family.WORKFLOW_RUNS, b"r", b"doc", decoded=run)
+    pending.accept()
+    pending.put(Family.WORKFLOW_RUNS, b"r", b"doc2")  # put again without one: the old object is not it
+    pending.accept()
+    pending.clear()  # an aborted batch forgets them all
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"doc") is None
+
