@@ -55,6 +55,7 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"commands is not valid JSON: {exc}")
         return
     identity = cmd.value["identity"]
+    flags = _flags(cmd)
     scheduled_before = run.task.scheduled_event_id
     writer = RunWriter(ctx, cmd.key, run)
     try:
@@ -65,7 +66,7 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
     else:
         carried = list(run.task.updates)
         if run.task.speculative and all(kind is WorkflowCommandType.REJECT_UPDATE for kind, _ in validated) \
-                and not _asks(cmd, FORCE_NEW_TASK):
+                and flags.get(FORCE_NEW_TASK) is not True:
             _drop_speculative_task(writer, validated)
         else:
             # Before the task ends: the updates it did not carry (its own are still ADMITTED).
@@ -84,12 +85,12 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
             needs_task = apply(writer, validated, completed_id, eager_for)
             if run.is_open:
                 updates.reject_unhandled(writer, carried)
-                if writer.flush_buffer() or needs_task or run.admitted_updates() or _asks(cmd, FORCE_NEW_TASK):
+                if writer.flush_buffer() or needs_task or run.admitted_updates() or flags.get(FORCE_NEW_TASK) is True:
                     # As in Temporal, the new task (whatever made it: the worker's heartbeat,
                     # buffered events) goes straight back to the worker that asked for it;
                     # unless queries wait for it: through the queue, they go right after it
                     # on its partition (handed back, they would wait for the task after it).
-                    writer.schedule_task(hand_back=_asks(cmd, RETURN_NEW_TASK) and not run.waiting_queries)
+                    writer.schedule_task(hand_back=flags.get(RETURN_NEW_TASK) is True and not run.waiting_queries)
     ctx.workflows.put(cmd.key, run)
     # The last answer to a worker that asked for eager activities: the activity tasks it got
     # (if any) came before, so it can give back the slots it held for the others. A task
@@ -116,13 +117,16 @@ FORCE_NEW_TASK = "force_create_new_workflow_task"
 RETURN_NEW_TASK = "return_new_workflow_task"
 
 
-def _asks(cmd: Record, flag: str) -> bool:
-    """Whether the answer's attributes set `flag`."""
+def _flags(cmd: Record) -> dict:
+    """The answer's attributes (read once: each flag is asked for), {} when unreadable."""
+    raw = cmd.value.get("attributes")
+    if not raw:
+        return {}
     try:
-        attributes = orjson.loads(cmd.value.get("attributes") or "{}")
+        attributes = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return False
-    return isinstance(attributes, dict) and attributes.get(flag) is True
+        return {}
+    return attributes if isinstance(attributes, dict) else {}
 
 
 def _drop_speculative_task(writer: RunWriter, rejections: list) -> None:
