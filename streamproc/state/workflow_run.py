@@ -200,6 +200,8 @@ class WorkflowRun:
 
     def admitted_updates(self) -> list[str]:
         """Ids of updates no workflow task has carried to the code yet, oldest first."""
+        if not self.updates:  # most runs: asked several times per workflow task
+            return []
         carried = set(self.task.updates) if self.task is not None else set()
         return [u for u, update in self.updates.items() if update.state == "ADMITTED" and u not in carried]
 

@@ -217,12 +217,18 @@ class RunWriter:
             written = self.append(E.WORKFLOW_TASK_SCHEDULED, _scheduled_attributes(run, task.attempt),
                                   event_time_ms=task.scheduled_time_ms)
             assert written == scheduled_id, f"transient task {scheduled_id} was written as event {written}"
-        verdict = check_history_limits(run.next_event_id, run.history_size_bytes, self.ctx.limits.history)
+        limits = self.ctx.limits.history
+        if (run.history_size_bytes < limits.size_suggest_continue_as_new_bytes
+                and run.next_event_id < limits.count_suggest_continue_as_new):
+            suggest, reasons = False, []  # below both thresholds: the verdict would suggest nothing
+        else:
+            verdict = check_history_limits(run.next_event_id, run.history_size_bytes, limits)
+            suggest = verdict.suggest_continue_as_new
+            reasons = [r.name for r in verdict.suggest_continue_as_new_reasons]
         started_id = self.append(E.WORKFLOW_TASK_STARTED, {
             "scheduled_event_id": scheduled_id, "identity": identity,
             "history_size_bytes": run.history_size_bytes,
-            "suggest_continue_as_new": verdict.suggest_continue_as_new,
-            "suggest_continue_as_new_reasons": [r.name for r in verdict.suggest_continue_as_new_reasons]})
+            "suggest_continue_as_new": suggest, "suggest_continue_as_new_reasons": reasons})
         self.ctx.workflow_timers.disarm(self.key, run, TASK_TIME_OUT)
         run.task = None
         return scheduled_id, started_id
