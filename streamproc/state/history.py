@@ -36,6 +36,16 @@ class History:
         self._w.put(Family.WORKFLOW_HISTORY, _key(run_key, event["event_id"]), data)
         return len(data)
 
+    def append_encoded(self, run_key: int, event_id: int, event_type: str, event_time_ms: int,
+                       attributes_json: bytes) -> int:
+        """`append` of an event whose attributes are encoded already: the same bytes as
+        `append` stores (orjson's compact output, keys in this order; an event type is a
+        plain name, nothing in it to escape)."""
+        data = b'{"event_id":%d,"event_type":"%s","event_time_ms":%d,"attributes":%s}' % (
+            event_id, event_type.encode(), event_time_ms, attributes_json)
+        self._w.put(Family.WORKFLOW_HISTORY, _key(run_key, event_id), data)
+        return len(data)
+
     def events(self, run_key: int, first_id: int, last_id: int) -> list[HistoryEvent]:
         """Events `first_id`..`last_id` (inclusive) of a run, in order."""
         return [orjson.loads(data) for data in self.encoded_events(run_key, first_id, last_id)]

@@ -29,7 +29,7 @@ import structlog
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.workflows.relatives import on_run_closed
-from streamproc.engine.workflows.result_waiters import answer_waiters, history_record_value
+from streamproc.engine.workflows.result_waiters import answer_waiters
 from streamproc.engine.workflows.update_answers import abort_updates
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.semantics.workflow_events import EventType
@@ -49,6 +49,8 @@ TASK_TIME_OUT = WorkflowIntent.TASK_TIME_OUT.value
 RUN_TIME_OUT = WorkflowIntent.RUN_TIME_OUT.value
 EXECUTION_TIME_OUT = WorkflowIntent.EXECUTION_TIME_OUT.value
 BACKOFF_START = WorkflowIntent.BACKOFF_START.value
+
+_TERMINATED = E.WORKFLOW_EXECUTION_TERMINATED
 
 #: WORKFLOW_TASK_FAILED's cause when the run closes under a task that is out.
 FORCE_CLOSE_COMMAND = "FORCE_CLOSE_COMMAND"
@@ -85,12 +87,16 @@ class RunWriter:
         ctx, run = self.ctx, self.run
         event_id = run.next_event_id
         time_ms = ctx.now_ms if event_time_ms is None else event_time_ms
-        event = {"event_id": event_id, "event_type": event_type.name, "event_time_ms": time_ms,
-                 "attributes": attributes}
-        run.take_event_id(ctx.history.append(self.key, event))
-        if run.is_open and event_type is not E.WORKFLOW_EXECUTION_TERMINATED:
+        name = event_type.name
+        # The attributes encoded once, for the stored event and the events topic's record.
+        attributes_json = orjson.dumps(attributes)
+        run.take_event_id(ctx.history.append_encoded(self.key, event_id, name, time_ms, attributes_json))
+        if run.is_open and event_type is not _TERMINATED:
             self._check_limits(event_id)
-        ctx.out.event(WF, event_type.name, self.key, history_record_value(run, event), reply=False)
+        ctx.out.event(WF, name, self.key, {
+            "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
+            "task_queue": run.task_queue, "event_id": event_id, "event_time_ms": time_ms,
+            "attributes": attributes_json.decode()}, reply=False)
         return event_id
 
     def append_all(self, events: list[PendingEvent]) -> None:
