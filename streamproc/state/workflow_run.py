@@ -182,6 +182,8 @@ class WorkflowRun:
     def take_buffered(self) -> list[PendingEvent]:
         """The events that arrived while the task was out, for appending now; what they
         closed is no longer open for the workflow's commands."""
+        if not self.buffered and not self.timers and not self.activities:
+            return []  # asked at every task's end: most often nothing at all to take or forget
         buffered, self.buffered = self.buffered, []
         self.timers = {t: timer for t, timer in self.timers.items() if not timer.fired}
         self.activities = {s: a for s, a in self.activities.items() if not a.closed}
@@ -223,9 +225,10 @@ class WorkflowRun:
             "close_time_ms": self.close_time_ms, "first_execution_run_id": self.first_execution_run_id,
             "next_event_id": self.next_event_id, "history_size_bytes": self.history_size_bytes,
             "task": self.task.to_json() if self.task is not None else None, "task_attempt": self.task_attempt,
-            "buffered": [e.to_json() for e in self.buffered],
-            "activities": {str(s): a.to_json() for s, a in self.activities.items()},
-            "timers": {t: timer.to_json() for t, timer in self.timers.items()},
+            # (Empty ones without a comprehension each: a run's document is stored by every command.)
+            "buffered": [e.to_json() for e in self.buffered] if self.buffered else [],
+            "activities": {str(s): a.to_json() for s, a in self.activities.items()} if self.activities else {},
+            "timers": {t: timer.to_json() for t, timer in self.timers.items()} if self.timers else {},
             "deadlines": dict(self.deadlines), "cancel_requested": self.cancel_requested,
             "new_execution_run_id": self.new_execution_run_id, "limit_warned": self.limit_warned,
         }
@@ -245,9 +248,12 @@ class WorkflowRun:
             doc["waiting_queries"] = self.waiting_queries
         if self.cron_schedule:
             doc["cron_schedule"] = self.cron_schedule
-        for name in ("scheduled_by", "memo", "search_attributes"):
-            if getattr(self, name) is not None:
-                doc[name] = getattr(self, name)
+        if self.scheduled_by is not None:
+            doc["scheduled_by"] = self.scheduled_by
+        if self.memo is not None:
+            doc["memo"] = self.memo
+        if self.search_attributes is not None:
+            doc["search_attributes"] = self.search_attributes
         if self.result_waiters:
             doc["result_waiters"] = [w.to_json() for w in self.result_waiters]
         return doc

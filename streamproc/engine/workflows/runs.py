@@ -91,8 +91,11 @@ class RunWriter:
         # The attributes encoded once, for the stored event and the events topic's record.
         attributes_json = orjson.dumps(attributes)
         run.take_event_id(ctx.history.append_encoded(self.key, event_id, name, time_ms, attributes_json))
-        if run.is_open and event_type is not _TERMINATED:
-            self._check_limits(event_id)
+        limits = ctx.limits.history
+        if run.is_open and event_type is not _TERMINATED and (
+                run.history_size_bytes > limits.size_warn_bytes or run.history_size_bytes > limits.size_error_bytes
+                or event_id > limits.count_warn or event_id > limits.count_error):
+            self._check_limits(event_id)  # below all four, neither warned nor terminated: nothing to ask
         ctx.out.event(WF, name, self.key, {
             "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
             "task_queue": run.task_queue, "event_id": event_id, "event_time_ms": time_ms,
@@ -151,9 +154,6 @@ class RunWriter:
 
     def _check_limits(self, event_count: int) -> None:
         run, limits = self.run, self.ctx.limits.history
-        if (run.history_size_bytes <= min(limits.size_warn_bytes, limits.size_error_bytes)
-                and event_count <= min(limits.count_warn, limits.count_error)):
-            return  # neither warned nor terminated: the verdict would ask for nothing
         verdict = check_history_limits(event_count, run.history_size_bytes, limits)
         if verdict.action is LimitAction.TERMINATE:
             raise HistoryLimitExceeded(self.key, verdict.termination_reason)
