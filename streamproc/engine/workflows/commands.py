@@ -33,6 +33,7 @@ from streamproc.state.workflow_run import WorkflowRun
 from streamproc.protocol.wire_values import duration_from_ms
 
 T = WorkflowCommandType
+_MARKER_RECORDED = E.MARKER_RECORDED  # looked up once: a member's lookup on its class is a call
 
 
 class BadCommand(Exception):
@@ -229,7 +230,7 @@ def _start_timer(w: RunWriter, a: dict, completed_id: int, eager_for: str | None
 
 
 def _record_marker(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
-    w.append(E.MARKER_RECORDED, {**a, "workflow_task_completed_event_id": completed_id})
+    w.append(_MARKER_RECORDED, {**a, "workflow_task_completed_event_id": completed_id})
     return False
 
 

@@ -50,7 +50,10 @@ RUN_TIME_OUT = WorkflowIntent.RUN_TIME_OUT.value
 EXECUTION_TIME_OUT = WorkflowIntent.EXECUTION_TIME_OUT.value
 BACKOFF_START = WorkflowIntent.BACKOFF_START.value
 
+#: Enum members looked up once (a member's lookup on its class is a Python call per use).
 _TERMINATED = E.WORKFLOW_EXECUTION_TERMINATED
+_SCHEDULED, _STARTED = E.WORKFLOW_TASK_SCHEDULED, E.WORKFLOW_TASK_STARTED
+_WORKFLOW_TASK = WorkflowIntent.WORKFLOW_TASK
 
 #: WORKFLOW_TASK_FAILED's cause when the run closes under a task that is out.
 FORCE_CLOSE_COMMAND = "FORCE_CLOSE_COMMAND"
@@ -183,10 +186,10 @@ class RunWriter:
             # Its id is the next one: nothing is appended while a task is out (events are
             # buffered), so the id is still free when the attempt completes.
             event_id = run.next_event_id
-            shown = [orjson.dumps({"event_id": event_id, "event_type": E.WORKFLOW_TASK_SCHEDULED.name,
+            shown = [orjson.dumps({"event_id": event_id, "event_type": _SCHEDULED.name,
                                    "event_time_ms": ctx.now_ms, "attributes": attributes})]
         else:
-            event_id = self.append(E.WORKFLOW_TASK_SCHEDULED, attributes)
+            event_id = self.append(_SCHEDULED, attributes)
             shown = []
         run.task = WorkflowTaskOut(event_id, attempt, ctx.now_ms, transient, updates, speculative)
         ctx.workflow_timers.arm(run_key, run, TASK_TIME_OUT, ctx.now_ms + attributes["start_to_close_timeout_ms"])
@@ -200,9 +203,9 @@ class RunWriter:
                      "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages),
                      "attributes": _carried_updates(run, updates)}
             if handed_back:
-                ctx.out.reply(WF, WorkflowIntent.WORKFLOW_TASK, run_key, value)
+                ctx.out.reply(WF, _WORKFLOW_TASK, run_key, value)
             else:
-                ctx.out.task(run.task_queue, run_key, value, WF, WorkflowIntent.WORKFLOW_TASK)
+                ctx.out.task(run.task_queue, run_key, value, WF, _WORKFLOW_TASK)
         run.task.handed_back = handed_back
         if not handed_back:  # a handed-back task's worker answers the queries after it (`queries.py`)
             self.send_waiting_queries()
@@ -220,7 +223,7 @@ class RunWriter:
         task = run.task
         scheduled_id = task.scheduled_event_id
         if task.transient:
-            written = self.append(E.WORKFLOW_TASK_SCHEDULED, _scheduled_attributes(run, task.attempt),
+            written = self.append(_SCHEDULED, _scheduled_attributes(run, task.attempt),
                                   event_time_ms=task.scheduled_time_ms)
             assert written == scheduled_id, f"transient task {scheduled_id} was written as event {written}"
         limits = self.ctx.limits.history
@@ -231,7 +234,7 @@ class RunWriter:
             verdict = check_history_limits(run.next_event_id, run.history_size_bytes, limits)
             suggest = verdict.suggest_continue_as_new
             reasons = [r.name for r in verdict.suggest_continue_as_new_reasons]
-        started_id = self.append(E.WORKFLOW_TASK_STARTED, {
+        started_id = self.append(_STARTED, {
             "scheduled_event_id": scheduled_id, "identity": identity,
             "history_size_bytes": run.history_size_bytes,
             "suggest_continue_as_new": suggest, "suggest_continue_as_new_reasons": reasons})

@@ -77,7 +77,7 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
                 # Queries that came while it was out saw nothing new since: its worker answers
                 # them with the state its answer left (see `queries.py`).
                 writer.send_waiting_queries()
-            completed_id = writer.append(E.WORKFLOW_TASK_COMPLETED, {
+            completed_id = writer.append(_COMPLETED, {
                 "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
             run.task_attempt = 1
             run.task_history_from = scheduled_id  # the next task shows the worker what follows its answer
@@ -112,6 +112,7 @@ def _asked_eager(commands: object) -> bool:
 #: its local activities are still running, and this answer is a workflow task heartbeat that
 #: keeps the run's task out (or, checkpointing, it records a step before the next).
 FORCE_NEW_TASK = "force_create_new_workflow_task"
+_COMPLETED = E.WORKFLOW_TASK_COMPLETED  # looked up once: a member's lookup on its class is a call
 #: The worker asks for the next task, if the answer makes one, as a reply (Temporal's
 #: return_new_workflow_task): it has the run cached and runs it without the task queue.
 RETURN_NEW_TASK = "return_new_workflow_task"
