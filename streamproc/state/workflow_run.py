@@ -21,6 +21,10 @@ from streamproc.state.workflow_run_parts import (PendingEvent, ResultWaiter, Run
                                                   RunUpdate, WorkflowTaskOut)
 
 
+#: Looked up once: a member's lookup on its enum class is a Python call, and `is_open` is
+#: asked several times per command.
+_RUNNING = WorkflowExecutionStatus.RUNNING
+
 @dataclass(slots=True)
 class RunStart:
     """What a new run is started with: by a client's START, or after a closed run (retry,
@@ -136,7 +140,7 @@ class WorkflowRun:
     # status ------------------------------------------------------------------------------
     @property
     def is_open(self) -> bool:
-        return self.status is WorkflowExecutionStatus.RUNNING
+        return self.status is _RUNNING
 
     def closed(self, status: WorkflowExecutionStatus, now_ms: int) -> None:
         """The run is over: nothing is out, nothing waits, nothing is open any more."""
