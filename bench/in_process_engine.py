@@ -105,8 +105,12 @@ class Partitions:
         if count and any(len(proc.output) for proc in self.procs):
             self.records["transactions"] += 1
         for pid, (proc, db) in enumerate(zip(self.procs, self.dbs)):
-            db.apply(proc.writes.batch, {"changelog_offset": self._position})
-            proc.reset_batch()
+            # As the engine's commit does (`kafka/commit.py`, `kafka/engine.py`): not
+            # `reset_batch`, which is for an aborted batch and forgets what it kept.
+            proc.output.clear()
+            proc.writes.seal()
+            db.apply(proc.writes.committing, {"changelog_offset": self._position})
+            proc.writes.committed()
             self.checkers[pid].refresh()
         return routed, tasks
 

@@ -11,7 +11,14 @@ partitions as the engine would spread them, every phase sent in batches of B com
   worker's START, committed, then its COMPLETE), `task2` (the second task's completion,
   completing the run);
 - `local_activity`: a workflow of one local activity. Phases: `start`, `task` (one
-  completion carrying the activity's marker and the run's completion).
+  completion carrying the activity's marker and the run's completion);
+- `checkpointed_steps`: a workflow of ten local activities, a task per step, as
+  `workflows_10_sequential_local --checkpoint-local-activities` runs them: each answer
+  carries one marker and asks for the next task (`force_create_new_workflow_task`) handed
+  back to it (`return_new_workflow_task`, with a reply partition). Phases: `start`,
+  `first` (the first task's answer: that task came from the queue), `step` (the eight
+  answers to handed-back tasks in between, the steady state: its count is also given per
+  step), `close` (the last answer, the tenth marker and the run's completion).
 
 Commands are shaped as the client and workers send them (a START naming where its close
 goes, answers asking for a reply). Prints one JSON line per shape: the median over
@@ -46,7 +53,7 @@ from bench.in_process_engine import Instructions, Partitions  # noqa: E402
 from streamproc.clock import ManualClock  # noqa: E402
 from streamproc.protocol import codec  # noqa: E402
 from streamproc.protocol.partitioning import partition_for, partition_of_key  # noqa: E402
-from streamproc.protocol.records import Record, ValueType  # noqa: E402
+from streamproc.protocol.records import Record, ValueType, WorkflowIntent  # noqa: E402
 
 START_MS = 1_800_000_000_000
 QUEUE = "bench-workflows"
@@ -55,9 +62,19 @@ ACTIVITY = {"type": "SCHEDULE_ACTIVITY_TASK", "activity_id": "1", "activity_type
 MARKER = {"type": "RECORD_MARKER", "marker_name": "LocalActivity",
           "details": {"seq": "1", "activity_id": "1", "activity_type": "step", "attempt": 1, "result": '"done"'}}
 COMPLETE = {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": '"ok"'}
-#: Each shape's phases, in order: the workflow task completions (None: the activity's phase).
+#: A checkpointing worker's flags: the answer is a workflow task heartbeat, the next task
+#: is handed back to it (`worker/workflow_activation.py`).
+CHECKPOINT = orjson.dumps({"force_create_new_workflow_task": True, "return_new_workflow_task": True}).decode()
+#: Each shape's phases, in order: the workflow task completions (None: the activity's phase),
+#: and the answer's flags (None: none, and no hand-back asked).
 SHAPES = {"activity": {"start": None, "task1": [ACTIVITY], "activity": None, "task2": [COMPLETE]},
-          "local_activity": {"start": None, "task": [MARKER, COMPLETE]}}
+          "local_activity": {"start": None, "task": [MARKER, COMPLETE]},
+          "checkpointed_steps": {"start": None, "first": ([MARKER], CHECKPOINT), "step": ([MARKER], CHECKPOINT),
+                                 "close": [MARKER, COMPLETE]}}
+#: How many times a phase runs per workflow (the others: once).
+REPEATS = {("checkpointed_steps", "step"): 8}
+#: History events per workflow of each shape.
+EVENTS = {"activity": 11, "local_activity": 6, "checkpointed_steps": 2 + 10 * 4}
 
 
 def _start(n: int) -> tuple[str, Record]:
@@ -69,13 +86,16 @@ def _start(n: int) -> tuple[str, Record]:
         request_id=f"start-{n}", reply_partition=0)
 
 
-def _task_complete(task: Record, commands: list[dict]) -> Record:
-    """A workflow worker's answer to `task`, as `worker/workflow_activation.py` sends it."""
+def _task_complete(task: Record, commands: list[dict], flags: str | None = None) -> Record:
+    """A workflow worker's answer to `task`, as `worker/workflow_activation.py` sends it
+    (with `flags`, asking for the next task as a reply)."""
     v = task.value
+    extra = {"attributes": flags} if flags is not None else {}
     return Record.command(ValueType.WORKFLOW, "TASK_COMPLETE", {
         "workflow_id": v["workflow_id"], "run_id": v["run_id"], "scheduled_event_id": v["scheduled_event_id"],
-        "attempt": v["attempt"], "identity": "bench-worker", "commands": orjson.dumps(commands).decode()},
-        key=task.key)
+        "attempt": v["attempt"], "identity": "bench-worker", "commands": orjson.dumps(commands).decode(), **extra},
+        key=task.key, **({"request_id": f"next-{task.key}-{v['scheduled_event_id']}", "reply_partition": 1}
+                         if flags is not None else {}))
 
 
 def _activity(task: Record, intent: str, **value) -> tuple[int, Record]:
@@ -96,6 +116,7 @@ class Run:
 
     def phase(self, name: str, commands: list[tuple[int, Record]]) -> None:
         self.tasks = []
+        self.parts.clock.advance(1)  # each phase a moment later: a deadline armed again moves
         for _, cmd in commands:
             cmd.encoded = codec.encode(cmd)  # by the client or worker that sends it: not the engine's work
         for i in range(0, len(commands), self.batch):
@@ -103,11 +124,14 @@ class Run:
             began = time.process_time()
             for pid, cmd in commands[i:i + self.batch]:
                 self.parts.send(pid, cmd)
+            replied = len(self.parts.replies)
             routed, tasks = self.parts.commit()
             self.cpu[name] += time.process_time() - began
             self.instructions.stop(name)
             assert not routed, "one-workflow shapes write no commands for other partitions"
             self.tasks += [task for _, task in tasks]
+            self.tasks += [reply for _, reply in self.parts.replies[replied:]  # tasks handed back
+                           if reply.intent == WorkflowIntent.WORKFLOW_TASK]
 
 
 def one_shape(shape: str, count: int, partitions: int, batch: int, profiler: cProfile.Profile | None) -> dict:
@@ -125,13 +149,15 @@ def one_shape(shape: str, count: int, partitions: int, batch: int, profiler: cPr
                     run.phase(phase, [_activity(t, "START", identity="bench-worker") for t in activities])
                     run.phase(phase, [_activity(t, "COMPLETE", result='"done"') for t in activities])
                 else:
-                    answers = [t for t in run.tasks if t.value_type == ValueType.WORKFLOW]
-                    assert len(answers) == count, f"{phase}: {len(answers)} workflow tasks for {count} runs"
-                    run.phase(phase, [(partition_for(t.value["workflow_id"], partitions), _task_complete(t, commands))
-                                      for t in answers])
+                    commands, flags = commands if isinstance(commands, tuple) else (commands, None)
+                    for _ in range(REPEATS.get((shape, phase), 1)):
+                        answers = [t for t in run.tasks if t.value_type == ValueType.WORKFLOW]
+                        assert len(answers) == count, f"{phase}: {len(answers)} workflow tasks for {count} runs"
+                        run.phase(phase, [(partition_for(t.value["workflow_id"], partitions),
+                                           _task_complete(t, commands, flags)) for t in answers])
             if profiler is not None:
                 profiler.disable()
-            assert parts.records["events"] == count * (11 if shape == "activity" else 6), parts.records
+            assert parts.records["events"] == count * EVENTS[shape], parts.records
             return {"cpu": run.cpu, "instructions": run.instructions, "records": parts.records}
         finally:
             parts.close()
@@ -162,6 +188,7 @@ def main() -> None:
             counted = {p: statistics.median(r["instructions"][p] for r in runs) / args.count for p in phases}
             line["instructions_per_workflow"] = {**{p: round(v) for p, v in counted.items()},
                                                  "total": round(sum(counted.values()))}
+            line["instructions_per_task"] = {p: round(counted[p] / REPEATS.get((shape, p), 1)) for p in phases}
         line["records_per_workflow"] = {k: round(v / args.count, 3) for k, v in sorted(runs[-1]["records"].items())}
         print(json.dumps(line))
     if profiler is not None:

@@ -75,6 +75,8 @@ class DueDateChecker:
 
     def processed(self, command: Record) -> None:
         """The processor has handled one of our commands (accepted or rejected): forget it."""
+        if not self._in_flight and not self._waiting_for_in_flight:
+            return  # nothing to forget, nothing to wake for: the usual case, asked for every command
         item = self._item_of(command)
         if item is not None:
             self._in_flight.pop(item, None)

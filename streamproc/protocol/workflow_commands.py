@@ -43,10 +43,8 @@ class WorkflowCommandType(StrEnum):
     @classmethod
     def parse(cls, value: object) -> WorkflowCommandType | None:
         """The member a wire ``type`` names, or None for anything else."""
-        try:
-            return cls(value)
-        except ValueError:
-            return None
+        # A dict lookup, not the enum's call (its lookup machinery, and an exception for a miss).
+        return _BY_WIRE_NAME.get(value) if isinstance(value, str) else None
 
     @property
     def spec(self) -> CommandSpec:
@@ -71,6 +69,7 @@ class CommandSpec:
 
 T = WorkflowCommandType
 E = EventType
+_BY_WIRE_NAME: dict[str, WorkflowCommandType] = {t.value: t for t in WorkflowCommandType}
 
 COMMAND_SPECS: dict[WorkflowCommandType, CommandSpec] = {
     T.SCHEDULE_ACTIVITY_TASK: CommandSpec(

@@ -137,6 +137,8 @@ class PartitionDb:
 #: A staged delete of a key that this batch put and that had no value before it: the
 #: batch forgets the key instead of writing a tombstone (`accept`).
 _ERASED: bytes = object()  # type: ignore[assignment] - compared by identity only
+#: How many decoded values `PendingWrites` keeps (it forgets them all when full).
+DECODED_CACHE_SIZE = 4096
 
 
 class PendingWrites:
@@ -147,6 +149,12 @@ class PendingWrites:
     A batch whose transaction is committing (`seal`) stays visible under the next one
     until it is written to RocksDB (`committed`): the engine processes the next batch
     while the previous one commits.
+
+    A value put with the object it was encoded from (`put(..., decoded=)`) is remembered
+    with it once its command is accepted, so the next command that reads the same bytes
+    takes the object instead of decoding them again (`take_decoded`): a run's document is
+    read and written by every command of the run. The object is handed out once (its
+    taker changes it) and only for equal bytes, so what it says is what is stored.
     """
 
     def __init__(self, db: PartitionDb) -> None:
@@ -154,6 +162,8 @@ class PendingWrites:
         self.batch: dict[Write, bytes | None] = {}
         self.committing: dict[Write, bytes | None] = {}
         self._staged: dict[Write, bytes | None] = {}
+        self._staged_decoded: dict[Write, tuple[bytes, object]] = {}
+        self._decoded: dict[Write, tuple[bytes, object]] = {}
 
     def get(self, family: Family, key: bytes) -> bytes | None:
         k = (family, key)
@@ -176,8 +186,19 @@ class PendingWrites:
                 return None if value is _ERASED else value
         return None
 
-    def put(self, family: Family, key: bytes, value: bytes) -> None:
-        self._staged[(family, key)] = value
+    def put(self, family: Family, key: bytes, value: bytes, decoded: object = None) -> None:
+        k = (family, key)
+        self._staged[k] = value
+        if decoded is not None:
+            self._staged_decoded[k] = (value, decoded)
+        elif self._staged_decoded:
+            self._staged_decoded.pop(k, None)
+
+    def take_decoded(self, family: Family, key: bytes, value: bytes) -> object | None:
+        """The object an accepted command put `value` with, if `value` is still what it
+        encoded (else None: decode it); handed out once."""
+        entry = self._decoded.pop((family, key), None)
+        return entry[1] if entry is not None and entry[0] == value else None
 
     def delete(self, family: Family, key: bytes) -> None:
         k = (family, key)
@@ -202,9 +223,16 @@ class PendingWrites:
             else:
                 batch[k] = value
         self._staged.clear()
+        if self._staged_decoded:
+            # Only now: within the command that put it, the object is its processor's own.
+            if len(self._decoded) >= DECODED_CACHE_SIZE:
+                self._decoded.clear()
+            self._decoded.update(self._staged_decoded)
+            self._staged_decoded.clear()
 
     def discard(self) -> None:
         self._staged.clear()
+        self._staged_decoded.clear()
 
     def seal(self) -> None:
         """The batch's writes go to commit; a new batch starts above them."""
@@ -220,3 +248,5 @@ class PendingWrites:
         self.batch.clear()
         self.committing = {}
         self._staged.clear()
+        self._staged_decoded.clear()
+        self._decoded.clear()

@@ -21,6 +21,10 @@ from streamproc.state.workflow_run_parts import (PendingEvent, ResultWaiter, Run
                                                   RunUpdate, WorkflowTaskOut)
 
 
+#: Looked up once: a member's lookup on its enum class is a Python call, and `is_open` is
+#: asked several times per command.
+_RUNNING = WorkflowExecutionStatus.RUNNING
+
 @dataclass(slots=True)
 class RunStart:
     """What a new run is started with: by a client's START, or after a closed run (retry,
@@ -139,7 +143,7 @@ class WorkflowRun:
     # status ------------------------------------------------------------------------------
     @property
     def is_open(self) -> bool:
-        return self.status is WorkflowExecutionStatus.RUNNING
+        return self.status is _RUNNING
 
     def closed(self, status: WorkflowExecutionStatus, now_ms: int) -> None:
         """The run is over: nothing is out, nothing waits, nothing is open any more."""
@@ -185,6 +189,8 @@ class WorkflowRun:
     def take_buffered(self) -> list[PendingEvent]:
         """The events that arrived while the task was out, for appending now; what they
         closed is no longer open for the workflow's commands."""
+        if not self.buffered and not self.timers and not self.activities:
+            return []  # asked at every task's end: most often nothing at all to take or forget
         buffered, self.buffered = self.buffered, []
         self.timers = {t: timer for t, timer in self.timers.items() if not timer.fired}
         self.activities = {s: a for s, a in self.activities.items() if not a.closed}
@@ -203,6 +209,8 @@ class WorkflowRun:
 
     def admitted_updates(self) -> list[str]:
         """Ids of updates no workflow task has carried to the code yet, oldest first."""
+        if not self.updates:  # most runs: asked several times per workflow task
+            return []
         carried = set(self.task.updates) if self.task is not None else set()
         return [u for u, update in self.updates.items() if update.state == "ADMITTED" and u not in carried]
 
@@ -224,9 +232,10 @@ class WorkflowRun:
             "close_time_ms": self.close_time_ms, "first_execution_run_id": self.first_execution_run_id,
             "next_event_id": self.next_event_id, "history_size_bytes": self.history_size_bytes,
             "task": self.task.to_json() if self.task is not None else None, "task_attempt": self.task_attempt,
-            "buffered": [e.to_json() for e in self.buffered],
-            "activities": {str(s): a.to_json() for s, a in self.activities.items()},
-            "timers": {t: timer.to_json() for t, timer in self.timers.items()},
+            # (Empty ones without a comprehension each: a run's document is stored by every command.)
+            "buffered": [e.to_json() for e in self.buffered] if self.buffered else [],
+            "activities": {str(s): a.to_json() for s, a in self.activities.items()} if self.activities else {},
+            "timers": {t: timer.to_json() for t, timer in self.timers.items()} if self.timers else {},
             "deadlines": dict(self.deadlines), "cancel_requested": self.cancel_requested,
             "new_execution_run_id": self.new_execution_run_id, "limit_warned": self.limit_warned,
         }
@@ -248,9 +257,12 @@ class WorkflowRun:
             doc["waiting_queries"] = self.waiting_queries
         if self.cron_schedule:
             doc["cron_schedule"] = self.cron_schedule
-        for name in ("scheduled_by", "memo", "search_attributes"):
-            if getattr(self, name) is not None:
-                doc[name] = getattr(self, name)
+        if self.scheduled_by is not None:
+            doc["scheduled_by"] = self.scheduled_by
+        if self.memo is not None:
+            doc["memo"] = self.memo
+        if self.search_attributes is not None:
+            doc["search_attributes"] = self.search_attributes
         if self.result_waiters:
             doc["result_waiters"] = [w.to_json() for w in self.result_waiters]
         return doc

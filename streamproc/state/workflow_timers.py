@@ -20,6 +20,8 @@ from streamproc.state.workflow_run import WorkflowRun
 from streamproc.state.workflow_run_parts import RunTimer
 
 _TIME_KEY_BYTES = 16
+#: Enum members looked up once (a member's lookup on its class is a Python call per use).
+_DEADLINES = Family.WORKFLOW_DEADLINES
 
 
 def _timer_key(due_ms: int, run_key: int, timer_id: str) -> bytes:
@@ -48,13 +50,13 @@ class WorkflowTimers:
     def arm(self, run_key: int, run: WorkflowRun, kind: str, due_ms: int) -> None:
         """Make `due_ms` the run's deadline of this kind (replacing an earlier one)."""
         self.disarm(run_key, run, kind)
-        self._w.put(Family.WORKFLOW_DEADLINES, _deadline_key(due_ms, run_key, kind), b"")
+        self._w.put(_DEADLINES, _deadline_key(due_ms, run_key, kind), b"")
         run.deadlines[kind] = due_ms
 
     def disarm(self, run_key: int, run: WorkflowRun, kind: str) -> None:
         due_ms = run.deadlines.pop(kind, None)
         if due_ms is not None:
-            self._w.delete(Family.WORKFLOW_DEADLINES, _deadline_key(due_ms, run_key, kind))
+            self._w.delete(_DEADLINES, _deadline_key(due_ms, run_key, kind))
 
     def disarm_all(self, run_key: int, run: WorkflowRun) -> None:
         """The run closed: no deadline and no timer of it may fire any more."""

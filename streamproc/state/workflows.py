@@ -15,17 +15,27 @@ from streamproc.state.families import Family
 from streamproc.state.keys import u64
 from streamproc.state.workflow_run import WorkflowRun
 
+#: Enum members looked up once (a member's lookup on its class is a Python call per use).
+_RUNS = Family.WORKFLOW_RUNS
+
 
 class Workflows:
     def __init__(self, writes: PendingWrites) -> None:
         self._w = writes
 
     def get(self, run_key: int) -> WorkflowRun | None:
-        raw = self._w.get(Family.WORKFLOW_RUNS, u64(run_key)) if run_key >= 0 else None
-        return WorkflowRun.from_json(orjson.loads(raw)) if raw is not None else None
+        if run_key < 0:
+            return None
+        key = u64(run_key)
+        raw = self._w.get(_RUNS, key)
+        if raw is None:
+            return None
+        # The run the last command stored, as it stored it: not decoded again.
+        run = self._w.take_decoded(_RUNS, key, raw)
+        return run if run is not None else WorkflowRun.from_json(orjson.loads(raw))
 
     def put(self, run_key: int, run: WorkflowRun) -> None:
-        self._w.put(Family.WORKFLOW_RUNS, u64(run_key), orjson.dumps(run.to_json()))
+        self._w.put(_RUNS, u64(run_key), orjson.dumps(run.to_json()), decoded=run)
 
     def add(self, run_key: int, run: WorkflowRun) -> None:
         """A new run: stored, findable by its run id, and the current run of its workflow id."""

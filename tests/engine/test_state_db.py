@@ -114,3 +114,43 @@ def test_an_erasure_is_undone_with_its_command_and_a_committing_put_still_gets_i
     pending.delete(Family.JOBS, b"k")
     pending.accept()
     assert pending.batch == {(Family.JOBS, b"k"): None}
+
+
+def test_a_decoded_value_is_handed_out_once_after_its_command_is_accepted_and_only_for_its_bytes(db, pending):
+    run = object()
+    pending.put(Family.WORKFLOW_RUNS, b"r", b"doc", decoded=run)
+    # Within the command that put it, the object is its processor's own: not handed out.
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"doc") is None
+    pending.accept()
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"other") is None  # stored bytes differ
+    pending.put(Family.WORKFLOW_RUNS, b"r", b"doc", decoded=run)
+    pending.accept()
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"doc") is run
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"doc") is None  # once: its taker changes it
+    pending.put(Family.WORKFLOW_RUNS, b"r", b"doc", decoded=run)
+    pending.discard()  # a command that failed leaves no object either
+    pending.accept()
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"doc") is None
+    pending.put(Family.WORKFLOW_RUNS, b"r", b"doc", decoded=run)
+    pending.accept()
+    pending.put(Family.WORKFLOW_RUNS, b"r", b"doc2")  # put again without one: the old object is not it
+    pending.accept()
+    pending.clear()  # an aborted batch forgets them all
+    assert pending.take_decoded(Family.WORKFLOW_RUNS, b"r", b"doc") is None
+
+
+def test_an_event_appended_with_its_attributes_encoded_is_stored_as_append_stores_it(db, pending):
+    import orjson
+
+    from streamproc.state.history import History
+
+    history = History(pending)
+    attributes = {"scheduled_event_id": 3, "identity": "wörker \"1\"", "details": {"a": [1, None, 2.5]}}
+    event = {"event_id": 7, "event_type": "MARKER_RECORDED", "event_time_ms": 1_800_000_000_123,
+             "attributes": attributes}
+    size = history.append(1, event)
+    stored = pending.get(Family.WORKFLOW_HISTORY, bytes(8) + b"\x00" * 7 + b"\x07")
+    assert history.append_encoded(2, 7, "MARKER_RECORDED", 1_800_000_000_123, orjson.dumps(attributes)) == size
+    assert pending.get(Family.WORKFLOW_HISTORY, (2).to_bytes(8, "big") + (7).to_bytes(8, "big")) == \
+        pending.get(Family.WORKFLOW_HISTORY, (1).to_bytes(8, "big") + (7).to_bytes(8, "big")) == orjson.dumps(event)
+    assert stored is None  # (run key 0 was not written)

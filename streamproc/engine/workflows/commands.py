@@ -8,7 +8,6 @@ with UNHANDLED_COMMAND: the workflow has not seen them yet, so the next task sho
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -34,6 +33,7 @@ from streamproc.state.workflow_run import WorkflowRun
 from streamproc.protocol.wire_values import duration_from_ms
 
 T = WorkflowCommandType
+_MARKER_RECORDED = E.MARKER_RECORDED  # looked up once: a member's lookup on its class is a call
 
 
 class BadCommand(Exception):
@@ -45,16 +45,45 @@ class BadCommand(Exception):
         self.message = message
 
 
-@dataclass
 class _Open:
-    """What the run and the task's earlier commands leave open, for the later ones to check against."""
+    """What the run and the task's earlier commands leave open, for the later ones to check
+    against. Each part is taken from the run when a command first asks for it (a task's
+    markers ask for none), before any command is applied: the run is as validation found it."""
 
-    activity_ids: set[str]
-    timers: set[str]
-    #: scheduled event ids of activities whose cancellation was not requested yet
-    cancelable: set[int]
-    #: update id -> ADMITTED / ACCEPTED / COMPLETED, as the earlier commands leave it
-    update_states: dict[str, str]
+    __slots__ = ("_run", "_activity_ids", "_timers", "_cancelable", "_update_states")
+
+    def __init__(self, run: WorkflowRun) -> None:
+        self._run = run
+        self._activity_ids: set[str] | None = None
+        self._timers: set[str] | None = None
+        self._cancelable: set[int] | None = None
+        self._update_states: dict[str, str] | None = None
+
+    @property
+    def activity_ids(self) -> set[str]:
+        if self._activity_ids is None:
+            self._activity_ids = self._run.open_activity_ids()
+        return self._activity_ids
+
+    @property
+    def timers(self) -> set[str]:
+        if self._timers is None:
+            self._timers = set(self._run.timers)
+        return self._timers
+
+    @property
+    def cancelable(self) -> set[int]:
+        """Scheduled event ids of activities whose cancellation was not requested yet."""
+        if self._cancelable is None:
+            self._cancelable = self._run.cancelable_activities()
+        return self._cancelable
+
+    @property
+    def update_states(self) -> dict[str, str]:
+        """Update id -> ADMITTED / ACCEPTED / COMPLETED, as the earlier commands leave it."""
+        if self._update_states is None:
+            self._update_states = {u: entry.state for u, entry in self._run.updates.items()}
+        return self._update_states
 
 
 Validated = tuple[WorkflowCommandType, dict[str, Any]]
@@ -64,9 +93,7 @@ def validate(ctx: ProcessingContext, run: WorkflowRun, commands: Any) -> list[Va
     """Check every command against the run as the earlier commands leave it; raises BadCommand."""
     if not isinstance(commands, list) or not all(isinstance(c, dict) for c in commands):
         raise BadCommand("UNHANDLED_COMMAND", "commands must be a JSON list of objects")
-    still_open = _Open(activity_ids=run.open_activity_ids(), timers=set(run.timers),
-                       cancelable=run.cancelable_activities(),
-                       update_states={u: entry.state for u, entry in run.updates.items()})
+    still_open = _Open(run)
     closed_by: WorkflowCommandType | None = None
     out: list[Validated] = []
     for command in commands:
@@ -203,7 +230,7 @@ def _start_timer(w: RunWriter, a: dict, completed_id: int, eager_for: str | None
 
 
 def _record_marker(w: RunWriter, a: dict, completed_id: int, eager_for: str | None) -> bool:
-    w.append(E.MARKER_RECORDED, {**a, "workflow_task_completed_event_id": completed_id})
+    w.append(_MARKER_RECORDED, {**a, "workflow_task_completed_event_id": completed_id})
     return False
 
 

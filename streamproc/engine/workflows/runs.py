@@ -29,7 +29,7 @@ import structlog
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.workflows.relatives import on_run_closed
-from streamproc.engine.workflows.result_waiters import answer_waiters, history_record_value
+from streamproc.engine.workflows.result_waiters import answer_waiters
 from streamproc.engine.workflows.update_answers import abort_updates
 from streamproc.protocol.records import ValueType, WorkflowIntent
 from streamproc.semantics.workflow_events import EventType
@@ -49,6 +49,11 @@ TASK_TIME_OUT = WorkflowIntent.TASK_TIME_OUT.value
 RUN_TIME_OUT = WorkflowIntent.RUN_TIME_OUT.value
 EXECUTION_TIME_OUT = WorkflowIntent.EXECUTION_TIME_OUT.value
 BACKOFF_START = WorkflowIntent.BACKOFF_START.value
+
+#: Enum members looked up once (a member's lookup on its class is a Python call per use).
+_TERMINATED = E.WORKFLOW_EXECUTION_TERMINATED
+_SCHEDULED, _STARTED = E.WORKFLOW_TASK_SCHEDULED, E.WORKFLOW_TASK_STARTED
+_WORKFLOW_TASK = WorkflowIntent.WORKFLOW_TASK
 
 #: WORKFLOW_TASK_FAILED's cause when the run closes under a task that is out.
 FORCE_CLOSE_COMMAND = "FORCE_CLOSE_COMMAND"
@@ -85,12 +90,19 @@ class RunWriter:
         ctx, run = self.ctx, self.run
         event_id = run.next_event_id
         time_ms = ctx.now_ms if event_time_ms is None else event_time_ms
-        event = {"event_id": event_id, "event_type": event_type.name, "event_time_ms": time_ms,
-                 "attributes": attributes}
-        run.take_event_id(ctx.history.append(self.key, event))
-        if run.is_open and event_type is not E.WORKFLOW_EXECUTION_TERMINATED:
-            self._check_limits(event_id)
-        ctx.out.event(WF, event_type.name, self.key, history_record_value(run, event), reply=False)
+        name = event_type.name
+        # The attributes encoded once, for the stored event and the events topic's record.
+        attributes_json = orjson.dumps(attributes)
+        run.take_event_id(ctx.history.append_encoded(self.key, event_id, name, time_ms, attributes_json))
+        limits = ctx.limits.history
+        if run.is_open and event_type is not _TERMINATED and (
+                run.history_size_bytes > limits.size_warn_bytes or run.history_size_bytes > limits.size_error_bytes
+                or event_id > limits.count_warn or event_id > limits.count_error):
+            self._check_limits(event_id)  # below all four, neither warned nor terminated: nothing to ask
+        ctx.out.event(WF, name, self.key, {
+            "workflow_id": run.workflow_id, "run_id": run.run_id, "workflow_type": run.workflow_type,
+            "task_queue": run.task_queue, "event_id": event_id, "event_time_ms": time_ms,
+            "attributes": attributes_json.decode()}, reply=False)
         return event_id
 
     def append_all(self, events: list[PendingEvent]) -> None:
@@ -145,9 +157,6 @@ class RunWriter:
 
     def _check_limits(self, event_count: int) -> None:
         run, limits = self.run, self.ctx.limits.history
-        if (run.history_size_bytes <= min(limits.size_warn_bytes, limits.size_error_bytes)
-                and event_count <= min(limits.count_warn, limits.count_error)):
-            return  # neither warned nor terminated: the verdict would ask for nothing
         verdict = check_history_limits(event_count, run.history_size_bytes, limits)
         if verdict.action is LimitAction.TERMINATE:
             raise HistoryLimitExceeded(self.key, verdict.termination_reason)
@@ -177,10 +186,10 @@ class RunWriter:
             # Its id is the next one: nothing is appended while a task is out (events are
             # buffered), so the id is still free when the attempt completes.
             event_id = run.next_event_id
-            shown = [orjson.dumps({"event_id": event_id, "event_type": E.WORKFLOW_TASK_SCHEDULED.name,
+            shown = [orjson.dumps({"event_id": event_id, "event_type": _SCHEDULED.name,
                                    "event_time_ms": ctx.now_ms, "attributes": attributes})]
         else:
-            event_id = self.append(E.WORKFLOW_TASK_SCHEDULED, attributes)
+            event_id = self.append(_SCHEDULED, attributes)
             shown = []
         run.task = WorkflowTaskOut(event_id, attempt, ctx.now_ms, transient, updates, speculative)
         ctx.workflow_timers.arm(run_key, run, TASK_TIME_OUT, ctx.now_ms + attributes["start_to_close_timeout_ms"])
@@ -194,9 +203,9 @@ class RunWriter:
                      "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages),
                      "attributes": _carried_updates(run, updates)}
             if handed_back:
-                ctx.out.reply(WF, WorkflowIntent.WORKFLOW_TASK, run_key, value)
+                ctx.out.reply(WF, _WORKFLOW_TASK, run_key, value)
             else:
-                ctx.out.task(run.task_queue, run_key, value, WF, WorkflowIntent.WORKFLOW_TASK)
+                ctx.out.task(run.task_queue, run_key, value, WF, _WORKFLOW_TASK)
         run.task.handed_back = handed_back
         if not handed_back:  # a handed-back task's worker answers the queries after it (`queries.py`)
             self.send_waiting_queries()
@@ -214,15 +223,21 @@ class RunWriter:
         task = run.task
         scheduled_id = task.scheduled_event_id
         if task.transient:
-            written = self.append(E.WORKFLOW_TASK_SCHEDULED, scheduled_attributes(run, task.attempt),
+            written = self.append(_SCHEDULED, scheduled_attributes(run, task.attempt),
                                   event_time_ms=task.scheduled_time_ms)
             assert written == scheduled_id, f"transient task {scheduled_id} was written as event {written}"
-        verdict = check_history_limits(run.next_event_id, run.history_size_bytes, self.ctx.limits.history)
-        started_id = self.append(E.WORKFLOW_TASK_STARTED, {
+        limits = self.ctx.limits.history
+        if (run.history_size_bytes < limits.size_suggest_continue_as_new_bytes
+                and run.next_event_id < limits.count_suggest_continue_as_new):
+            suggest, reasons = False, []  # below both thresholds: the verdict would suggest nothing
+        else:
+            verdict = check_history_limits(run.next_event_id, run.history_size_bytes, limits)
+            suggest = verdict.suggest_continue_as_new
+            reasons = [r.name for r in verdict.suggest_continue_as_new_reasons]
+        started_id = self.append(_STARTED, {
             "scheduled_event_id": scheduled_id, "identity": identity,
             "history_size_bytes": run.history_size_bytes,
-            "suggest_continue_as_new": verdict.suggest_continue_as_new,
-            "suggest_continue_as_new_reasons": [r.name for r in verdict.suggest_continue_as_new_reasons]})
+            "suggest_continue_as_new": suggest, "suggest_continue_as_new_reasons": reasons})
         self.ctx.workflow_timers.disarm(self.key, run, TASK_TIME_OUT)
         run.task = None
         return scheduled_id, started_id

@@ -55,6 +55,7 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"commands is not valid JSON: {exc}")
         return
     identity = cmd.value["identity"]
+    flags = _flags(cmd)
     scheduled_before = run.task.scheduled_event_id
     writer = RunWriter(ctx, cmd.key, run)
     try:
@@ -65,11 +66,11 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
     else:
         carried = list(run.task.updates)
         if run.task.speculative and all(kind is WorkflowCommandType.REJECT_UPDATE for kind, _ in validated) \
-                and not _asks(cmd, FORCE_NEW_TASK):
+                and flags.get(FORCE_NEW_TASK) is not True:
             _drop_speculative_task(writer, validated)
         else:
-            finish_task(writer, validated, identity, carried, force_new=_asks(cmd, FORCE_NEW_TASK),
-                        return_new=_asks(cmd, RETURN_NEW_TASK))
+            finish_task(writer, validated, identity, carried, force_new=flags.get(FORCE_NEW_TASK) is True,
+                        return_new=flags.get(RETURN_NEW_TASK) is True)
     ctx.workflows.put(cmd.key, run)
     # The last answer to a worker that asked for eager activities: the activity tasks it got
     # (if any) came before, so it can give back the slots it held for the others. A task
@@ -97,7 +98,7 @@ def finish_task(writer: RunWriter, validated: list, identity: str, carried: list
         # Queries that came while it was out saw nothing new since: its worker answers
         # them with the state its answer left (see `queries.py`).
         writer.send_waiting_queries()
-    completed_id = writer.append(E.WORKFLOW_TASK_COMPLETED, {
+    completed_id = writer.append(_COMPLETED, {
         "scheduled_event_id": scheduled_id, "started_event_id": started_id, "identity": identity})
     run.task_attempt = 1
     run.task_history_from = scheduled_id  # the next task shows the worker what follows its answer
@@ -123,18 +124,22 @@ def asked_eager(commands: object) -> bool:
 #: its local activities are still running, and this answer is a workflow task heartbeat that
 #: keeps the run's task out (or, checkpointing, it records a step before the next).
 FORCE_NEW_TASK = "force_create_new_workflow_task"
+_COMPLETED = E.WORKFLOW_TASK_COMPLETED  # looked up once: a member's lookup on its class is a call
 #: The worker asks for the next task, if the answer makes one, as a reply (Temporal's
 #: return_new_workflow_task): it has the run cached and runs it without the task queue.
 RETURN_NEW_TASK = "return_new_workflow_task"
 
 
-def _asks(cmd: Record, flag: str) -> bool:
-    """Whether the answer's attributes set `flag`."""
+def _flags(cmd: Record) -> dict:
+    """The answer's attributes (read once: each flag is asked for), {} when unreadable."""
+    raw = cmd.value.get("attributes")
+    if not raw:
+        return {}
     try:
-        attributes = orjson.loads(cmd.value.get("attributes") or "{}")
+        attributes = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return False
-    return isinstance(attributes, dict) and attributes.get(flag) is True
+        return {}
+    return attributes if isinstance(attributes, dict) else {}
 
 
 def _drop_speculative_task(writer: RunWriter, rejections: list) -> None:
