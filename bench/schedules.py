@@ -12,7 +12,10 @@ over 10 s: schedule times have a resolution of one second, so each schedule's ji
   pass (ACTION_STARTED's timestamp), start_after_pass_ms the rest (the START's way
   through the log to its partition, and its processing). engine_cpu_ms_per_action: the
   engine process's CPU from the last CREATED to the last start, per action (it idles until
-  the first is due); transactions: what it committed meanwhile.
+  the first is due); transactions: what it committed meanwhile; per_1000_actions: the
+  engine's counters per 1,000 actions (transactions, relayed_commands: processed in the
+  transaction that wrote them, commands: records read from the log, echoes: those of them
+  skipped, as processed when written; a BATCH record counts one).
 
 schedule_memory: N idle schedules (hourly, first action a day away) on 4 partitions.
   engine_rss_mb = the engine's peak RSS once all are created
@@ -93,7 +96,12 @@ def run_fire_lag(bench: Bench, quick: bool) -> dict:
             counters, cpu_s = engine_counters(engine), pid_cpu_seconds(engine.pid)
             tap.wait(lambda: tap.count("WORKFLOW_EXECUTION_STARTED") >= count, 120, "every action's start")
             cpu_s = pid_cpu_seconds(engine.pid) - cpu_s
-            transactions = engine_counters(engine)["transactions"] - counters["transactions"]
+            after = engine_counters(engine)
+            transactions = after["transactions"] - counters["transactions"]
+            # What the relay did (`engine/relay.py`), per 1,000 actions: commands processed in the
+            # transaction that wrote them, records read from the log (echoes: skipped ones among them).
+            per_1000 = {name: round((after[name] - counters[name]) * 1000 / count, 1)
+                        for name in ("transactions", "relayed_commands", "commands", "echoes")}
             tap.poll(0.5)
             taken = {e.value["workflow_id"]: (orjson.loads(e.value["attributes"])["actual_time_ms"], e.timestamp_ms)
                      for e in tap.decode("ACTION_STARTED")}
@@ -105,7 +113,7 @@ def run_fire_lag(bench: Bench, quick: bool) -> dict:
                           "start_after_pass_ms": percentiles([at - passed for at, _, passed in started]),
                           # from the last CREATED to the last start (idle until the first is due)
                           "engine_cpu_ms_per_action": round(cpu_s * 1000 / count, 3),
-                          "transactions": transactions,
+                          "transactions": transactions, "per_1000_actions": per_1000,
                           "create_s": round(created_s, 2), "spread_s": spread, "jitter_ms": jitter_ms,
                           "rejections": tap.rejections()}
             say(phase, out[phase])

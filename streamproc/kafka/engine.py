@@ -316,8 +316,11 @@ class Engine:
                 commands = self._session.put_back(fresh[i:], commands)
                 break
             pid = msg.partition()
-            cmd = self.partitions[pid].processor.process(msg.value(), msg.headers(), msg.offset())
-            self._relay.read_back(pid, msg.headers())
+            processor = self.partitions[pid].processor
+            if self._relay.read_back(pid, msg.headers(), processor.writes):
+                self.stats.echoes += 1  # processed before it was read back (`engine/relay.py`)
+                continue
+            cmd = processor.process(msg.value(), msg.headers(), msg.offset())
             touched.add(pid)
             processed += 1 if cmd is None else len(command_batches.commands_in(cmd))
             if tally is not None:
@@ -343,7 +346,7 @@ class Engine:
         # 4. Commands for our own partitions are processed in this transaction too (`engine/relay.py`).
         owned = {pid: part.processor for pid, part in self.partitions.items()}
         relayed = self._relay.run(owned, touched, max(self.max_batch, processed))
-        if due or fresh:
+        if due or fresh or relayed:  # relayed alone: our commands the log has not given back yet
             self._begin_commit(commands, touched, due, relayed)
         elif commands:  # only echoes: a transaction just to move their offsets would delay the next command
             self._echo_offsets.hold(commands)
