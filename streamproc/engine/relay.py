@@ -95,6 +95,18 @@ class Relay:
         self._unread: dict[int, dict[int, Record]] = {}
         self._caught_up: set[int] = set()  # since `hold_all`, partitions that read one back
 
+    @property
+    def session(self) -> bytes:
+        return self._session
+
+    def catching_up(self, pids) -> list[int]:
+        """Those of `pids` held until what was written for them before this session is read."""
+        return [pid for pid in pids if not self._read_all_before_us(pid)]
+
+    def read_all_before(self, pid: int) -> None:
+        """The engine read `pid`'s log up to its end as of the hold (`kafka/relay_catch_up.py`)."""
+        self._caught_up.add(pid)
+
     def held(self, pid: int) -> bool:
         return pid in self._unread or not self._read_all_before_us(pid)
 

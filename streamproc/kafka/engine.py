@@ -41,6 +41,7 @@ from streamproc.kafka.quiet import quiet_outlook
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.connection import check_connection
 from streamproc.kafka.echoes import EchoOffsets, is_echo
+from streamproc.kafka.relay_catch_up import RelayCatchUp
 from streamproc.kafka.owned_partition import RESTORE_CONNECT_TIMEOUT_S, OwnedPartition, open_restored
 from streamproc.kafka.errors import IdentityConflict, StartRefused
 from streamproc.metrics.batch_tally import BatchTally
@@ -90,6 +91,7 @@ class Engine:
                               transaction_timeout_ms / 1000 + faults.commit_margin_s,
                               event_framing(settings.schema_registry_url, self.topics.events))
         self._echo_offsets = EchoOffsets()
+        self._relay_catch_up = RelayCatchUp()  # when a held partition may be relayed to again
         self.progress = Progress()
         self._recovery = Recovery(settings.engine_id, self.progress, faults, transaction_timeout_ms / 1000)
         self._watchdog = Watchdog(self.progress, lambda: sorted(self.partitions), faults)
@@ -344,6 +346,7 @@ class Engine:
                     due_ms = part.checker.due_ms_of(one)
                     tally.due(pid, one, None if due_ms is None else now - due_ms)
         # 4. Commands for our own partitions are processed in this transaction too (`engine/relay.py`).
+        self._relay_catch_up.check(self._relay, self._consumer, self.topics.commands, self.partitions)
         owned = {pid: part.processor for pid, part in self.partitions.items()}
         relayed = self._relay.run(owned, touched, max(self.max_batch, processed))
         if due or fresh or relayed:  # relayed alone: our commands the log has not given back yet
