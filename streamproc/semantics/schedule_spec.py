@@ -229,11 +229,36 @@ def action_times(spec: CompiledSpec, seed: str, after_ms: int, *, limit: int,
                  until_ms: int | None = None) -> list[ActionTime]:
     """Up to ``limit`` actions after ``after_ms``, each found from the previous *jittered*
     time (8.4 step 5), stopping before the first whose actual time is after ``until_ms``."""
+    return action_times_and_beyond(spec, seed, after_ms, limit=limit, until_ms=until_ms)[0]
+
+
+def action_times_and_beyond(spec: CompiledSpec, seed: str, after_ms: int, *, limit: int,
+                            until_ms: int | None = None) -> tuple[list[ActionTime], Beyond | None]:
+    """`action_times`, and where the search stopped: the first action after ``until_ms``
+    with the time it was searched from (None if it stopped at ``limit`` or found none), a
+    hint for `next_action_time_after`."""
     times: list[ActionTime] = []
     while len(times) < limit:
         found = next_action_time(spec, seed, after_ms)
         if found is None or (until_ms is not None and found.actual_ms > until_ms):
-            break
+            return times, None if found is None else (after_ms, found)
         times.append(found)
         after_ms = found.actual_ms
-    return times
+    return times, None
+
+
+#: The first action after a time, with that time (`action_times_and_beyond`).
+Beyond = tuple[int, ActionTime]
+
+
+def next_action_time_after(spec: CompiledSpec, seed: str, after_ms: int, beyond: Beyond | None) -> ActionTime | None:
+    """`next_action_time(spec, seed, after_ms)`, without searching again when ``beyond`` is
+    the answer: the first action after a time no later than ``after_ms``, whose nominal
+    second is after ``after_ms``'s, is the first after ``after_ms`` too (the search goes by
+    nominal seconds, and the jitter depends on the nominal time only)."""
+    if beyond is not None:
+        searched_after_ms, found = beyond
+        if searched_after_ms <= after_ms and \
+                found.nominal_ms // 1000 > max(after_ms, (spec.start_ms or 0) - 1000) // 1000:
+            return found
+    return next_action_time(spec, seed, after_ms)
