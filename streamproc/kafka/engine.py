@@ -346,6 +346,7 @@ class Engine:
                     due_ms = part.checker.due_ms_of(one)
                     tally.due(pid, one, None if due_ms is None else now - due_ms)
         # 4. Commands for our own partitions are processed in this transaction too (`engine/relay.py`).
+        p.stage = "relay"
         self._relay_catch_up.check(self._relay, self._consumer, self.topics.commands, self.partitions)
         owned = {pid: part.processor for pid, part in self.partitions.items()}
         relayed = self._relay.run(owned, touched, max(self.max_batch, processed))

@@ -6,7 +6,8 @@ it before (by an earlier owner of a sender, or by this engine before a rewind) i
 The relay's own rule, a command it writes through the log coming back, holds too; but it
 sends a command through the log first: the burst of a schedule's actions due right after
 an assignment all went that way. The log's end is asked once per partition and hold (one
-round trip each); a partition whose end cannot be had waits for the relay's rule.
+round trip each); when the broker does not answer, the partitions wait for the relay's
+rule until the next hold.
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ class RelayCatchUp:
                     position = consumer.committed([tp], timeout=END_TIMEOUT_S)[0].offset
                     if position < 0:
                         position = consumer.get_watermark_offsets(tp, timeout=END_TIMEOUT_S, cached=False)[0]
-            except KafkaException:
-                self._ends[pid] = _NEVER
-                continue
+            except KafkaException:  # the broker is away: ask nothing more until the next hold
+                self._ends.update(dict.fromkeys(waiting, _NEVER))
+                return
             if position >= end:
                 relay.read_all_before(pid)
 
