@@ -18,8 +18,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streamproc.engine.relay import Relay
 
-#: How long asking a partition's end may take; beyond, the partition waits for the relay's rule.
-END_TIMEOUT_S = 0.5
+#: How long asking the broker may take (once a hold: a failure stops the asking until the next one).
+END_TIMEOUT_S = 2.0
 _NEVER = sys.maxsize
 
 
