@@ -196,6 +196,8 @@ _HINTED_SPECS = [
     {"cron_string": ["*/2 * * * *"], "exclude_calendar": [{"minute": "0-30"}], "jitter_ms": 90_000},
     {"calendar": [{"second": "*/5", "minute": "*", "hour": "*"}], "jitter_ms": 4_000,
      "timezone_name": "Europe/London"},
+    {"interval": [{"interval_ms": 30_000}], "jitter_ms": 10_000, "end_time_ms": 1_700_000_300_000},
+    {"interval": [{"interval_ms": 1000}], "start_time_ms": 1_700_000_100_000, "end_time_ms": 1_700_000_100_000},
 ]
 
 
