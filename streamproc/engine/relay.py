@@ -60,7 +60,7 @@ from collections.abc import Mapping
 import orjson
 
 from streamproc.engine.partition import PartitionProcessor
-from streamproc.protocol import codec
+from streamproc.protocol import codec, command_batches
 from streamproc.protocol.partitioning import partition_for, routing_key_of
 from streamproc.protocol.records import Record
 from streamproc.state.db import PendingWrites
@@ -145,28 +145,32 @@ class Relay:
             return False
         return True  # numbered by this session and not unread: `run` processed it
 
-    def _process_unread(self, pid: int, processor: PartitionProcessor, budget: int,
-                        relayed: list[tuple[int, Record]]) -> None:
-        """Process our commands on `pid`'s log that are not read back yet, in their order
-        (up to `budget` in all), as if read: they were written by transactions that
-        committed, after everything before them on that log that could be their cause.
-        The partition's mark says so to whoever reads them later (`state/relay_marks.py`)."""
+    def _process_unread(self, pid: int, processor: PartitionProcessor, budget: int, count: int,
+                        relayed: list[tuple[int, Record]]) -> int:
+        """Process our commands on `pid`'s log that are not read back yet, in their order,
+        as if read: they were written by transactions that committed, after everything
+        before them on that log that could be their cause. The partition's mark says so to
+        whoever reads them later (`state/relay_marks.py`). `count` commands are processed in
+        this transaction already; returns the count after these (up to `budget`, a BATCH
+        counting its parts, a refused command one: it stages its rejection and the mark)."""
         unread = self._unread[pid]
         last = None
         for seq in list(unread):
-            if len(relayed) >= budget:
+            if count >= budget:
                 break
             record = unread.pop(seq)
             # From its bytes, as from the log: one too large is refused as there.
             command = processor.process(record.encoded, codec.AVRO_HEADERS, -1)
             if command is not None:
                 relayed.append((pid, command))
+            count += 1 if command is None else len(command_batches.commands_in(command))
             last = seq
         if last is not None:
             RelayMark(processor.writes).processed(self._session, last)
             processor.writes.accept()
         if not unread:
             del self._unread[pid]
+        return count
 
     # relaying -----------------------------------------------------------------------------
     def target_of(self, source: int, record: Record) -> int:
@@ -183,12 +187,16 @@ class Relay:
         relayed: list[tuple[int, Record]] = []
         # Our commands the log has not given back yet come first: every transaction before
         # this one committed (`Engine._step`, step 2), so they are on the log, in order.
+        # The partitions that processed one are `touched`: their writes (a rejection, the
+        # mark) must commit, even when nothing is relayed.
+        count = 0
         for pid in sorted(self._unread):
             if pid not in processors:  # not ours any more (owned again, it is held anew)
                 del self._unread[pid]
-            elif self._read_all_before_us(pid):
-                self._process_unread(pid, processors[pid], budget, relayed)
+            elif self._read_all_before_us(pid) and count < budget:
+                count = self._process_unread(pid, processors[pid], budget, count, relayed)
                 touched.add(pid)
+        budget -= count - len(relayed)  # the relay's rounds count relayed records below
         blocked = {pid for pid in processors if self.held(pid)}  # in order, through the log
         self.targets = targets = {}
         sources = sorted(touched)

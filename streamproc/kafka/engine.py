@@ -350,7 +350,7 @@ class Engine:
         self._relay_catch_up.check(self._relay, self._consumer, self.topics.commands, self.partitions)
         owned = {pid: part.processor for pid, part in self.partitions.items()}
         relayed = self._relay.run(owned, touched, max(self.max_batch, processed))
-        if due or fresh or relayed:  # relayed alone: our commands the log has not given back yet
+        if due or fresh or touched:  # touched alone: our commands the log has not given back yet
             self._begin_commit(commands, touched, due, relayed)
         elif commands:  # only echoes: a transaction just to move their offsets would delay the next command
             self._echo_offsets.hold(commands)

@@ -5,12 +5,14 @@ the partition's next owner (state/relay_marks.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import orjson
 import pytest
 
 from streamproc.engine.relay import Relay
 from streamproc.engine.schedules.actions import scheduled_workflow_id
-from streamproc.protocol import codec
+from streamproc.protocol import codec, command_batches
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record
 from tests.engine.test_command_batches import DUE_MS, PARTITIONS
@@ -189,3 +191,33 @@ def test_commands_of_an_earlier_session_are_not_taken_for_this_ones():
 
     assert relay.read_back(TARGET, earlier, NoMark()) is False and relay.held(TARGET)
     assert relay.read_back(TARGET, ours, NoMark()) is False and not relay.held(TARGET)
+
+
+def _start(n: int) -> Record:
+    return Record.command("WORKFLOW", "START", {"workflow_id": f"w-{n}", "workflow_type": "T", "task_queue": "q"})
+
+
+def test_a_refused_unread_command_counts_and_leaves_its_partition_work_to_commit(engine):
+    """One too large for its partition is refused there, as read from the log: its
+    partition has a rejection and a mark to commit though nothing is relayed, and it
+    counts in the budget."""
+    engine.procs[TARGET].limits = dataclasses.replace(engine.procs[TARGET].limits, max_command_bytes=300)
+    large = Record.command("WORKFLOW", "START", {"workflow_id": "w-large", "workflow_type": "T",
+                                                 "task_queue": "q", "input": "x" * 400})
+    engine.relay.sent_through_log(TARGET, large)
+    engine.relay.sent_through_log(TARGET, _start(1))
+    touched: set[int] = set()
+    relayed = engine.relay.run({pid: engine.procs[pid] for pid in range(PARTITIONS)}, touched, budget=1)
+    assert relayed == [] and touched == {TARGET}  # the engine commits `touched`, not only relayed
+    assert [e.rejection_type for e in engine.procs[TARGET].output.events] == ["EXCEEDED_SIZE"]
+    assert engine.relay.held(TARGET)  # the valid one waits for the next transaction
+
+
+def test_an_unread_batch_counts_its_commands_in_the_budget(engine):
+    batch = command_batches.batch_of([_start(n) for n in range(5)])
+    engine.relay.sent_through_log(TARGET, batch)
+    engine.relay.sent_through_log(TARGET, _start(9))
+    touched: set[int] = set()
+    relayed = engine.relay.run({pid: engine.procs[pid] for pid in range(PARTITIONS)}, touched, budget=3)
+    assert [len(command_batches.commands_in(cmd)) for _, cmd in relayed] == [5]  # not the next one too
+    assert engine.relay.held(TARGET)
