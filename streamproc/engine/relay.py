@@ -68,12 +68,17 @@ from streamproc.state.relay_marks import RelayMark
 
 #: Rounds of commands written by relayed commands; what the last round writes goes through the log.
 MAX_ROUNDS = 4
+#: The bytes kept per partition of our commands on its log not read back yet: past them, the
+#: later ones are processed when read back, and the partition is held until then.
+MAX_UNREAD_BYTES = 16 * 1024 * 1024
 
 
 class Relay:
-    def __init__(self, partition_count: int, max_rounds: int = MAX_ROUNDS) -> None:
+    def __init__(self, partition_count: int, max_rounds: int = MAX_ROUNDS,
+                 max_unread_bytes: int = MAX_UNREAD_BYTES) -> None:
         self.partition_count = partition_count
         self.max_rounds = max_rounds
+        self.max_unread_bytes = max_unread_bytes
         #: The partitions of the last `run`: commands for them not relayed carry the session.
         self.owned: frozenset[int] = frozenset()
         #: Per partition, the partitions its output's commands go to, as far as the last
@@ -91,8 +96,13 @@ class Relay:
         self._session = uuid.uuid4().hex.encode()  # what an earlier session wrote is not counted
         self._all_held = all_held
         self._next_seq: dict[int, int] = {}  # partition -> the number of our next command for it
-        #: partition -> our commands on its log not read back (nor processed) yet, by number
-        self._unread: dict[int, dict[int, Record]] = {}
+        #: partition -> our commands on its log not read back (nor processed) yet: their
+        #: bytes by number, and how many bytes in all
+        self._unread: dict[int, dict[int, bytes]] = {}
+        self._unread_bytes: dict[int, int] = {}
+        #: partition -> the number of our first command for it not kept in `_unread` (past
+        #: `max_unread_bytes`): from it on, ours are processed when read back, not before.
+        self._spilled: dict[int, int] = {}
         self._caught_up: set[int] = set()  # since `hold_all`, partitions that read one back
 
     @property
@@ -108,7 +118,7 @@ class Relay:
         self._caught_up.add(pid)
 
     def held(self, pid: int) -> bool:
-        return pid in self._unread or not self._read_all_before_us(pid)
+        return pid in self._unread or pid in self._spilled or not self._read_all_before_us(pid)
 
     def _read_all_before_us(self, pid: int) -> bool:
         """Whether every command an earlier session (an earlier owner) wrote for `pid` is read."""
@@ -116,12 +126,18 @@ class Relay:
 
     def sent_through_log(self, target: int, record: Record) -> list:
         """A command for an owned `target` goes through the log: the headers to write it with
-        (the session and the command's number). Kept until read back or processed early."""
+        (the session and the command's number). Its bytes are kept until read back or processed
+        early, up to `max_unread_bytes` for the partition."""
         seq = self._next_seq.get(target, 0)
         self._next_seq[target] = seq + 1
         if record.encoded is None:
             record.encoded = codec.encode(record)  # the bytes the log gets, and `run` reads
-        self._unread.setdefault(target, {})[seq] = record
+        size = self._unread_bytes.get(target, 0) + len(record.encoded)
+        if target not in self._spilled and size <= self.max_unread_bytes:
+            self._unread.setdefault(target, {})[seq] = record.encoded
+            self._unread_bytes[target] = size
+        else:  # never forgotten silently: read back, one not kept is processed (`read_back`)
+            self._spilled.setdefault(target, seq)
         return [*codec.AVRO_HEADERS, (codec.RELAY_HEADER, self._session + b"." + str(seq).encode())]
 
     def read_back(self, pid: int, headers: list | None, writes: PendingWrites) -> bool:
@@ -138,12 +154,23 @@ class Relay:
         if session != self._session:  # an earlier session's (ours before a rewind, or an earlier owner's)
             return RelayMark(writes).covers(session, seq)
         self._caught_up.add(pid)
-        unread = self._unread.get(pid)
-        if unread is not None and unread.pop(seq, None) is not None:
-            if not unread:
-                del self._unread[pid]
+        if self._pop_unread(pid, seq) is not None:
+            return False
+        spilled = self._spilled.get(pid)
+        if spilled is not None and seq >= spilled:  # not kept: never processed before
+            if seq == self._next_seq[pid] - 1:  # the last we wrote: none of ours is unread
+                del self._spilled[pid]
             return False
         return True  # numbered by this session and not unread: `run` processed it
+
+    def _pop_unread(self, pid: int, seq: int) -> bytes | None:
+        unread = self._unread.get(pid)
+        data = None if unread is None else unread.pop(seq, None)
+        if data is not None:
+            self._unread_bytes[pid] -= len(data)
+            if not unread:
+                del self._unread[pid], self._unread_bytes[pid]
+        return data
 
     def _process_unread(self, pid: int, processor: PartitionProcessor, budget: int, count: int,
                         relayed: list[tuple[int, Record]]) -> int:
@@ -158,9 +185,8 @@ class Relay:
         for seq in list(unread):
             if count >= budget:
                 break
-            record = unread.pop(seq)
             # From its bytes, as from the log: one too large is refused as there.
-            command = processor.process(record.encoded, codec.AVRO_HEADERS, -1)
+            command = processor.process(self._pop_unread(pid, seq), codec.AVRO_HEADERS, -1)
             if command is not None:
                 relayed.append((pid, command))
             count += 1 if command is None else len(command_batches.commands_in(command))
@@ -168,8 +194,6 @@ class Relay:
         if last is not None:
             RelayMark(processor.writes).processed(self._session, last)
             processor.writes.accept()
-        if not unread:
-            del self._unread[pid]
         return count
 
     # relaying -----------------------------------------------------------------------------
@@ -192,7 +216,8 @@ class Relay:
         count = 0
         for pid in sorted(self._unread):
             if pid not in processors:  # not ours any more (owned again, it is held anew)
-                del self._unread[pid]
+                del self._unread[pid], self._unread_bytes[pid]
+                self._spilled.pop(pid, None)
             elif self._read_all_before_us(pid) and count < budget:
                 count = self._process_unread(pid, processors[pid], budget, count, relayed)
                 touched.add(pid)

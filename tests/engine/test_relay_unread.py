@@ -221,3 +221,20 @@ def test_an_unread_batch_counts_its_commands_in_the_budget(engine):
     relayed = engine.relay.run({pid: engine.procs[pid] for pid in range(PARTITIONS)}, touched, budget=3)
     assert [len(command_batches.commands_in(cmd)) for _, cmd in relayed] == [5]  # not the next one too
     assert engine.relay.held(TARGET)
+
+
+def test_past_the_bytes_kept_the_later_commands_are_processed_when_read_back(engine):
+    """The unread commands kept are bounded: those past the bound are not forgotten (read
+    back, one of this session not kept would be skipped as processed): the partition stays
+    held, and they are processed when read back."""
+    first = _start(0)
+    engine.relay = relay = Relay(PARTITIONS, max_unread_bytes=len(codec.encode(first)))
+    headers = [relay.sent_through_log(TARGET, command) for command in (first, _start(1), _start(2))]
+    touched: set[int] = set()
+    relayed = relay.run({pid: engine.procs[pid] for pid in range(PARTITIONS)}, touched, budget=10)
+    assert [cmd.value["workflow_id"] for _, cmd in relayed] == ["w-0"]  # the one kept
+    assert relay.held(TARGET)
+    writes = engine.procs[TARGET].writes
+    assert relay.read_back(TARGET, headers[0], writes) is True  # processed early: skipped
+    assert relay.read_back(TARGET, headers[1], writes) is False and relay.held(TARGET)
+    assert relay.read_back(TARGET, headers[2], writes) is False and not relay.held(TARGET)
