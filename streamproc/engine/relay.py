@@ -26,8 +26,10 @@ Why this keeps the engine's promises:
   an owned partition that is not relayed (beyond the rounds or the budget, or for a held
   partition) is written with `codec.RELAY_HEADER`: this engine's session and the
   command's number for that partition. After every assignment or rewind the partition is
-  held until the engine has read back one (the commands an earlier owner of a sender
-  wrote are before it on the log); while held, its commands travel through the log, in order.
+  held until the engine has read its log up to the end it had when the hold began
+  (`kafka/relay_catch_up.py`), or has read back one of this session's: the commands an
+  earlier owner of a sender (or this engine before a rewind) wrote are before that point
+  on the log. While held, its commands travel through the log, in order.
 - **The hold clears under a steady flow.** The engine processes a batch while the one
   before commits, so when it relays, the commands it wrote through the log one
   transaction earlier are not read back yet: waiting for them, a partition with commands
@@ -43,7 +45,9 @@ Why this keeps the engine's promises:
   processing a batch and beginning its transaction; a partition revoked while the
   transaction commits waits for it (the revoke callback finishes the commit), and one that
   consumed commands is fenced by the group generation with its offsets. A transaction of
-  due and relayed commands only carries no offsets, as one of due commands never did.
+  due commands and commands processed before they are read back only carries no offsets,
+  as one of due commands never did: only its transactional id fences it, not the group
+  generation (see docs/architecture.md, "Limits").
 - **Size.** A transaction relays at most as many commands as it took from the log and the
   checker, or `max_batch` if that is more: the relay at most doubles a transaction. What is
   left travels through the log (the commands processed before they are read back count

@@ -4,9 +4,15 @@ rewind or by the next owner of the partition, they are skipped.
 
 One mark per partition, the last relay session that processed such commands and the last
 sequence number it processed (its commands for the partition are numbered in the order
-they are on the log). One is enough: a session marks a partition only once it has read
-back a command it wrote there itself, so every command of an earlier session lies before
-it on the log and is read already, and the offsets committed with the mark are past them.
+they are on the log). One is enough: a session processes a partition's commands early, and
+so marks it, only once the engine has read that partition's log up to its end as measured
+when the hold began (`kafka/relay_catch_up.py`), or has read back a command the session
+wrote there itself. Every command of an earlier session lies before that end, so it is
+read already, and the offsets of everything before that end are committed in the same
+transaction as the mark or earlier: a rewind or the next owner never reads an earlier
+session's command after the mark has replaced that session's. This relies on a rewind
+seeking the consumer back to the committed offsets (`put_back` and the recovery seek:
+librdkafka resets the position on a seek), so what is read after the hold is read again.
 """
 
 from __future__ import annotations
