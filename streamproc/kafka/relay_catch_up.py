@@ -6,8 +6,8 @@ it before (by an earlier owner of a sender, or by this engine before a rewind) i
 The relay's own rule, a command it writes through the log coming back, holds too; but it
 sends a command through the log first: the burst of a schedule's actions due right after
 an assignment all went that way. The log's end is asked once per partition and hold (one
-round trip each); when the broker does not answer, the partitions wait for the relay's
-rule until the next hold.
+round trip each), and the committed offsets of those not read since in one request; when
+the broker does not answer, the partitions wait for the relay's rule until the next hold.
 """
 
 from __future__ import annotations
@@ -37,26 +37,29 @@ class RelayCatchUp:
             return
         if relay.session != self._session:  # a new hold: the ends are those from now on
             self._session, self._ends, self._asked = relay.session, {}, set()
-        for pid in waiting:
-            tp = TopicPartition(topic, pid)
-            end = self._ends.get(pid)
-            try:
-                if end is None:
-                    end = self._ends[pid] = self._end(consumer, tp)
-                if end == _NEVER:
-                    continue
-                position = consumer.position([tp])[0].offset
-                if position < 0:  # nothing read since the hold began: the committed offset says
-                    if pid in self._asked:
-                        continue  # asked already: what is read from now on will say
-                    self._asked.add(pid)
-                    position = consumer.committed([tp], timeout=END_TIMEOUT_S)[0].offset
-                    if position < 0:
-                        position = consumer.get_watermark_offsets(tp, timeout=END_TIMEOUT_S, cached=False)[0]
-            except KafkaException:  # the broker is away: ask nothing more until the next hold
-                self._ends.update(dict.fromkeys(waiting, _NEVER))
+        try:
+            for pid in waiting:
+                if pid not in self._ends:
+                    self._ends[pid] = self._end(consumer, TopicPartition(topic, pid))
+            live = [pid for pid in waiting if self._ends[pid] != _NEVER]
+            if not live:
                 return
-            if position >= end:
+            positions = {tp.partition: tp.offset
+                         for tp in consumer.position([TopicPartition(topic, pid) for pid in live])}
+            # Nothing read since the hold began: the committed offset says (asked once a
+            # hold, for all those partitions in one request; then what is read will say).
+            ask = [pid for pid in live if positions[pid] < 0 and pid not in self._asked]
+            if ask:
+                self._asked.update(ask)
+                asked = consumer.committed([TopicPartition(topic, pid) for pid in ask], timeout=END_TIMEOUT_S)
+                for tp in asked:
+                    positions[tp.partition] = tp.offset if tp.offset >= 0 else consumer.get_watermark_offsets(
+                        TopicPartition(topic, tp.partition), timeout=END_TIMEOUT_S, cached=False)[0]
+        except KafkaException:  # the broker is away: ask nothing more until the next hold
+            self._ends.update(dict.fromkeys(waiting, _NEVER))
+            return
+        for pid in live:
+            if positions[pid] >= 0 and positions[pid] >= self._ends[pid]:
                 relay.read_all_before(pid)
 
     @staticmethod
