@@ -45,9 +45,9 @@ Why this keeps the engine's promises:
   processing a batch and beginning its transaction; a partition revoked while the
   transaction commits waits for it (the revoke callback finishes the commit), and one that
   consumed commands is fenced by the group generation with its offsets. A transaction of
-  due commands and commands processed before they are read back only carries no offsets,
-  as one of due commands never did: only its transactional id fences it, not the group
-  generation (see docs/architecture.md, "Limits").
+  due commands and commands processed before they are read back only sends again the
+  offsets last committed (`kafka/committed_offsets.py`), when the engine committed some
+  since the assignment; else only its transactional id fences it.
 - **Size.** A transaction relays at most as many commands as it took from the log and the
   checker, or `max_batch` if that is more: the relay at most doubles a transaction. What is
   left travels through the log (the commands processed before they are read back count

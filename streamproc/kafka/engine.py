@@ -31,6 +31,7 @@ from streamproc.kafka.engine_clients import RECONNECT, engine_producer_config
 from streamproc.kafka.engine_consumer import EngineConsumer
 from streamproc.kafka.engine_stats import EngineStats
 from streamproc.kafka.commit import Committer
+from streamproc.kafka.committed_offsets import CommittedOffsets
 from streamproc.engine.processing import Limits
 from streamproc.engine.relay import Relay
 from streamproc.kafka.recovery import FaultPolicy, Recovery
@@ -91,6 +92,7 @@ class Engine:
                               transaction_timeout_ms / 1000 + faults.commit_margin_s,
                               event_framing(settings.schema_registry_url, self.topics.events))
         self._echo_offsets = EchoOffsets()
+        self._committed_offsets = CommittedOffsets()  # sent again by transactions that consumed nothing
         self._relay_catch_up = RelayCatchUp()  # when a held partition may be relayed to again
         self.progress = Progress()
         self._recovery = Recovery(settings.engine_id, self.progress, faults, transaction_timeout_ms / 1000)
@@ -287,6 +289,7 @@ class Engine:
     def _close_partition(self, pid: int) -> None:
         part = self.partitions.pop(pid, None)
         self._echo_offsets.drop(pid)  # not ours to commit any more; re-read, they are skipped
+        self._committed_offsets.drop(pid)
         if part is not None:
             part.db.close()
 
@@ -372,6 +375,7 @@ class Engine:
         offsets = self._echo_offsets.take()  # read again after a failure, echoes are skipped anyway
         for msg in messages:
             offsets[msg.partition()] = msg.offset() + 1
+        offsets = self._committed_offsets.for_transaction(offsets)  # fenced by the group generation
         self.progress.stage = "commit_begin"
         if self._session.brokers_lost:
             self._session.brokers_lost = False
@@ -389,6 +393,7 @@ class Engine:
         committing = self._txn.finish()  # a failed commit raises here; the loop rewinds
         if committing is None:
             return
+        self._committed_offsets.committed()
         if self.progress.failing_since is not None:
             self._recovery.committed()
         now = self.clock.now_ms()
