@@ -41,7 +41,8 @@ from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.quiet import quiet_outlook
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.connection import check_connection
-from streamproc.kafka.echoes import EchoOffsets, is_echo
+from streamproc.kafka.echoes import EchoOffsets
+from streamproc.kafka.read_commands import process_read
 from streamproc.kafka.relay_catch_up import RelayCatchUp
 from streamproc.kafka.owned_partition import RESTORE_CONNECT_TIMEOUT_S, OwnedPartition, open_restored
 from streamproc.kafka.errors import IdentityConflict, StartRefused
@@ -309,27 +310,11 @@ class Engine:
         p.stage = "consume"
         messages, commands = self._session.poll_commands(self.max_batch, self._poll_timeout_s(), self.partitions)
         p.stage = "process"
-        fresh = [msg for msg in commands if not is_echo(msg)]
-        self.stats.echoes += len(commands) - len(fresh)
-        # 1. Processors only stage writes (over the committing batch's) and follow-ups, for at
-        #    most `max_batch` commands (a BATCH counts its parts): what is left is read again.
-        touched: set[int] = set()
-        tally = self._tally
-        processed = 0
-        for i, msg in enumerate(fresh):
-            if processed >= self.max_batch:
-                commands = self._session.put_back(fresh[i:], commands)
-                break
-            pid = msg.partition()
-            processor = self.partitions[pid].processor
-            if self._relay.read_back(pid, msg.headers(), processor.writes):
-                self.stats.echoes += 1  # processed before it was read back (`engine/relay.py`)
-                continue
-            cmd = processor.process(msg.value(), msg.headers(), msg.offset())
-            touched.add(pid)
-            processed += 1 if cmd is None else len(command_batches.commands_in(cmd))
-            if tally is not None:
-                tally.command(pid, cmd)
+        # 1. The commands read, processed (`read_commands.py`); what is left is read again.
+        read = process_read(commands, self.partitions, self._relay, self.max_batch, self._tally, self.stats)
+        if read.left:
+            commands = self._session.put_back(read.left, commands)
+        fresh, touched, processed, tally = read.fresh, read.touched, read.processed, self._tally
         # 2. The previous batch must have committed before this one's transaction begins.
         p.stage = "commit_wait"
         self._finish_commit()
