@@ -64,6 +64,8 @@ def main() -> int:
     parser.add_argument("--profile-idle", action="store_true",
                         help="with --profile: sample idle time too (wall clock: waits on Kafka show up)")
     parser.add_argument("--keep-topics", action="store_true")
+    parser.add_argument("--spread-first", action="store_true",
+                        help="schedule_fire_lag: the spread phase first, right after the engine's start")
     parser.add_argument("--warm-broker", action="store_true",
                         help="first run unmeasured workflows until the broker's JIT compiler is nearly idle "
                              "(a broker just started is a cold JVM; see bench/broker_jit.py)")
@@ -110,6 +112,8 @@ def main() -> int:
             kwargs = {"workers": args.workers or 2, "profile": args.profile, "profile_idle": args.profile_idle}
         elif args.scenario == "jobs_latency_by_rate":
             kwargs = {"workers": args.workers or 2}
+        elif args.scenario == "schedule_fire_lag":
+            kwargs = {"spread_first": args.spread_first}
         elif args.scenario in WORKFLOW_SCENARIOS:
             kwargs = {"workers": args.workers or 1, "engines": args.engines, "profile": args.profile,
                       "profile_idle": args.profile_idle}

@@ -3,16 +3,21 @@
 schedule_fire_lag: schedules with one action each (an interval of 1 s bounded by start =
 end = the action time), one engine on 4 partitions, no worker (the start is what is
 measured; the runs' task timeout is 120 s, so none times out while the phases are
-measured). Burst: 10,000 actions due in the same second. Spread: 10,000 spread evenly
-over 10 s: schedule times have a resolution of one second, so each schedule's jitter (up to
-999 ms, deterministic per schedule) spreads the 1,000 of each second over it.
+measured). Burst: 10,000 actions due in the same second (the first phase, unless
+`--spread-first`: the first after the engine was assigned its partitions). Spread: 10,000
+spread evenly over 10 s: schedule times have a resolution of one second, so each
+schedule's jitter (up to 999 ms, deterministic per schedule) spreads the 1,000 of each
+second over it.
   lag_ms = WORKFLOW_EXECUTION_STARTED's timestamp - the action's due time (its nominal
   time plus its jitter; the burst has none). It includes the TRIGGER, the START to the
   workflow's partition and its processing; pass_lag_ms is the part until the schedule's
   pass (ACTION_STARTED's timestamp), start_after_pass_ms the rest (the START's way
   through the log to its partition, and its processing). engine_cpu_ms_per_action: the
   engine process's CPU from the last CREATED to the last start, per action (it idles until
-  the first is due); transactions: what it committed meanwhile.
+  the first is due); transactions: what it committed meanwhile; per_1000_actions: the
+  engine's counters per 1,000 actions (transactions, relayed_commands: processed in the
+  transaction that wrote them, commands: records read from the log, echoes: those of them
+  skipped, as processed when written; a BATCH record counts one).
 
 schedule_memory: N idle schedules (hourly, first action a day away) on 4 partitions.
   engine_rss_mb = the engine's peak RSS once all are created
@@ -75,14 +80,15 @@ def _create(client: SyncClient, tap: EventTap, schedules: list[tuple[str, str]])
     return time.monotonic() - began
 
 
-def run_fire_lag(bench: Bench, quick: bool) -> dict:
+def run_fire_lag(bench: Bench, quick: bool, spread_first: bool = False) -> dict:
     count = 2000 if quick else 10_000
     spread_s = 3 if quick else 10
     out: dict = {"schedules": count, "partitions": PARTITIONS, "load1_at_start": loadavg()}
     with bench.running_engine("schedules", PARTITIONS) as engine:
         tap = EventTap(bench, PARTITIONS)
         client = SyncClient(bench.bootstrap, bench.namespace)
-        for phase, spread in (("burst", 1), ("spread", spread_s)):
+        phases = [("burst", 1), ("spread", spread_s)]
+        for phase, spread in reversed(phases) if spread_first else phases:
             tap.forget()
             # Far enough ahead that every CREATE is processed before the first action is due.
             first_ms = (int(time.time()) + 10 + count // 1000) * 1000
@@ -93,8 +99,13 @@ def run_fire_lag(bench: Bench, quick: bool) -> dict:
             counters, cpu_s = engine_counters(engine), pid_cpu_seconds(engine.pid)
             tap.wait(lambda: tap.count("WORKFLOW_EXECUTION_STARTED") >= count, 120, "every action's start")
             cpu_s = pid_cpu_seconds(engine.pid) - cpu_s
-            transactions = engine_counters(engine)["transactions"] - counters["transactions"]
             tap.poll(0.5)
+            after = engine_counters(engine)  # the last commit is counted once the engine's next step ends it
+            transactions = after["transactions"] - counters["transactions"]
+            # What the relay did (`engine/relay.py`), per 1,000 actions: commands processed in the
+            # transaction that wrote them, records read from the log (echoes: skipped ones among them).
+            per_1000 = {name: round((after[name] - counters[name]) * 1000 / count, 1)
+                        for name in ("transactions", "relayed_commands", "commands", "echoes")}
             taken = {e.value["workflow_id"]: (orjson.loads(e.value["attributes"])["actual_time_ms"], e.timestamp_ms)
                      for e in tap.decode("ACTION_STARTED")}
             started = [(e.timestamp_ms, *taken[e.value["workflow_id"]])
@@ -105,7 +116,7 @@ def run_fire_lag(bench: Bench, quick: bool) -> dict:
                           "start_after_pass_ms": percentiles([at - passed for at, _, passed in started]),
                           # from the last CREATED to the last start (idle until the first is due)
                           "engine_cpu_ms_per_action": round(cpu_s * 1000 / count, 3),
-                          "transactions": transactions,
+                          "transactions": transactions, "per_1000_actions": per_1000,
                           "create_s": round(created_s, 2), "spread_s": spread, "jitter_ms": jitter_ms,
                           "rejections": tap.rejections()}
             say(phase, out[phase])

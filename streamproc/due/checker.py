@@ -24,6 +24,10 @@ RESEND_AFTER_MS = 10_000
 class DueDateChecker:
     def __init__(self, sources: Sequence[DueSource], batch_limit: int = 1000) -> None:
         self._sources = list(sources)
+        #: The sources by the value type of their commands: `processed` runs for every command.
+        self._by_type: dict[str, list[DueSource]] = {}
+        for source in self._sources:
+            self._by_type.setdefault(source.value_type, []).append(source)
         self._limit = batch_limit
         self._in_flight: dict[Item, int] = {}
         self._waiting_for_in_flight = False
@@ -88,7 +92,7 @@ class DueDateChecker:
         return None if item is None else item[2]
 
     def _item_of(self, command: Record) -> Item | None:
-        for source in self._sources:
+        for source in self._by_type.get(command.value_type, ()):
             item = source.item_of(command)
             if item is not None:
                 return item

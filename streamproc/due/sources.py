@@ -28,6 +28,9 @@ _TRIGGER = ScheduleIntent.TRIGGER
 
 
 class DueSource(Protocol):
+    #: The value type of its commands (the checker asks only the sources of a command's type).
+    value_type: str
+
     def next_fire_ms(self) -> int | None:
         """The earliest time (ms) at which `due` will return something, or None."""
 
@@ -39,6 +42,8 @@ class DueSource(Protocol):
 
 class JobDueSource:
     """Job timeouts (TIME_OUT) and ends of retry backoffs (RECUR_AFTER_BACKOFF)."""
+
+    value_type = _JOB
 
     def __init__(self, due_dates: JobDueDates) -> None:
         self._due = due_dates
@@ -81,6 +86,8 @@ class _DueAtItsTime:
 class ActivityDueSource(_DueAtItsTime):
     """Activity timers: a timeout (TIME_OUT) or the end of a retry backoff (DISPATCH)."""
 
+    value_type = _ACTIVITY_TASK
+
     _due: ActivityTimers
 
     def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]:
@@ -105,6 +112,8 @@ class ActivityDueSource(_DueAtItsTime):
 class WorkflowDueSource(_DueAtItsTime):
     """Workflow timers (TIMER_FIRE) and run deadlines (TASK_TIME_OUT, RUN_TIME_OUT,
     EXECUTION_TIME_OUT, BACKOFF_START: the deadline's kind is the command's intent)."""
+
+    value_type = _WORKFLOW
 
     _due: WorkflowDueDates
 
@@ -134,6 +143,8 @@ class WorkflowDueSource(_DueAtItsTime):
 class ScheduleDueSource(_DueAtItsTime):
     """Schedules whose next action time came (TRIGGER, at the time: Temporal's timers fire
     at their time)."""
+
+    value_type = _SCHEDULE
 
     _due: ScheduleDueDates
 

@@ -76,7 +76,7 @@ class BatchWriter:
         # Starts for one partition in a row travel as one BATCH command (`command_batches.py`).
         for (target, how), record in pack(routed):
             headers = codec.PROCESSED_HEADERS if how == _RELAYED else \
-                relay.sent_through_log(target) if how == _HELD else codec.AVRO_HEADERS
+                relay.sent_through_log(target, record) if how == _HELD else codec.AVRO_HEADERS
             self.write(self.topics.commands, target, record, headers)
         for queue, record in out.tasks:
             # Workflow tasks go by workflow id, so the pages of one task share a partition.

@@ -32,6 +32,7 @@ from streamproc.kafka.engine_consumer import EngineConsumer
 from streamproc.kafka.engine_stats import EngineStats
 from streamproc.kafka.commit import Committer
 from streamproc.kafka.commit_window import CommitWindow
+from streamproc.kafka.committed_offsets import CommittedOffsets
 from streamproc.engine.processing import Limits
 from streamproc.engine.relay import Relay
 from streamproc.kafka.recovery import FaultPolicy, Recovery
@@ -41,7 +42,9 @@ from streamproc.kafka.admin import TopicAdmin
 from streamproc.kafka.quiet import quiet_outlook
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.connection import BrokerProbe, check_connection
-from streamproc.kafka.echoes import EchoOffsets, is_echo
+from streamproc.kafka.echoes import EchoOffsets
+from streamproc.kafka.read_commands import process_read
+from streamproc.kafka.relay_catch_up import RelayCatchUp
 from streamproc.kafka.owned_partition import RESTORE_CONNECT_TIMEOUT_S, OwnedPartition, open_restored
 from streamproc.kafka.errors import IdentityConflict, StartRefused
 from streamproc.metrics.batch_tally import BatchTally
@@ -94,6 +97,8 @@ class Engine:
                               transaction_timeout_ms / 1000 + faults.commit_margin_s,
                               event_framing(settings.schema_registry_url, self.topics.events))
         self._echo_offsets = EchoOffsets()
+        self._committed_offsets = CommittedOffsets()  # sent again by transactions that consumed nothing
+        self._relay_catch_up = RelayCatchUp()  # when a held partition may be relayed to again
         self.progress = Progress()
         self._recovery = Recovery(settings.engine_id, self.progress, faults, transaction_timeout_ms / 1000)
         self._watchdog = Watchdog(self.progress, lambda: sorted(self.partitions), faults,
@@ -290,6 +295,7 @@ class Engine:
     def _close_partition(self, pid: int) -> None:
         part = self.partitions.pop(pid, None)
         self._echo_offsets.drop(pid)  # not ours to commit any more; re-read, they are skipped
+        self._committed_offsets.drop(pid)
         if part is not None:
             part.db.close()
 
@@ -309,8 +315,7 @@ class Engine:
         p.stage = "consume"
         messages, commands = self._session.poll_commands(self.max_batch, self._poll_timeout_s(), self.partitions)
         p.stage = "process"
-        # 1. Processors only stage writes (over the committing batch's) and follow-ups, for at
-        #    most `max_batch` commands (a BATCH counts its parts): what is left is read again.
+        # 1. The commands read, processed (`read_commands.py`); what is left is read again.
         touched: set[int] = set()
         commands, fresh, processed = self._process_fresh(commands, touched, 0)
         # 2. The previous batch must have committed before this one's transaction begins; one
@@ -341,9 +346,11 @@ class Engine:
                     due_ms = part.checker.due_ms_of(one)
                     tally.due(pid, one, None if due_ms is None else now - due_ms)
         # 4. Commands for our own partitions are processed in this transaction too (`engine/relay.py`).
+        p.stage = "relay"
+        self._relay_catch_up.check(self._relay, self._consumer, self.topics.commands, self.partitions)
         owned = {pid: part.processor for pid, part in self.partitions.items()}
         relayed = self._relay.run(owned, touched, max(self.max_batch, processed))
-        if due or fresh:
+        if due or fresh or touched:  # touched alone: our commands the log has not given back yet
             self._begin_commit(commands, touched, due, relayed)
         elif commands:  # only echoes: a transaction just to move their offsets would delay the next command
             self._echo_offsets.hold(commands)
@@ -355,25 +362,14 @@ class Engine:
 
     def _process_fresh(self, commands: list[Message], touched: set[int], processed: int) \
             -> tuple[list[Message], int, int]:
-        """Process the commands of a poll that are not echoes, up to `max_batch` in all (what
-        is beyond is put back); answers the commands kept, how many were fresh, and the
-        count processed so far."""
-        fresh = [msg for msg in commands if not is_echo(msg)]
-        self.stats.echoes += len(commands) - len(fresh)
-        tally = self._tally
-        for i, msg in enumerate(fresh):
-            if processed >= self.max_batch:
-                commands = self._session.put_back(fresh[i:], commands)
-                fresh = fresh[:i]
-                break
-            pid = msg.partition()
-            cmd = self.partitions[pid].processor.process(msg.value(), msg.headers(), msg.offset())
-            self._relay.read_back(pid, msg.headers())
-            touched.add(pid)
-            processed += 1 if cmd is None else len(command_batches.commands_in(cmd))
-            if tally is not None:
-                tally.command(pid, cmd)
-        return commands, len(fresh), processed
+        """Step 1 on a poll's commands, up to `max_batch` in all (what is beyond is put back);
+        answers the commands kept, how many were fresh, and the count processed so far."""
+        read = process_read(commands, self.partitions, self._relay, self.max_batch - processed,
+                            self._tally, self.stats)
+        touched |= read.touched
+        if read.left:
+            commands = self._session.put_back(read.left, commands)
+        return commands, len(read.fresh) - len(read.left), processed + read.processed
 
     def quiet_outlook(self) -> Outlook | None:
         """From `on_idle` only (the engine thread): see `streamproc.kafka.quiet`."""
@@ -387,6 +383,7 @@ class Engine:
         offsets = self._echo_offsets.take()  # read again after a failure, echoes are skipped anyway
         for msg in messages:
             offsets[msg.partition()] = msg.offset() + 1
+        offsets = self._committed_offsets.for_transaction(offsets)  # fenced by the group generation
         self.progress.stage = "commit_begin"
         if self._session.brokers_lost:
             self._session.brokers_lost = False
@@ -405,6 +402,7 @@ class Engine:
         committing = self._txn.finish()  # a failed commit raises here; the loop rewinds
         if committing is None:
             return
+        self._committed_offsets.committed()
         if self.progress.failing_since is not None:
             self._recovery.committed()
         now = self.clock.now_ms()

@@ -203,6 +203,16 @@ def next_action_time(spec: CompiledSpec, seed: str, after_ms: int) -> ActionTime
 
     ``seed`` is ``"<namespace>-<schedule id>"``; it only moves the jitter.
     """
+    found = _next_action_time(spec, seed, after_ms)
+    return None if found is _GAVE_UP else found
+
+
+#: `_next_action_time` met too many excluded times in a row: a later start may find one.
+_GAVE_UP = ActionTime(-1, -1)
+
+
+def _next_action_time(spec: CompiledSpec, seed: str, after_ms: int) -> ActionTime | None:
+    """`next_action_time`, telling the end of the spec (None) from a search given up (_GAVE_UP)."""
     # start_time is inclusive: search from one second before it (unset = the epoch).
     after_ms = max(after_ms, (spec.start_ms or 0) - 1000)
     after_s = after_ms // 1000  # Go's Time.Unix(): whole seconds, rounded down
@@ -215,7 +225,7 @@ def next_action_time(spec: CompiledSpec, seed: str, after_ms: int) -> ActionTime
             break
         after_s = nominal
     else:
-        return None
+        return _GAVE_UP
     # Jitter never pushes an action past the next nominal time, excluded or not.
     max_jitter_ms = spec.jitter_ms
     if max_jitter_ms > 0:
@@ -229,11 +239,41 @@ def action_times(spec: CompiledSpec, seed: str, after_ms: int, *, limit: int,
                  until_ms: int | None = None) -> list[ActionTime]:
     """Up to ``limit`` actions after ``after_ms``, each found from the previous *jittered*
     time (8.4 step 5), stopping before the first whose actual time is after ``until_ms``."""
+    return action_times_and_beyond(spec, seed, after_ms, limit=limit, until_ms=until_ms)[0]
+
+
+def action_times_and_beyond(spec: CompiledSpec, seed: str, after_ms: int, *, limit: int,
+                            until_ms: int | None = None) -> tuple[list[ActionTime], Beyond | None]:
+    """`action_times`, and where the search stopped: the first action after ``until_ms``
+    with the time it was searched from (None if it stopped at ``limit`` or found none), a
+    hint for `next_action_time_after`."""
     times: list[ActionTime] = []
     while len(times) < limit:
-        found = next_action_time(spec, seed, after_ms)
+        found = _next_action_time(spec, seed, after_ms)
+        if found is _GAVE_UP:
+            return times, None
         if found is None or (until_ms is not None and found.actual_ms > until_ms):
-            break
+            return times, (after_ms, found)
         times.append(found)
         after_ms = found.actual_ms
-    return times
+    return times, None
+
+
+#: The first action after a time (None: the spec has none), with that time
+#: (`action_times_and_beyond`).
+Beyond = tuple[int, "ActionTime | None"]
+
+
+def next_action_time_after(spec: CompiledSpec, seed: str, after_ms: int, beyond: Beyond | None) -> ActionTime | None:
+    """`next_action_time(spec, seed, after_ms)`, without searching again when ``beyond`` is
+    the answer: the first action after a time no later than ``after_ms``, whose nominal
+    second is after ``after_ms``'s, is the first after ``after_ms`` too (the search goes by
+    nominal seconds, and the jitter depends on the nominal time only); and when the spec
+    had none after the earlier time, it has none after a later one."""
+    if beyond is not None:
+        searched_after_ms, found = beyond
+        if searched_after_ms <= after_ms and (
+                found is None
+                or found.nominal_ms // 1000 > max(after_ms, (spec.start_ms or 0) - 1000) // 1000):
+            return found
+    return next_action_time(spec, seed, after_ms)

@@ -91,13 +91,11 @@ class StoredSchedule:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, default in _STORED_DEFAULTS:
-            value = getattr(self, name)
-            if name == "recent":
-                value = [vars(a).copy() for a in value]
-            if value != default:  # a required field's default is _REQUIRED: always stored
-                out[name] = value
+        fields = self.__dict__  # read directly: a getattr per field was a third of the cost
+        out = {name: value for name, default in _STORED_DEFAULTS
+               if (value := fields[name]) != default}  # a required field's default is _REQUIRED: always stored
+        if "recent" in out:
+            out["recent"] = [vars(a).copy() for a in out["recent"]]
         return out
 
     @classmethod

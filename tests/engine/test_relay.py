@@ -15,7 +15,7 @@ from streamproc.engine.schedules.actions import scheduled_workflow_id
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record
-from streamproc.state.db import PendingWrites
+from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.workflows import Workflows
 from tests.engine.test_command_batches import PARTITIONS, DUE_MS, Partitions
 
@@ -189,23 +189,26 @@ def test_beyond_the_budget_commands_travel_through_the_log_and_later_ones_for_th
     assert [c.relayed for _, c in engine.written] == [True, True, False]
 
 
-def test_a_partition_is_held_while_commands_the_engine_wrote_for_it_are_on_its_log():
+def test_a_partition_is_held_while_commands_the_engine_wrote_for_it_are_on_its_log(tmp_path):
     relay = Relay(PARTITIONS)
+    writes = PendingWrites(PartitionDb(tmp_path / "p1", 1))
+    start = Record.command("WORKFLOW", "START", {"workflow_id": "w", "workflow_type": "T", "task_queue": "q"})
     assert not relay.held(1)
     relay.hold_all()  # a partition was assigned: what was written before may be on the logs
     assert relay.held(1) and relay.held(2)
-    headers = relay.sent_through_log(1)
-    relay.sent_through_log(1)
-    relay.read_back(1, headers)
+    headers = relay.sent_through_log(1, start)
+    later = relay.sent_through_log(1, start)
+    assert relay.read_back(1, headers, writes) is False  # ours, not processed yet: process it
     assert relay.held(1)  # one of ours is still on its log
-    relay.read_back(1, [*codec.AVRO_HEADERS, (codec.RELAY_HEADER, b"another-engine")])
+    assert relay.read_back(1, [*codec.AVRO_HEADERS, (codec.RELAY_HEADER, b"another-engine.1")], writes) is False
     assert relay.held(1)
-    relay.read_back(1, headers)
+    assert relay.read_back(1, later, writes) is False
     assert not relay.held(1) and relay.held(2)
     relay.hold_all()  # a rewind: what the aborted transaction wrote never arrives
     assert relay.held(1)
-    relay.read_back(1, headers)  # an earlier session's: does not count
+    assert relay.read_back(1, headers, writes) is False  # an earlier session's: does not count
     assert relay.held(1)
+    writes.db.close()
 
 
 def test_a_held_partition_gets_its_commands_through_the_log(engine):

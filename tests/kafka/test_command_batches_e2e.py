@@ -35,6 +35,9 @@ def test_a_burst_larger_than_a_step_starts_each_workflow_once(bootstrap, namespa
             Client(bootstrap, namespace) as client:
         put_back, original = [], engine._session.put_back
         engine._session.put_back = lambda rest, commands: put_back.append(len(rest)) or original(rest, commands)
+        # The STARTs travel through the log, as to partitions of another engine: relayed
+        # (`engine/relay.py`), they would be processed with their TRIGGERs, never read in parts.
+        engine._relay.run = lambda processors, touched, budget: []
         at = datetime.fromtimestamp(clock.now_ms() // 1000 + 8, tz=timezone.utc)
         create_tick_schedules(client, "burst", SCHEDULES, at, at)  # one action each, all at `at`
         expected = tick_workflow_ids("burst", SCHEDULES, at, at)

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamproc.semantics import CompiledSpec, ScheduleSpecError, action_times, compile_spec, next_action_time
+from streamproc.semantics.schedule_spec import action_times_and_beyond, next_action_time_after
 
 H = 3_600_000
 M = 60_000
@@ -187,6 +188,28 @@ def test_intervals_are_epoch_aligned_and_increasing(interval_s, data, after_ms, 
         assert (t.nominal_ms // 1000 - phase_s) % interval_s == 0
         assert t.nominal_ms <= t.actual_ms < t.nominal_ms + max(jitter, 1)
     assert all(a.actual_ms < b.actual_ms for a, b in zip(times, times[1:]))
+
+
+_HINTED_SPECS = [
+    {"interval": [{"interval_ms": 7000, "phase_ms": 3000}], "jitter_ms": 20_000},
+    {"interval": [{"interval_ms": 1000}], "jitter_ms": 999, "start_time_ms": 1_700_000_003_500},
+    {"cron_string": ["*/2 * * * *"], "exclude_calendar": [{"minute": "0-30"}], "jitter_ms": 90_000},
+    {"calendar": [{"second": "*/5", "minute": "*", "hour": "*"}], "jitter_ms": 4_000,
+     "timezone_name": "Europe/London"},
+    {"interval": [{"interval_ms": 30_000}], "jitter_ms": 10_000, "end_time_ms": 1_700_000_300_000},
+    {"interval": [{"interval_ms": 1000}], "start_time_ms": 1_700_000_100_000, "end_time_ms": 1_700_000_100_000},
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(_HINTED_SPECS), st.integers(1_700_000_000_000, 1_700_000_600_000),
+       st.integers(0, 200_000), st.integers(1, 6))
+def test_the_next_time_from_a_pass_search_is_the_next_time_after_the_pass(raw, after_ms, window_ms, limit):
+    """A pass searches the times up to now; where it stopped may be the next time after now."""
+    spec = compile_spec(raw)
+    now = after_ms + window_ms
+    _, beyond = action_times_and_beyond(spec, "ns-s", after_ms, limit=limit, until_ms=now)
+    assert next_action_time_after(spec, "ns-s", now, beyond) == next_action_time(spec, "ns-s", now)
 
 
 def test_a_sparse_zoned_spec_answers_quickly():

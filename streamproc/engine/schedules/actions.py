@@ -34,7 +34,13 @@ from streamproc.semantics.schedule_overlap import (
     outside_catchup_window,
     process_buffer,
 )
-from streamproc.semantics.schedule_spec import CompiledSpec, action_times, next_action_time
+from streamproc.semantics.schedule_spec import (
+    Beyond,
+    CompiledSpec,
+    action_times,
+    action_times_and_beyond,
+    next_action_time_after,
+)
 from streamproc.state.schedules import RecentAction, StoredSchedule
 
 #: Action times one pass looks at, so a long outage under a short period is caught up in
@@ -94,13 +100,13 @@ def run_pass(ctx: ProcessingContext, schedule: StoredSchedule) -> None:
     spec = compiled_spec(schedule)
     seed = seed_of(ctx, schedule)
     skipped = {"missed_catchup_window": 0, "buffer_dropped": 0, "overlap_skipped": 0}
-    more = _buffer_automatic(ctx, schedule, spec, seed, now, skipped)
+    more, beyond = _buffer_automatic(ctx, schedule, spec, seed, now, skipped)
     more = _buffer_backfills(schedule, spec, seed, skipped) or more
     _process_buffer(ctx, schedule, skipped)
     if any(skipped.values()):
         ctx.out.event(ValueType.SCHEDULE, ScheduleIntent.ACTIONS_SKIPPED, -1, {
             "schedule_id": schedule.schedule_id, "attributes": orjson.dumps(skipped).decode()}, reply=False)
-    arm_next(ctx, schedule, spec, now if more else None)
+    arm_next(ctx, schedule, spec, now if more else None, beyond)
 
 
 def run_pass_and_store(ctx: ProcessingContext, schedule: StoredSchedule) -> None:
@@ -109,15 +115,15 @@ def run_pass_and_store(ctx: ProcessingContext, schedule: StoredSchedule) -> None
 
 
 def arm_next(ctx: ProcessingContext, schedule: StoredSchedule, spec: CompiledSpec | None = None,
-             at_ms: int | None = None) -> None:
+             at_ms: int | None = None, beyond: Beyond | None = None) -> None:
     """Wake the schedule at `at_ms`, else at its next automatic action time (none when
-    paused or out of remaining actions), else, when it has nothing left to do, when it is
-    to be deleted."""
+    paused or out of remaining actions; `beyond`, where the pass's search stopped, may
+    be it), else, when it has nothing left to do, when it is to be deleted."""
     if at_ms is None and schedule.backfills:
         at_ms = ctx.now_ms
     if at_ms is None and not schedule.paused and not (schedule.limited_actions and schedule.remaining_actions <= 0):
         spec = spec or compiled_spec(schedule)
-        upcoming = next_action_time(spec, seed_of(ctx, schedule), schedule.processed_ms)
+        upcoming = next_action_time_after(spec, seed_of(ctx, schedule), schedule.processed_ms, beyond)
         at_ms = None if upcoming is None else upcoming.actual_ms
     if at_ms is None:
         at_ms = retire_at_ms(schedule)
@@ -139,12 +145,14 @@ def is_retired(ctx: ProcessingContext, schedule: StoredSchedule) -> bool:
 
 
 def _buffer_automatic(ctx: ProcessingContext, schedule: StoredSchedule, spec: CompiledSpec, seed: str,
-                      now: int, skipped: dict[str, int]) -> bool:
-    """Step 1; True when the pass stopped at its cap with more times due."""
+                      now: int, skipped: dict[str, int]) -> tuple[bool, Beyond | None]:
+    """Step 1; True when the pass stopped at its cap with more times due, and where the
+    search stopped (the next action after `now`, for `arm_next`)."""
     if schedule.paused:
         schedule.processed_ms = now  # a paused schedule skips the time; unpausing does not catch up
-        return False
-    times = action_times(spec, seed, schedule.processed_ms, limit=MAX_TIMES_PER_PASS, until_ms=now)
+        return False, None
+    times, beyond = action_times_and_beyond(spec, seed, schedule.processed_ms, limit=MAX_TIMES_PER_PASS,
+                                            until_ms=now)
     window = schedule.policy["catchup_window_ms"]
     # Automatic starts already waiting count against the remaining actions (counted once
     # here, not per time: this runs on every TRIGGER).
@@ -161,7 +169,7 @@ def _buffer_automatic(ctx: ProcessingContext, schedule: StoredSchedule, spec: Co
             room -= 1
     capped = len(times) == MAX_TIMES_PER_PASS
     schedule.processed_ms = times[-1].actual_ms if capped else now
-    return capped
+    return capped, beyond
 
 
 def _buffer_backfills(schedule: StoredSchedule, spec: CompiledSpec, seed: str, skipped: dict[str, int]) -> bool:
