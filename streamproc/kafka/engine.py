@@ -43,13 +43,13 @@ from streamproc.kafka.quiet import quiet_outlook
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.connection import BrokerProbe, check_connection
 from streamproc.kafka.echoes import EchoOffsets
+from streamproc.kafka.due_commands import process_due
 from streamproc.kafka.read_commands import process_read
 from streamproc.kafka.relay_catch_up import RelayCatchUp
 from streamproc.kafka.owned_partition import RESTORE_CONNECT_TIMEOUT_S, OwnedPartition, open_restored
 from streamproc.kafka.errors import IdentityConflict, StartRefused
 from streamproc.metrics.batch_tally import BatchTally
 from streamproc.metrics.engine_metrics import EngineMetrics
-from streamproc.protocol import codec, command_batches
 from streamproc.protocol.records import Record
 from streamproc.protocol.topics import Topics
 from streamproc.settings import Settings
@@ -329,22 +329,9 @@ class Engine:
                 raise RuntimeError("partitions revoked while a batch collected commands: rewinding")
             more, more_fresh, processed = self._process_fresh(more, touched, processed)
             commands, fresh = commands + more, fresh + more_fresh
-        # 3. Due commands, from committed state, are processed in the transaction that
-        #    writes them to the log: a timeout costs one commit, not a round trip.
-        tally = self._tally
-        now = self.clock.now_ms()
-        due = [(part.id, cmd) for part in self.partitions.values()
-               if part.checker.wait_ms(now) == 0 for cmd in part.checker.collect(now)]
-        for pid, cmd in due:
-            cmd.encoded = codec.encode(cmd)  # for the log; a command that cannot be encoded fails here
-            part = self.partitions[pid]
-            part.processor.process_command(cmd, -1)
-            touched.add(pid)
-            processed += len(command_batches.commands_in(cmd))
-            if tally is not None:
-                for one in command_batches.commands_in(cmd):  # a batch's commands one by one
-                    due_ms = part.checker.due_ms_of(one)
-                    tally.due(pid, one, None if due_ms is None else now - due_ms)
+        # 3. Due commands, processed in the transaction that writes them (`due_commands.py`).
+        due, due_count = process_due(self.partitions, self.clock.now_ms(), touched, self._tally)
+        processed += due_count
         # 4. Commands for our own partitions are processed in this transaction too (`engine/relay.py`).
         p.stage = "relay"
         self._relay_catch_up.check(self._relay, self._consumer, self.topics.commands, self.partitions)
