@@ -51,12 +51,12 @@ def _faults_under_load(rig: Rig, seed: int, count: int, fault, probe_name: str, 
     for n in range(count):
         time.sleep(rng.uniform(1.0, 3.0))  # the fault finds transactions and workflows in flight
         rig.start_workflows(f"during-{n}", 20)
-        mark = len(rig.engine.log_text())
+        mark, stalls_before = len(rig.engine.log_text()), len(rig.broker_stall_list())
         fault(rig)
         recoveries.append(round(rig.probe(f"{probe_name}-{n}", timeout=RECOVERY_S), 1))
         rig.assert_alive()
         if after_each is not None:
-            after_each(n, _engine_log_lines(rig, mark))
+            after_each(n, _engine_log_lines(rig, mark), rig.broker_stall_list()[stalls_before:])
     rig.check_everything_once()
     return recoveries
 
@@ -114,12 +114,24 @@ def _freeze_for_20_s(rig: Rig) -> None:
     rig.broker.freeze(False)
 
 
-def _no_rebuild(n: int, engine_lines: list[dict]) -> None:
-    """The engine did not need the watchdog's last resort (new clients after 60 s of failing).
+#: A broker silence longer than any freeze these tests make themselves (20 s at most): its
+#: JVM stopped by the machine (CI saw 26, 31 and 58 s; docs/faults.md). The engine's commits
+#: fail all through it, and the watchdog's last resort after 60 s of failing is then what
+#: it is for, not a sign that the engine missed the broker coming back.
+NATURAL_STALL_S = 25.0
+
+
+def _no_rebuild(n: int, engine_lines: list[dict], stalls: list[tuple[str, float, str]]) -> None:
+    """The engine did not need the watchdog's last resort (new clients after 60 s of failing),
+    unless the broker itself stalled longer than the test froze it (`NATURAL_STALL_S`).
     A rebuild asked for because the broker answered the watchdog's own client for 10 s while
     the engine still failed is the prompt path, not the last resort: printed, not failed."""
     kinds = collections.Counter(line.get("event") for line in engine_lines)
     rebuilds = [line for line in engine_lines if line.get("event") == "engine_clients_rebuild_requested"]
+    natural = [(began, seconds) for began, seconds, _ in stalls if seconds > NATURAL_STALL_S]
+    if natural:
+        print(f"\nstall {n}: the broker itself was silent {natural}; rebuilds: {len(rebuilds)}")
+        return
     assert all("broker_answering_s" in line for line in rebuilds), (
         f"stall {n}: the engine needed the watchdog's last resort: {dict(kinds)}")
     if rebuilds:
@@ -227,7 +239,7 @@ def test_the_broker_stalled_twice_for_half_a_minute_right_after_a_crash_restart(
     rig = Rig(tmp_path, _broker(tmp_path, 29116))
     recovered: list[str] = []
 
-    def engine_recovery(n: int, engine_lines: list[dict]) -> None:
+    def engine_recovery(n: int, engine_lines: list[dict], stalls: list) -> None:
         recovered.extend(f"{line.get('event')} {line.get('timestamp', '')[11:19]} {line.get('broker_answering_s', '')}"
                          for line in engine_lines
                          if line.get("event") in ("engine_clients_rebuild_requested", "engine_recovered"))

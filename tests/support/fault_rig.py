@@ -113,6 +113,10 @@ class Rig:
         since = self.pulse.answering_since if self.pulse is not None else began
         return None if since is None else max(since, began)
 
+    def broker_stall_list(self) -> list[tuple[str, float, str]]:
+        """The broker's stalls seen so far, (wall-clock start, seconds, snapshot) (none for a cluster)."""
+        return list(self.pulse.stalls) if self.pulse is not None else []
+
     def broker_stalls(self) -> str:
         """The broker's stalls seen so far (none for a cluster)."""
         return self.pulse.describe_stalls() if self.pulse is not None else ""
