@@ -37,10 +37,11 @@ def process_read(commands: list[Message], partitions, relay: Relay, max_batch: i
             break
         pid = msg.partition()
         processor = partitions[pid].processor
-        if relay.read_back(pid, msg.headers(), processor.writes):
+        headers = msg.headers()  # a new list at every call: read once
+        if relay.read_back(pid, headers, processor.writes):
             stats.echoes += 1  # processed before it was read back
             continue
-        cmd = processor.process(msg.value(), msg.headers(), msg.offset())
+        cmd = processor.process(msg.value(), headers, msg.offset())
         read.touched.add(pid)
         read.processed += 1 if cmd is None else len(command_batches.commands_in(cmd))
         if tally is not None:

@@ -218,9 +218,7 @@ def _crash_then_stall_twice(rig: Rig) -> None:
     """What the CI run that failed saw after the 4th of 5 restarts: the restarted broker's JVM
     silent for 26 s, on for a moment, then silent again for 31 s (fenced by its controller
     each time). Here the stalls are SIGSTOPs."""
-    rig.broker.kill()
-    time.sleep(10)
-    rig.broker.start()
+    _kill_and_restart(rig)
     rig.broker.freeze()
     time.sleep(26)
     rig.broker.freeze(False)
