@@ -214,9 +214,11 @@ class ActivityAttempt:
             # (heard after the answer's 120 s too: an engine may be away longer).
             self._takes_task = handed.ask_after_activity(value, self.task.get("run_id") or "")
             ride = getattr(handed, "ride_along", None)
-            if self._takes_task is not None and intent == A.COMPLETE and ride is not None:
-                # ... and, when the run is idle here, that task's answer rides with it (`ride_along`).
-                self._takes_task = ride.ask(value, self.task, value.get("result")) or self._takes_task
+            if intent == A.COMPLETE and ride is not None:
+                if self._takes_task is None:  # not asked: the run is not cached here (or the worker stops)
+                    ride.skip("not_cached")
+                else:  # ... and, when the run is idle here, that task's answer rides with it (`ride_along`).
+                    self._takes_task = ride.ask(value, self.task, value.get("result")) or self._takes_task
             request_id = handed.request_id() if self._takes_task is not None else None
         self.worker.send(self.key, intent, value, request_id=request_id, on_reply=self._on_answer, ttl_s=120)
         self.worker.count(_SENT[intent])
