@@ -78,7 +78,7 @@ class WorkerMetrics:
     def workflow_task_rode_along(self, task_queue: str, accepted: bool) -> None:
         self._child(self.workflow_task_ride_along, task_queue, "accepted" if accepted else "refused").inc()
 
-    def workflow_task_ride_along_skipped(self, task_queue: str, reason: str) -> None:
+    def workflow_task_ride_along_skip(self, task_queue: str, reason: str) -> None:
         self._child(self.workflow_task_ride_along_skipped, task_queue, reason).inc()
 
     def consumer_config(self, task_queue: str, task_type: str, topic: str) -> dict:
