@@ -131,10 +131,14 @@ class RideAlong:
         if self.metrics is not None:
             self.metrics.workflow_task_ride_along_skip(self.task_queue, reason)
 
-    def ask(self, value: dict[str, Any], task: dict[str, Any], result: str) -> Callable[[Reply], bool] | None:
+    def ask(self, value: dict[str, Any], task: dict[str, Any], result: str,
+            handed_slot: Callable[[], bool] | None = None) -> Callable[[Reply], bool] | None:
         """For the COMPLETE `value` of the activity `task` with `result`: when the run is
         idle here and its next task can be answered now, put the answer in `value` (with
-        the ask for the next task) and return what hears the replies; None otherwise."""
+        the ask for the next task) and return what hears the replies; None otherwise.
+        `handed_slot` gives the activity's slot to the answer's first eager activity
+        (`EagerActivities.reserve`): with every slot busy, as at as many runs in flight as
+        slots, the next step would otherwise go through the task queue."""
         run_id = task.get("run_id") or ""
         if not run_id:
             return None
@@ -143,7 +147,7 @@ class RideAlong:
         if not self.turns.wait_turn(TURN_PATIENCE_S):
             return self.skip("no_turn")
         try:
-            return self._answer(value, task, run_id, result)
+            return self._answer(value, task, run_id, result, handed_slot)
         except Exception:  # a runtime bug: the completion goes without the answer
             log.exception("workflow_task_ride_along_crashed", run_id=run_id)
             self.skip("crashed")
@@ -153,8 +157,8 @@ class RideAlong:
         finally:
             self.turns.leave()
 
-    def _answer(self, value: dict[str, Any], task: dict[str, Any], run_id: str,
-                result: str) -> Callable[[Reply], bool] | None:
+    def _answer(self, value: dict[str, Any], task: dict[str, Any], run_id: str, result: str,
+                handed_slot: Callable[[], bool] | None) -> Callable[[Reply], bool] | None:
         with self._lock:  # a verdict lost (the engine away) holds its run's ride-along only this long
             self._forget_overdue()
         cache = self.handler.cache
@@ -186,7 +190,7 @@ class RideAlong:
             return self.skip("code_read_time")
         commands, reservation = outcome.commands, None
         if self.handler.eager is not None:
-            commands, reservation = self.handler.eager.reserve(commands)
+            commands, reservation = self.handler.eager.reserve(commands, handed_slot)
         try:
             closes = any(c.get("type") in CLOSE_COMMANDS for c in commands)
             flags = {} if closes else {"return_new_workflow_task": True}

@@ -234,3 +234,18 @@ def _until(condition, timeout_s: float = 30) -> None:
     while not condition():
         assert time.monotonic() < deadline, "not within the wait"
         time.sleep(0.01)
+
+
+def test_with_every_slot_busy_the_next_step_still_runs_eagerly_in_the_last_one_s_slot(engine, monkeypatch):
+    """One activity slot: the answer riding with a step's completion asks for the next step
+    in that step's slot (it is done), rather than finding none free and sending the next
+    step through the task queue (a START, a task record and a transaction more)."""
+    from streamproc.worker import ride_along
+
+    monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 30.0)
+    with Worker(engine, task_queue=QUEUE, workflows=[Steps], activities=[add_one], identity="one-slot",
+                max_concurrent_activities=1) as worker:
+        assert engine.start_workflow(Steps.run, args=[4], id="one-slot", task_queue=QUEUE).result(60) == [4, 0]
+        ride, activities = worker.workflow_worker.handed.ride_along, worker.activity_worker
+    assert (ride.sent, ride.accepted) == (4, 4)
+    assert (activities.stats.started, activities.stats.eager) == (4, 4)

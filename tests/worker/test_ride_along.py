@@ -13,6 +13,7 @@ import orjson
 
 from streamproc import workflow
 from streamproc.activity.payloads import encode
+from streamproc.kafka.replies import Reply
 from streamproc.protocol.records import Record, RecordType
 from streamproc.worker.handed_tasks import HandedTasks
 from streamproc.worker import ride_along
@@ -215,7 +216,7 @@ class _HeldSlots:
     def __init__(self):
         self.released = 0
 
-    def reserve(self, commands):
+    def reserve(self, commands, handed_slot=None):
         return commands, self
 
     def release(self):
@@ -290,3 +291,40 @@ def test_tasks_that_ride_along_are_seen_in_prometheus():
     assert sample("streamproc_workflow_task_execution_latency_seconds_count", {"task_queue": "orders"}) == 2
     for outcome in ("accepted", "refused"):
         assert sample("streamproc_workflow_task_ride_along_total", {"task_queue": "orders", "verdict": outcome}) == 1
+
+
+class _BusyActivities:
+    """An activity worker stand-in whose every slot is taken."""
+
+    replies, task_queue, definitions = object(), "orders", {"step"}
+
+    def __init__(self):
+        self.in_flight = 1
+
+    def reserve_slot(self):
+        return False
+
+    def release_slot(self):
+        self.in_flight -= 1
+
+
+def test_the_activity_s_slot_goes_on_to_the_run_s_next_activity():
+    """With every slot busy (as many runs in flight as slots), the answer's next activity
+    still runs eagerly here, in the slot of the activity whose completion it rides with;
+    given back once, if the engine does not fill it."""
+    from streamproc.worker.eager_activities import EagerActivities
+
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    ride.handler.eager = EagerActivities(busy := _BusyActivities())
+    handed = []
+    value = {"return_workflow_task_after": 2}
+    on_reply = ride.ask(value, activity, encode(1), lambda: not handed and not handed.append(1))
+    answer = orjson.loads(value["workflow_task_answer"])
+    assert answer["commands"][0].get("request_eager_execution") is True and handed == [1]
+    assert on_reply(Reply(verdict(False), 0)) is True and busy.in_flight == 0  # refused: the slot is free
+
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    ride.handler.eager = EagerActivities(_BusyActivities())
+    value = {"return_workflow_task_after": 2}
+    ride.ask(value, activity, encode(1))  # no slot to hand on: the next activity goes through the queue
+    assert "request_eager_execution" not in orjson.loads(value["workflow_task_answer"])["commands"][0]
