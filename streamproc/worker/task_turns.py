@@ -41,15 +41,6 @@ class TaskTurns:
                 raise
         return self
 
-    def try_turn(self) -> bool:
-        """Take the turn if nobody has it or waits for it; True if taken (leave it with
-        `leave`)."""
-        with self._cond:
-            if self._next_ticket != self._serving:
-                return False
-            self._next_ticket += 1
-            return True
-
     def wait_turn(self, patience_s: float) -> bool:
         """Take a turn in line, as `with turns:` does, unless the turns stop moving: False
         (and out of line) once none has changed hands for `patience_s`, the thread that has
