@@ -89,6 +89,7 @@ def test_each_step_s_next_task_rides_with_its_completion(engine, disabled, monke
         assert [h.result(60) for h in handles] == [[4, 0]] * 3
         stats = worker.workflow_worker.stats
         ride = worker.workflow_worker.handed.ride_along
+        _until(lambda: ride is None or ride.sent == ride.accepted + ride.refused)  # the last verdicts heard
     for handle in handles:
         types = [e["event_type"] for e in _events(handle)]
         # Temporal's shape, as the two-transaction path writes it
@@ -222,6 +223,7 @@ def test_a_completion_that_ends_while_the_worker_runs_another_run_s_task_still_r
         holding = engine.start_workflow(HoldsTheTurn.run, id="holds-the-turn", task_queue=QUEUE)
         assert (stepping.result(60), holding.result(60)) == (2, "held")
         ride, stats = worker.workflow_worker.handed.ride_along, worker.workflow_worker.stats
+        _until(lambda: ride.sent == ride.accepted + ride.refused)  # the verdict heard
     assert (ride.sent, ride.accepted, dict(ride.skipped)) == (1, 1, {})
     assert stats.handed_back == 0 and stats.completed == 2  # each run's first task; the step rode along
     types = [e["event_type"] for e in _events(stepping)]
@@ -247,5 +249,6 @@ def test_with_every_slot_busy_the_next_step_still_runs_eagerly_in_the_last_one_s
                 max_concurrent_activities=1) as worker:
         assert engine.start_workflow(Steps.run, args=[4], id="one-slot", task_queue=QUEUE).result(60) == [4, 0]
         ride, activities = worker.workflow_worker.handed.ride_along, worker.activity_worker
+        _until(lambda: ride.sent == ride.accepted + ride.refused)  # the last verdict heard
     assert (ride.sent, ride.accepted) == (4, 4)
     assert (activities.stats.started, activities.stats.eager) == (4, 4)
