@@ -126,8 +126,8 @@ class RideAlong:
         """Count a completion that goes without an answer, and why (`SKIP_REASONS`)."""
         with self._lock:  # completions end on many activity threads at once
             self.skipped[reason] += 1
-            if self.stats is not None:
-                self.stats.ride_along_skipped[reason] = self.skipped[reason]
+            if self.stats is not None:  # a new dict: a thread copying the stats never sees it change
+                self.stats.ride_along_skipped = dict(self.skipped)
         if self.metrics is not None:
             self.metrics.workflow_task_ride_along_skip(self.task_queue, reason)
 
