@@ -176,6 +176,14 @@ def engine_counters(proc: subprocess.Popen, timeout: float = 30) -> dict:
     return wait_log(proc, "engine_stats", timeout, count=asked + 1)[-1]
 
 
+def worker_stats(proc: subprocess.Popen, timeout: float = 30) -> dict:
+    """A bench worker process's workflow worker stats now (`bench.workflow_worker_main` logs
+    them as `worker_stats` when sent SIGUSR2)."""
+    asked = sum(1 for line in log_lines(proc) if line.get("event") == "worker_stats")
+    proc.send_signal(signal.SIGUSR2)
+    return wait_log(proc, "worker_stats", timeout, count=asked + 1)[-1]
+
+
 def log_time_ms(line: dict) -> float:
     """Epoch ms of a structlog JSON line's ISO timestamp."""
     return datetime.fromisoformat(line["timestamp"].replace("Z", "+00:00")).timestamp() * 1000

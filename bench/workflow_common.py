@@ -33,6 +33,7 @@ from bench.common import (
     stop,
     wait_group_stable,
     wait_log,
+    worker_stats,
 )
 from bench.workflow_profile import Profiler
 from streamproc.activity.payloads import encode_args
@@ -105,9 +106,23 @@ class WorkflowRig:
                 "broker": pid_cpu_seconds(self.bench.broker_pid),
                 "client": time.process_time()}
 
-    def transactions(self) -> int:
-        """Transactions the engines committed so far."""
-        return sum(engine_counters(e)["transactions"] for e in self.engines)
+    def engine_totals(self) -> dict[str, int]:
+        """Transactions the engines committed and commands they processed so far."""
+        counters = [engine_counters(e) for e in self.engines]
+        return {name: sum(c.get(name, 0) for c in counters) for name in ("transactions", "commands")}
+
+    def ride_along(self) -> dict[str, int]:
+        """The workers' ride-along counts so far, summed: answers sent with an activity's
+        completion, accepted, refused, and completions without one by reason (`skipped.<reason>`)."""
+        total: dict[str, int] = {}
+        for proc in self.workers:
+            stats = worker_stats(proc)
+            for name, key in (("sent", "ride_along_sent"), ("accepted", "rode_along"),
+                              ("refused", "ride_along_refused"), ("handed_back", "handed_back")):
+                total[name] = total.get(name, 0) + stats.get(key, 0)
+            for reason, n in (stats.get("ride_along_skipped") or {}).items():
+                total[f"skipped.{reason}"] = total.get(f"skipped.{reason}", 0) + n
+        return total
 
     def check_alive(self) -> None:
         for proc in [*self.engines, *self.workers]:
@@ -253,20 +268,28 @@ def latencies(loop: dict) -> dict:
 
 
 class Window:
-    """CPU seconds by role and transactions the engines committed, from its creation to `end()`.
+    """CPU seconds by role, transactions the engines committed and commands they processed,
+    and the workers' ride-along counts, from its creation to `end()`.
 
     The transactions are the engines' own count (each logs it when sent SIGUSR2), asked just
-    before the CPU is read at the start and just after at the end."""
+    before the CPU is read at the start and just after at the end; the workers' counts
+    likewise (`bench.workflow_worker_main`)."""
 
     def __init__(self, rig: WorkflowRig) -> None:
         self.rig = rig
-        self._transactions = rig.transactions()
+        self._ride_along = rig.ride_along()
+        self._totals = rig.engine_totals()
         self._cpu = rig.cpu()
 
     def end(self) -> dict:
         cpu = self.rig.cpu()
+        totals = self.rig.engine_totals()
+        ride_along = self.rig.ride_along()
         return {"cpu": {role: cpu[role] - self._cpu[role] for role in cpu},
-                "transactions": self.rig.transactions() - self._transactions}
+                "transactions": totals["transactions"] - self._totals["transactions"],
+                "commands": totals["commands"] - self._totals["commands"],
+                "ride_along": {name: n - self._ride_along.get(name, 0) for name, n in sorted(ride_along.items())
+                               if n - self._ride_along.get(name, 0)}}
 
 
 def cost(spent: dict, seconds: float, count: int, unit: str = "workflow") -> dict:
@@ -274,11 +297,26 @@ def cost(spent: dict, seconds: float, count: int, unit: str = "workflow") -> dic
     units of work): CPU seconds by role (engine, workers, broker, client) and per unit, and the
     engines' committed transactions, per second and per unit."""
     cpu, transactions = spent["cpu"], spent["transactions"]
-    return {"cpu_seconds_by_role": {role: round(s, 2) for role, s in cpu.items()},
-            f"cpu_ms_per_{unit}": {role: round(s * 1000 / count, 3) for role, s in cpu.items()},
-            "transactions": transactions,
-            "transactions_per_sec": round(transactions / seconds, 1),
-            f"transactions_per_{unit}": round(transactions / count, 2)}
+    out = {"cpu_seconds_by_role": {role: round(s, 2) for role, s in cpu.items()},
+           f"cpu_ms_per_{unit}": {role: round(s * 1000 / count, 3) for role, s in cpu.items()},
+           "transactions": transactions,
+           "transactions_per_sec": round(transactions / seconds, 1),
+           f"transactions_per_{unit}": round(transactions / count, 2)}
+    if "commands" in spent:
+        out[f"commands_per_{unit}"] = round(spent["commands"] / count, 2)
+    if spent.get("ride_along"):
+        out["ride_along"] = ride_along_summary(spent["ride_along"])
+    return out
+
+
+def ride_along_summary(counts: dict[str, int]) -> dict:
+    """The workers' ride-along counts over a window, with the share of activity completions
+    that carried their run's next task's answer and the engine accepted."""
+    skipped = {name.removeprefix("skipped."): n for name, n in counts.items() if name.startswith("skipped.")}
+    completions = counts.get("sent", 0) + sum(skipped.values())
+    return {"sent": counts.get("sent", 0), "accepted": counts.get("accepted", 0),
+            "refused": counts.get("refused", 0), "skipped": skipped, "handed_back": counts.get("handed_back", 0),
+            "accepted_share": round(counts.get("accepted", 0) / completions, 3) if completions else None}
 
 
 def sized(count: int, warmup: int, workflows: int | None, warmup_workflows: int | None) -> tuple[int, int]:

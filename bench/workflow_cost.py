@@ -16,7 +16,9 @@ per run:
   and the average by topic kind), not counting the consumer offsets' partition every
   transaction also adds; `partition_writes`: their sum over a workflow's transactions;
 - `bytes`: keys and values the engine produced, by topic kind (headers not counted), and
-  the changelog's by column family.
+  the changelog's by column family;
+- `ride_along`: answers the worker sent with an activity's completion, accepted, refused,
+  and completions that went without one, by reason (`worker/ride_along.py`).
 
 It counts at the engine's batch writer (`streamproc/kafka/batch_writer.py`), where every
 record of a transaction is produced, through a counting wrapper around its producer.
@@ -202,6 +204,18 @@ def _run_pass(engines, tally: WriteTally, run, count: int, in_flight: bool) -> d
     return _per_workflow(tally, _committed(engines) - before, count)
 
 
+def _ride_along(worker, since: dict | None = None) -> dict:
+    """The worker's ride-along counts (answers sent with an activity's completion, accepted,
+    refused, completions without one by reason), since `since` when given."""
+    stats = worker.workflow_worker.stats
+    now = {"sent": stats.ride_along_sent, "accepted": stats.rode_along, "refused": stats.ride_along_refused,
+           "skipped": dict(stats.ride_along_skipped)}
+    if since is None:
+        return now
+    skipped = {r: n - since["skipped"].get(r, 0) for r, n in now["skipped"].items() if n - since["skipped"].get(r, 0)}
+    return {**{k: now[k] - since[k] for k in ("sent", "accepted", "refused")}, "skipped": skipped}
+
+
 def _quiet(engines, settle_s: float = 0.5) -> None:
     """Wait until the engines committed nothing for `settle_s` (the last batch's echoes too)."""
     last, since = _committed(engines), time.monotonic()
@@ -265,7 +279,7 @@ def main() -> int:
                            disable_eager_activity_execution=args.no_eager_activities,
                            checkpoint_local_activities=args.checkpoint_local_activities,
                            disable_workflow_task_hand_back=args.no_task_hand_back,
-                           disable_workflow_task_ride_along=args.no_task_ride_along):
+                           disable_workflow_task_ride_along=args.no_task_ride_along) as worker:
                 for name in args.shape or [*SHAPES, "job"]:
                     runs = (_job_runs(bootstrap, namespace, client, args.job_start_unconfirmed) if name == "job"
                             else _workflow_runs(client, *SHAPES[name]))
@@ -274,7 +288,9 @@ def main() -> int:
                         _run_pass(engines, tally, lambda n: run(f"warm-{n}"), 4, in_flight=False)
                         for in_flight in (False, True):
                             tag = "many" if in_flight else "one"
+                            before = _ride_along(worker)
                             counts = _run_pass(engines, tally, lambda n: run(f"{tag}-{n}"), args.count, in_flight)
+                            counts["ride_along"] = _ride_along(worker, before)
                             line = {"shape": name, "runs": args.count, "partitions": args.partitions,
                                     "engines": args.engines,
                                     "eager_activities": not args.no_eager_activities,

@@ -44,6 +44,11 @@ class WorkerMetrics:
             "Workflow tasks answered with an activity's completion (ride-along), by the engine's "
             "verdict: accepted (no task went through the queue or the hand-back) or refused.",
             ["task_queue", "verdict"], registry=self.registry)
+        self.workflow_task_ride_along_skipped = Counter(
+            "streamproc_workflow_task_ride_along_skipped",
+            "Activity completions that went without the run's next workflow task's answer, by reason "
+            "(no_turn, not_cached, task_held, answer_out, ...: see worker/ride_along.py).",
+            ["task_queue", "reason"], registry=self.registry)
         self.consumer_lag = Gauge(
             "streamproc_task_queue_consumer_lag",
             "Tasks on a task queue partition this worker owns that no worker started yet (last stable "
@@ -72,6 +77,9 @@ class WorkerMetrics:
 
     def workflow_task_rode_along(self, task_queue: str, accepted: bool) -> None:
         self._child(self.workflow_task_ride_along, task_queue, "accepted" if accepted else "refused").inc()
+
+    def workflow_task_ride_along_skip(self, task_queue: str, reason: str) -> None:
+        self._child(self.workflow_task_ride_along_skipped, task_queue, reason).inc()
 
     def consumer_config(self, task_queue: str, task_type: str, topic: str) -> dict:
         """Settings for a task queue's consumer that make librdkafka report its lag to us."""

@@ -71,6 +71,8 @@ class ActivityAttempt:
         self.ctx: ActivityContext | None = None
         #: Hears the run's next workflow task among the answer's replies, when it asked for it.
         self._takes_task = None
+        #: The attempt's slot went on to the run's next activity (`_hand_slot`): not freed at its end.
+        self.slot_handed = False
         #: When START was sent (monotonic): the engine's deadlines are never earlier than ours.
         self.sent_at = time.monotonic()
         self._heartbeats = HeartbeatSender(throttle_interval(
@@ -214,12 +216,24 @@ class ActivityAttempt:
             # (heard after the answer's 120 s too: an engine may be away longer).
             self._takes_task = handed.ask_after_activity(value, self.task.get("run_id") or "")
             ride = getattr(handed, "ride_along", None)
-            if self._takes_task is not None and intent == A.COMPLETE and ride is not None:
-                # ... and, when the run is idle here, that task's answer rides with it (`ride_along`).
-                self._takes_task = ride.ask(value, self.task, value.get("result")) or self._takes_task
+            if intent == A.COMPLETE and ride is not None:
+                if self._takes_task is None:  # not asked: the run is not cached here (or the worker stops)
+                    ride.skip("not_cached")
+                else:  # ... and, when the run is idle here, that task's answer rides with it (`ride_along`).
+                    self._takes_task = ride.ask(value, self.task, value.get("result"),
+                                                self._hand_slot) or self._takes_task
             request_id = handed.request_id() if self._takes_task is not None else None
         self.worker.send(self.key, intent, value, request_id=request_id, on_reply=self._on_answer, ttl_s=120)
         self.worker.count(_SENT[intent])
+
+    def _hand_slot(self) -> bool:
+        """Give this attempt's slot to the run's next activity, asked to run eagerly in the
+        answer that rides with the completion: the function is done, and only the answer
+        remains to send. True the first time."""
+        if self.slot_handed:
+            return False
+        self.slot_handed = True
+        return True
 
     def _on_answer(self, reply: Reply) -> bool:
         # Only a refusal matters (an accepted FAIL that is retried gets no reply at all), and

@@ -256,7 +256,8 @@ class ActivityWorker:
             attempt.settle()  # in case a bug skipped it
             self.overdue.end(attempt)
             with self._lock:
-                self._in_flight -= 1
+                if not attempt.slot_handed:  # else the run's next activity holds it (`_hand_slot`)
+                    self._in_flight -= 1
                 self._running.discard(attempt)
                 self._lock.notify_all()
 

@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -106,9 +107,13 @@ class EagerActivities:
         replies.expect(request_id, reservation.on_reply, LISTEN_S)
         return request_id, replies.partition
 
-    def reserve(self, commands: list[dict]) -> tuple[list[dict], _Reservation | None]:
+    def reserve(self, commands: list[dict],
+                handed_slot: Callable[[], bool] | None = None) -> tuple[list[dict], _Reservation | None]:
         """`commands` asking to run eagerly the activities this worker holds a slot for, and
-        the reservation whose `on_reply` must hear the answer's replies (None: none asked)."""
+        the reservation whose `on_reply` must hear the answer's replies (None: none asked).
+        `handed_slot`: gives the reservation a slot held already (an activity that is done
+        and answers now, with the run's next task riding along: its slot goes on to the
+        run's next activity); True once it did."""
         if self.activities.replies is None:  # the activity worker is not up yet
             return commands, None
         held = 0
@@ -117,7 +122,7 @@ class EagerActivities:
             if (held < MAX_EAGER_PER_TASK and command.get("type") == WorkflowCommandType.SCHEDULE_ACTIVITY_TASK
                     and command.get("task_queue") in (None, "", self.activities.task_queue)
                     and command.get("activity_type") in self.activities.definitions
-                    and self.activities.reserve_slot()):
+                    and ((handed_slot is not None and handed_slot()) or self.activities.reserve_slot())):
                 command = {**command, "request_eager_execution": True}  # the instance's own stays as it is
                 held += 1
             marked.append(command)

@@ -4,8 +4,12 @@
 When an activity of a run cached here completes, the run's next workflow task would show
 the code [ActivityTaskStarted, ActivityTaskCompleted, WorkflowTaskScheduled]. If the run is
 idle here (cached, no task of it running or handed back and waiting), the worker runs that
-task at once, on histories it builds itself from what its cache answered last, and puts the
-answer in the COMPLETE: one command and one engine transaction instead of two. The engine
+task in its turn (`task_turns`: the completion waits in line behind the tasks of other runs,
+unless the turns stop moving for `TURN_PATIENCE_S`), on histories it builds itself from
+what its cache answered last, and puts the answer in the COMPLETE: one command and one
+engine transaction instead of two. Under load the worker is nearly always running some
+run's task: a completion that did not wait went alone seven times in ten at 100 runs in
+flight, and its next task, handed back, waited in the same line anyway. The engine
 takes it only if the run is exactly where the worker assumed (its last completed task is
 the cached one, and the next event id is the one the worker counted); else it schedules the
 task as without it and hands it back.
@@ -27,6 +31,7 @@ dropped, and the task handed back replays from history.
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable
@@ -46,12 +51,17 @@ if TYPE_CHECKING:
     from streamproc.worker.task_turns import TaskTurns
     from streamproc.worker.workflow_activation import WorkflowTaskHandler
 
-__all__ = ["RideAlong", "is_verdict"]
+__all__ = ["RideAlong", "SKIP_REASONS", "is_verdict"]
 
 log = structlog.get_logger("streamproc.worker")
 
 #: The commands whose event the worker writes itself as the engine does (one event each).
 _COUNTED = frozenset({WorkflowCommandType.SCHEDULE_ACTIVITY_TASK, WorkflowCommandType.START_TIMER})
+#: How long a completion waits for the workflow worker's turn while no turn changes hands
+#: (the thread that has it is held up: local activities, a history fetch); then it goes
+#: without an answer. A turn taken by the tasks in line ahead is waited out: the answer
+#: saves the engine a transaction and the worker a task, which would wait in the same line.
+TURN_PATIENCE_S = 0.1
 #: How long an answer out waits for its verdict before its instance is forgotten.
 VERDICT_S = 120.0
 #: The most an answer and the activity's result may weigh together in the COMPLETE: a payload's
@@ -63,6 +73,23 @@ ANSWER_BUDGET_BYTES = MAX_PAYLOAD_BYTES
 def is_verdict(record: Record) -> bool:
     return record.value_type == ValueType.WORKFLOW and record.intent == WorkflowIntent.RODE_ALONG \
         and record.record_type is RecordType.EVENT
+
+
+#: Why a completion went without an answer (`RideAlong.skipped`, the stats' `ride_along_skipped`,
+#: Prometheus' `streamproc_workflow_task_ride_along_skipped_total`).
+SKIP_REASONS = {
+    "not_cached": "the run is not in the sticky cache (never was, evicted, or a task of it runs now)",
+    "no_turn": f"the thread that runs workflow tasks was held up longer than {TURN_PATIENCE_S} s",
+    "type_not_tried": "the workflow type's code read the task's time or called a local activity before",
+    "answer_out": "an answer of the run waits for its verdict",
+    "task_held": "a task of the run was handed back and waits to run",
+    "result_too_large": "the activity's result leaves no room for an answer",
+    "cache_moved": "the run's cached task is not the one the completion asked after",
+    "commands_not_counted": "the cached task's commands are not all of one event the worker writes",
+    "code_read_time": "the activation read the task's time or called a local activity",
+    "answer_too_large": "the answer and the result weigh more than the budget",
+    "crashed": "a runtime bug",
+}
 
 
 class _TooLarge(Exception):
@@ -92,41 +119,65 @@ class RideAlong:
         self._not_tried: set[str] = set()
         #: Answers sent, accepted, refused.
         self.sent = self.accepted = self.refused = 0
+        #: Completions that went without an answer, by reason (`SKIP_REASONS`).
+        self.skipped: collections.Counter[str] = collections.Counter()
 
-    def ask(self, value: dict[str, Any], task: dict[str, Any], result: str) -> Callable[[Reply], bool] | None:
+    def skip(self, reason: str) -> None:
+        """Count a completion that goes without an answer, and why (`SKIP_REASONS`)."""
+        with self._lock:  # completions end on many activity threads at once
+            self.skipped[reason] += 1
+            if self.stats is not None:  # a new dict: a thread copying the stats never sees it change
+                self.stats.ride_along_skipped = dict(self.skipped)
+        if self.metrics is not None:
+            self.metrics.workflow_task_ride_along_skip(self.task_queue, reason)
+
+    def ask(self, value: dict[str, Any], task: dict[str, Any], result: str,
+            handed_slot: Callable[[], bool] | None = None) -> Callable[[Reply], bool] | None:
         """For the COMPLETE `value` of the activity `task` with `result`: when the run is
         idle here and its next task can be answered now, put the answer in `value` (with
-        the ask for the next task) and return what hears the replies; None otherwise."""
+        the ask for the next task) and return what hears the replies; None otherwise.
+        `handed_slot` gives the activity's slot to the answer's first eager activity
+        (`EagerActivities.reserve`): with every slot busy, as at as many runs in flight as
+        slots, the next step would otherwise go through the task queue."""
         run_id = task.get("run_id") or ""
-        if not run_id or task.get("workflow_type") in self._not_tried or not self.turns.try_turn():
+        if not run_id:
             return None
+        if task.get("workflow_type") in self._not_tried:
+            return self.skip("type_not_tried")
+        if not self.turns.wait_turn(TURN_PATIENCE_S):
+            return self.skip("no_turn")
         try:
-            return self._answer(value, task, run_id, result)
+            return self._answer(value, task, run_id, result, handed_slot)
         except Exception:  # a runtime bug: the completion goes without the answer
             log.exception("workflow_task_ride_along_crashed", run_id=run_id)
+            self.skip("crashed")
             value.pop("workflow_task_answer", None)  # no verdict would reach a listener
             self.handler.cache.evict(run_id)
             return None
         finally:
             self.turns.leave()
 
-    def _answer(self, value: dict[str, Any], task: dict[str, Any], run_id: str,
-                result: str) -> Callable[[Reply], bool] | None:
+    def _answer(self, value: dict[str, Any], task: dict[str, Any], run_id: str, result: str,
+                handed_slot: Callable[[], bool] | None) -> Callable[[Reply], bool] | None:
         with self._lock:  # a verdict lost (the engine away) holds its run's ride-along only this long
             self._forget_overdue()
         cache = self.handler.cache
         found = cache.entry(run_id)
-        if found is None or run_id in self._out or self.handed.holds_task_for(run_id):
-            return None
+        if found is None:
+            return self.skip("not_cached")
+        if run_id in self._out:
+            return self.skip("answer_out")
+        if self.handed.holds_task_for(run_id):
+            return self.skip("task_held")
         instance, answered = found
         if len(result or "") >= ANSWER_BUDGET_BYTES:  # no answer would fit beside it
-            return None
+            return self.skip("result_too_large")
         if value.get("return_workflow_task_after") != answered.get("event_id"):
-            return None
+            return self.skip("cache_moved")
         last = getattr(instance, "last_commands", None)
         if last is None or any(c.get("type") not in _COUNTED for c in last) \
                 or answered.get("event_type") != "WORKFLOW_TASK_SCHEDULED":
-            return None
+            return self.skip("commands_not_counted")
         events, next_event_id = self._next_task_events(answered, last, task, result)
         cache.evict(run_id)  # out of the cache until the engine says (a task meanwhile replays)
         began = time.monotonic()
@@ -136,10 +187,10 @@ class RideAlong:
         if outcome is None:
             if getattr(instance, "speculation_refused", None):  # likely again at its next step
                 self._not_tried.add(task.get("workflow_type"))
-            return None
+            return self.skip("code_read_time")
         commands, reservation = outcome.commands, None
         if self.handler.eager is not None:
-            commands, reservation = self.handler.eager.reserve(commands)
+            commands, reservation = self.handler.eager.reserve(commands, handed_slot)
         try:
             closes = any(c.get("type") in CLOSE_COMMANDS for c in commands)
             flags = {} if closes else {"return_new_workflow_task": True}
@@ -154,9 +205,11 @@ class RideAlong:
             if reservation is not None:
                 reservation.release()  # no answer goes: its eager activities never come
             if isinstance(exc, _TooLarge):
-                return None
+                return self.skip("answer_too_large")
             raise
         self.sent += 1
+        if self.stats is not None:
+            self.stats.ride_along_sent += 1
 
         def on_reply(reply: Reply) -> bool:
             """The COMPLETE's replies: RODE_ALONG first, then, accepted, what a TASK_COMPLETE

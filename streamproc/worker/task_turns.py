@@ -13,6 +13,7 @@ are served first come, first served (a ticket lock).
 from __future__ import annotations
 
 import threading
+import time
 
 __all__ = ["TaskTurns"]
 
@@ -40,13 +41,29 @@ class TaskTurns:
                 raise
         return self
 
-    def try_turn(self) -> bool:
-        """Take the turn if nobody has it or waits for it; True if taken (leave it with
-        `leave`). For work that is worth doing only at once (`ride_along`)."""
+    def wait_turn(self, patience_s: float) -> bool:
+        """Take a turn in line, as `with turns:` does, unless the turns stop moving: False
+        (and out of line) once none has changed hands for `patience_s`, the thread that has
+        it being held up (a task waiting on its local activities or on a history fetch). For
+        work worth doing in its turn but not at any price (`ride_along`); leave a turn
+        taken with `leave`."""
         with self._cond:
-            if self._next_ticket != self._serving:
-                return False
+            ticket = self._next_ticket
             self._next_ticket += 1
+            serving, since = self._serving, time.monotonic()
+            try:
+                while ticket != self._serving:
+                    if self._serving != serving:  # a turn went by: the line moves
+                        serving, since = self._serving, time.monotonic()
+                    left = since + patience_s - time.monotonic()
+                    if left <= 0:
+                        self._given_up.add(ticket)
+                        return False
+                    self._cond.wait(left)
+            except BaseException:  # as in `__enter__`
+                self._given_up.add(ticket)
+                self._next_turn(self._serving)
+                raise
             return True
 
     def __exit__(self, *exc: object) -> None:

@@ -32,6 +32,10 @@ class WorkflowWorkerStats:
     #: Tasks the engine handed back on the replies partition (not through the queue).
     handed_back: int = 0
     #: Tasks answered with an activity's completion (`ride_along`; not counted in `completed`):
-    #: accepted, and refused (then handed back or queued).
+    #: sent, accepted, and refused (then handed back or queued).
+    ride_along_sent: int = 0
     rode_along: int = 0
     ride_along_refused: int = 0
+    #: Activity completions of runs this worker runs that went without their next task's
+    #: answer, by reason (`ride_along.SKIP_REASONS`).
+    ride_along_skipped: dict[str, int] = dataclasses.field(default_factory=dict)

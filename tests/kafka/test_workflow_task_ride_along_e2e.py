@@ -6,6 +6,7 @@ engine's), and signals and queries that come meanwhile are all seen."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -77,7 +78,10 @@ def engine(bootstrap, namespace, tmp_path):
 
 
 @pytest.mark.parametrize("disabled", [False, True])
-def test_each_step_s_next_task_rides_with_its_completion(engine, disabled):
+def test_each_step_s_next_task_rides_with_its_completion(engine, disabled, monkeypatch):
+    from streamproc.worker import ride_along
+
+    monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 30.0)  # a slow machine's stall is no skip
     with Worker(engine, task_queue=QUEUE, workflows=[Steps], activities=[add_one], identity="riding",
                 disable_workflow_task_ride_along=disabled) as worker:
         handles = [engine.start_workflow(Steps.run, args=[4], id=f"steps-{disabled}-{n}", task_queue=QUEUE)
@@ -85,6 +89,7 @@ def test_each_step_s_next_task_rides_with_its_completion(engine, disabled):
         assert [h.result(60) for h in handles] == [[4, 0]] * 3
         stats = worker.workflow_worker.stats
         ride = worker.workflow_worker.handed.ride_along
+        _until(lambda: ride is None or ride.sent == ride.accepted + ride.refused)  # the last verdicts heard
     for handle in handles:
         types = [e["event_type"] for e in _events(handle)]
         # Temporal's shape, as the two-transaction path writes it
@@ -97,10 +102,10 @@ def test_each_step_s_next_task_rides_with_its_completion(engine, disabled):
     if disabled:
         assert ride is None and stats.completed == 15
     else:
-        # Each run's first task is a task of its own; the next twelve ride along, but for
-        # those whose activity ended while the worker ran another run's task (then handed back).
-        assert ride.sent >= 6 and (ride.accepted, ride.refused) == (ride.sent, 0)
-        assert stats.completed == 3 + 12 - ride.sent == 3 + stats.handed_back and stats.history_fetches == 0
+        # Each run's first task is a task of its own; the next twelve ride along, those whose
+        # activity ended while the worker ran another run's task too (they wait for the turn).
+        assert (ride.sent, ride.accepted, ride.refused, dict(ride.skipped)) == (12, 12, 0, {})
+        assert stats.completed == 3 and stats.handed_back == 0 and stats.history_fetches == 0
         assert (stats.rode_along, stats.ride_along_refused) == (ride.accepted, 0)
 
 
@@ -163,3 +168,87 @@ def test_refused_answers_fall_back_to_the_handed_back_task_which_replays(engine,
     for handle in handles:
         types = [e["event_type"] for e in _events(handle)]
         assert types.count("WORKFLOW_TASK_COMPLETED") == 5 and "WORKFLOW_TASK_FAILED" not in types
+
+
+#: The turn the workflow worker's threads take to run tasks (set once the worker runs), and
+#: what the two runs of the busy-worker test tell each other.
+BUSY: dict = {}
+
+
+@activity.defn
+def add_one_while_another_task_runs(n: int) -> int:
+    """Ends while the worker runs another run's task (`HoldsTheTurn`)."""
+    assert BUSY["holding"].wait(30)
+    return n + 1
+
+
+@activity.defn
+def hold_the_turn() -> str:
+    """A local activity: its task holds the worker's turn until a completion waits for it."""
+    BUSY["holding"].set()
+    deadline = time.monotonic() + 30
+    while not BUSY["turns"].waiting and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return "held"
+
+
+@workflow.defn
+class OneBusyStep:
+    @workflow.run
+    async def run(self) -> int:
+        return await workflow.execute_activity(add_one_while_another_task_runs, 1, start_to_close_timeout=STEP)
+
+
+@workflow.defn
+class HoldsTheTurn:
+    @workflow.run
+    async def run(self) -> str:
+        return await workflow.execute_local_activity(hold_the_turn, start_to_close_timeout=STEP)
+
+
+def test_a_completion_that_ends_while_the_worker_runs_another_run_s_task_still_rides_along(engine, monkeypatch):
+    """The worker is running another run's task when the activity completes (the usual case
+    under load): the completion waits for its turn and carries the next task's answer,
+    rather than going alone and costing the run a transaction and a handed-back task.
+    (The patience is raised so that a slow machine cannot make the wait give up.)"""
+    from streamproc.worker import ride_along
+
+    monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 30.0)
+    BUSY["holding"] = threading.Event()
+    with Worker(engine, task_queue=QUEUE, workflows=[OneBusyStep, HoldsTheTurn],
+                activities=[add_one_while_another_task_runs], identity="busy-worker") as worker:
+        BUSY["turns"] = worker.workflow_worker._turns
+        stepping = engine.start_workflow(OneBusyStep.run, id="busy-step", task_queue=QUEUE)
+        _until(lambda: worker.activity_worker.stats.started == 1)  # its task answered, cached
+        holding = engine.start_workflow(HoldsTheTurn.run, id="holds-the-turn", task_queue=QUEUE)
+        assert (stepping.result(60), holding.result(60)) == (2, "held")
+        ride, stats = worker.workflow_worker.handed.ride_along, worker.workflow_worker.stats
+        _until(lambda: ride.sent == ride.accepted + ride.refused)  # the verdict heard
+    assert (ride.sent, ride.accepted, dict(ride.skipped)) == (1, 1, {})
+    assert stats.handed_back == 0 and stats.completed == 2  # each run's first task; the step rode along
+    types = [e["event_type"] for e in _events(stepping)]
+    assert types[-5:] == ["ACTIVITY_TASK_COMPLETED", "WORKFLOW_TASK_SCHEDULED", "WORKFLOW_TASK_STARTED",
+                          "WORKFLOW_TASK_COMPLETED", "WORKFLOW_EXECUTION_COMPLETED"]
+
+
+def _until(condition, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "not within the wait"
+        time.sleep(0.01)
+
+
+def test_with_every_slot_busy_the_next_step_still_runs_eagerly_in_the_last_one_s_slot(engine, monkeypatch):
+    """One activity slot: the answer riding with a step's completion asks for the next step
+    in that step's slot (it is done), rather than finding none free and sending the next
+    step through the task queue (a START, a task record and a transaction more)."""
+    from streamproc.worker import ride_along
+
+    monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 30.0)
+    with Worker(engine, task_queue=QUEUE, workflows=[Steps], activities=[add_one], identity="one-slot",
+                max_concurrent_activities=1) as worker:
+        assert engine.start_workflow(Steps.run, args=[4], id="one-slot", task_queue=QUEUE).result(60) == [4, 0]
+        ride, activities = worker.workflow_worker.handed.ride_along, worker.activity_worker
+        _until(lambda: ride.sent == ride.accepted + ride.refused)  # the last verdict heard
+    assert (ride.sent, ride.accepted) == (4, 4)
+    assert (activities.stats.started, activities.stats.eager) == (4, 4)

@@ -24,7 +24,7 @@ from streamproc.semantics.workflow_ids import WorkflowExecutionStatus, WorkflowI
 from streamproc.worker import Worker
 from tests.support.countdown import Countdown
 from tests.support.engines import EngineThread
-from tests.support.polling import wait_for_event
+from tests.support.polling import wait_for_event, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -272,6 +272,9 @@ def test_a_worker_that_stops_mid_run_loses_nothing_another_replays_the_run(env, 
         env.clock.advance(timedelta(hours=24, milliseconds=1))
         assert handle.result(60)["charged"] is True
         stats = second.workflow_worker.stats
+        # The verdict on an answer that rode along reaches the worker after the close may reach us.
+        wait_until(lambda: stats.ride_along_sent == stats.rode_along + stats.ride_along_refused, 30,
+                   "the ride-along verdict")
         # the task after the timer carried only what followed the first worker's answer:
         # the second worker fetched the whole history, replayed it, then used its cache (or
         # answered the last task with the activity's completion)

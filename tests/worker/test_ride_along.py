@@ -5,14 +5,18 @@ sticky cache."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 import orjson
 
 from streamproc import workflow
 from streamproc.activity.payloads import encode
+from streamproc.kafka.replies import Reply
 from streamproc.protocol.records import Record, RecordType
 from streamproc.worker.handed_tasks import HandedTasks
+from streamproc.worker import ride_along
 from streamproc.worker.ride_along import RideAlong
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.task_turns import TaskTurns
@@ -20,6 +24,8 @@ from streamproc.worker.workflow_activation import WorkflowTaskHandler
 from tests.workflow.history import Run
 
 TIMEOUT = timedelta(seconds=10)
+#: A bound on waits that end as soon as what they wait for happens.
+WAIT_S = 10
 
 
 @workflow.defn(name="TwoSteps")
@@ -131,11 +137,77 @@ def test_no_answer_when_the_cache_is_elsewhere_or_a_task_of_the_run_waits():
     assert "run-1" in ride.handler.cache  # left as it was
 
 
-def test_no_answer_while_another_thread_runs_a_task():
+def _ask_on_a_thread(ride, activity):
+    """`ride.ask` for the run's step, on a thread of its own (an activity's): (its result
+    once it returns, the thread)."""
+    got = []
+    thread = threading.Thread(target=lambda: got.append(
+        ride.ask({"return_workflow_task_after": 2}, activity, encode(1))), daemon=True)
+    thread.start()
+    return got, thread
+
+
+def _until(condition) -> None:
+    for _ in range(WAIT_S * 100):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("not within the wait")
+
+
+def test_a_completion_waits_for_the_turn_another_run_s_task_has(monkeypatch):
+    """Under load the workflow worker is nearly always running some other run's task: a
+    completion that gave up then went alone, and its run's next task cost a transaction
+    and a hand-back (at 100 in flight, 7 completions in 10). It takes its turn in line."""
+    monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", WAIT_S)
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    with ride.turns:  # the queue's thread runs another run's task
+        got, thread = _ask_on_a_thread(ride, activity)
+        _until(lambda: ride.turns.waiting == 1)
+        assert not got
+    thread.join(WAIT_S)
+    assert got and got[0] is not None and ride.sent == 1 and not ride.skipped
+
+
+def test_a_completion_goes_alone_when_the_turns_stop_moving(monkeypatch):
+    """The thread that has the turn is held up (a task waiting on its local activities, a
+    history fetch): the completion does not wait on it longer than `TURN_PATIENCE_S` with
+    no turn changing hands, and the turns after it are not held up by its ticket."""
+    monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 0.05)
     ride, run, activity = cached_after_first_task(TwoSteps)
     with ride.turns:
-        assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is None
+        got, thread = _ask_on_a_thread(ride, activity)
+        thread.join(WAIT_S)
+        assert got == [None] and ride.skipped == {"no_turn": 1} and "run-1" in ride.handler.cache
+    with ride.turns:  # the given-up ticket is skipped
+        pass
+
+
+def test_every_completion_without_an_answer_is_counted_by_reason():
+    from streamproc.metrics.worker_metrics import WorkerMetrics
+    from streamproc.worker.workflow_worker_stats import WorkflowWorkerStats
+
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    ride.stats, ride.metrics, ride.task_queue = WorkflowWorkerStats(), WorkerMetrics(), "orders"
+    assert ride.ask({"return_workflow_task_after": 1}, activity, encode(1)) is None
+    ride.handed.put(Record(RecordType.EVENT, "WORKFLOW", "WORKFLOW_TASK", {"run_id": "run-1"}, key=9))
+    assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is None
+    ride.handed.take()
     assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is not None
+    assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is None  # out of the cache now
+    ride._out.clear()
+    ride.skip("not_cached")  # as the activity's attempt counts a run it did not ask for
+    expected = {"cache_moved": 1, "task_held": 1, "not_cached": 2}
+    assert ride.skipped == expected and ride.stats.ride_along_skipped == expected
+    assert ride.stats.ride_along_sent == 1 and set(expected) <= set(ride_along.SKIP_REASONS)
+    sample = ride.metrics.registry.get_sample_value
+    assert sample("streamproc_workflow_task_ride_along_skipped_total",
+                  {"task_queue": "orders", "reason": "not_cached"}) == 2
+
+    ride, run, activity = cached_after_first_task(ReadsNow)
+    ride.ask({"return_workflow_task_after": 2}, activity, encode(1))
+    ride.ask({"return_workflow_task_after": 2}, activity, encode(1))
+    assert ride.skipped == {"code_read_time": 1, "type_not_tried": 1}
 
 
 class _HeldSlots:
@@ -144,7 +216,7 @@ class _HeldSlots:
     def __init__(self):
         self.released = 0
 
-    def reserve(self, commands):
+    def reserve(self, commands, handed_slot=None):
         return commands, self
 
     def release(self):
@@ -200,7 +272,6 @@ def test_an_answer_too_large_to_go_with_the_result_is_not_sent():
 def test_an_answer_whose_verdict_never_came_holds_its_run_only_for_a_while():
     """A lost verdict (the engine away): past `VERDICT_S` the run's next completion may
     carry an answer again, without waiting for another run's answer to purge it."""
-    from streamproc.worker import ride_along
     ride, run, activity = cached_after_first_task(TwoSteps)
     ride._out["run-1"] = (None, {"event_id": 0}, False, ride_along.time.monotonic() - ride_along.VERDICT_S - 1)
     value = {"return_workflow_task_after": 2}
@@ -220,3 +291,40 @@ def test_tasks_that_ride_along_are_seen_in_prometheus():
     assert sample("streamproc_workflow_task_execution_latency_seconds_count", {"task_queue": "orders"}) == 2
     for outcome in ("accepted", "refused"):
         assert sample("streamproc_workflow_task_ride_along_total", {"task_queue": "orders", "verdict": outcome}) == 1
+
+
+class _BusyActivities:
+    """An activity worker stand-in whose every slot is taken."""
+
+    replies, task_queue, definitions = object(), "orders", {"step"}
+
+    def __init__(self):
+        self.in_flight = 1
+
+    def reserve_slot(self):
+        return False
+
+    def release_slot(self):
+        self.in_flight -= 1
+
+
+def test_the_activity_s_slot_goes_on_to_the_run_s_next_activity():
+    """With every slot busy (as many runs in flight as slots), the answer's next activity
+    still runs eagerly here, in the slot of the activity whose completion it rides with;
+    given back once, if the engine does not fill it."""
+    from streamproc.worker.eager_activities import EagerActivities
+
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    ride.handler.eager = EagerActivities(busy := _BusyActivities())
+    handed = []
+    value = {"return_workflow_task_after": 2}
+    on_reply = ride.ask(value, activity, encode(1), lambda: not handed and not handed.append(1))
+    answer = orjson.loads(value["workflow_task_answer"])
+    assert answer["commands"][0].get("request_eager_execution") is True and handed == [1]
+    assert on_reply(Reply(verdict(False), 0)) is True and busy.in_flight == 0  # refused: the slot is free
+
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    ride.handler.eager = EagerActivities(_BusyActivities())
+    value = {"return_workflow_task_after": 2}
+    ride.ask(value, activity, encode(1))  # no slot to hand on: the next activity goes through the queue
+    assert "request_eager_execution" not in orjson.loads(value["workflow_task_answer"])["commands"][0]

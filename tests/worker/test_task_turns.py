@@ -1,0 +1,66 @@
+"""`TaskTurns.wait_turn`: a completion that would carry its run's next task's answer waits
+in line for the workflow worker's turn while turns go by, and gives up only when they stop
+moving (`worker/ride_along.py`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from streamproc.worker.task_turns import TaskTurns
+
+#: A bound on waits that end as soon as what they wait for happens.
+WAIT_S = 10
+
+
+def _line_up(turns: TaskTurns, count: int) -> list[threading.Event]:
+    """`count` threads in line for a turn each, in order; each leaves its turn when its event is set."""
+    leaves = []
+    for n in range(count):
+        leave = threading.Event()
+        leaves.append(leave)
+
+        def take(leave=leave) -> None:
+            with turns:
+                leave.wait(WAIT_S)
+        threading.Thread(target=take, daemon=True).start()
+        _until(lambda n=n: turns.waiting == n + 1)
+    return leaves
+
+
+def _until(condition) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, "not within the wait"
+        time.sleep(0.005)
+
+
+def test_a_wait_outlasts_its_patience_while_the_turns_ahead_of_it_go_by():
+    turns = TaskTurns()
+    got = []
+    with turns:
+        leaves = _line_up(turns, 8)
+        waiter = threading.Thread(target=lambda: got.append(turns.wait_turn(0.5)), daemon=True)
+        waiter.start()
+        _until(lambda: turns.waiting == 9)
+        time.sleep(0.1)
+    for leave in leaves:  # 0.9 s in all, each turn 0.1 s
+        time.sleep(0.1)
+        leave.set()
+    waiter.join(WAIT_S)
+    assert got == [True]
+    turns.leave()
+    with turns:  # the line goes on
+        pass
+
+
+def test_a_wait_ends_when_the_turn_does_not_change_hands_and_the_line_goes_on_without_it():
+    turns = TaskTurns()
+    with turns:
+        began = time.monotonic()
+        assert turns.wait_turn(0.05) is False
+        assert time.monotonic() - began >= 0.05
+        (leave,) = _line_up(turns, 1)  # behind the ticket given up
+    leave.set()
+    with turns:
+        pass
