@@ -88,6 +88,12 @@ class Relay:
         #: Per partition, the partitions its output's commands go to, as far as the last
         #: `run` looked (the batch writer routes by them instead of hashing ids again).
         self.targets: dict[int, list[int]] = {}
+        #: The transaction's relaying, from `begin`: its partitions, the commands relayed, how
+        #: many it may relay, and the partitions its commands reach through the log only.
+        self._processors: Mapping[int, PartitionProcessor] = {}
+        self._relayed: list[tuple[int, Record]] = []
+        self._budget = 0
+        self._blocked: set[int] = set()
         self._start(all_held=False)  # nothing written yet: nothing to wait for
 
     # holds --------------------------------------------------------------------------------
@@ -208,26 +214,41 @@ class Relay:
 
     def run(self, processors: Mapping[int, PartitionProcessor], touched: set[int],
             budget: int) -> list[tuple[int, Record]]:
-        """Process the commands the `touched` partitions wrote for partitions in `processors`
-        (the owned ones) on those, in rounds; adds the partitions that processed one to
-        `touched`; returns the commands relayed (at most `budget`) with their partition."""
+        """`begin` then `relay`: a transaction's relaying in one call, after its processing."""
+        self.begin(processors, touched, budget)
+        return self.relay(touched)
+
+    def begin(self, processors: Mapping[int, PartitionProcessor], touched: set[int], budget: int) -> None:
+        """A transaction's relaying begins, over the partitions in `processors` (the owned
+        ones): our commands the log has not given back yet are processed first (every
+        transaction before this one committed, `Engine._step` step 2: they are on the log,
+        in order); the partitions that processed one are added to `touched` (their writes, a
+        rejection or the mark, must commit even when nothing is relayed). At most `budget`
+        commands are relayed in the transaction, those counted."""
         self.owned = frozenset(processors)
-        relayed: list[tuple[int, Record]] = []
-        # Our commands the log has not given back yet come first: every transaction before
-        # this one committed (`Engine._step`, step 2), so they are on the log, in order.
-        # The partitions that processed one are `touched`: their writes (a rejection, the
-        # mark) must commit, even when nothing is relayed.
+        self._processors = processors
+        self._relayed = []
         count = 0
         for pid in sorted(self._unread):
             if pid not in processors:  # not ours any more (owned again, it is held anew)
                 del self._unread[pid], self._unread_bytes[pid]
                 self._spilled.pop(pid, None)
             elif self._read_all_before_us(pid) and count < budget:
-                count = self._process_unread(pid, processors[pid], budget, count, relayed)
+                count = self._process_unread(pid, processors[pid], budget, count, self._relayed)
                 touched.add(pid)
-        budget -= count - len(relayed)  # the relay's rounds count relayed records below
-        blocked = {pid for pid in processors if self.held(pid)}  # in order, through the log
-        self.targets = targets = {}
+        self._budget = budget - (count - len(self._relayed))  # `relay` counts relayed records
+        self._blocked = {pid for pid in processors if self.held(pid)}  # in order, through the log
+        self.targets = {}
+
+    def relay(self, touched: set[int]) -> list[tuple[int, Record]]:
+        """Process the commands the `touched` partitions wrote since the last look on their
+        partitions, in rounds (at most `max_rounds`: what the last round writes travels
+        through the log, and so, in order, does every later command for those partitions);
+        adds the partitions that processed one to `touched`. Called after each due command
+        (`kafka/due_commands.py`), so a schedule's START follows its TRIGGER, and once more
+        after the transaction's processing. Returns every command relayed in the
+        transaction so far (at most the budget), with its partition."""
+        processors, targets, blocked, relayed = self._processors, self.targets, self._blocked, self._relayed
         sources = sorted(touched)
         for _ in range(self.max_rounds):
             round_: list[tuple[int, Record]] = []
@@ -239,7 +260,7 @@ class Relay:
                     routes.append(target)
                     if target not in processors or target in blocked:
                         continue
-                    if len(relayed) + len(round_) >= budget:
+                    if len(relayed) + len(round_) >= self._budget:
                         blocked.add(target)  # this one and the later ones travel through the log
                         continue
                     if record.packed is None and record.encoded is None:
@@ -251,7 +272,7 @@ class Relay:
                         continue
                     round_.append((target, record))
             if not round_:
-                break
+                return relayed
             for target, record in round_:
                 command = as_read(record)
                 processors[target].process_command(command, -1)
@@ -259,6 +280,12 @@ class Relay:
                 touched.add(target)
                 relayed.append((target, command))
             sources = sorted({target for target, _ in round_})
+        for source in sources:  # the rounds are spent: what the last one wrote goes through the log
+            routes = targets.setdefault(source, [])
+            for record in processors[source].output.commands[len(routes):]:
+                target = self.target_of(source, record)
+                routes.append(target)
+                blocked.add(target)
         return relayed
 
 

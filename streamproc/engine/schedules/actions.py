@@ -29,6 +29,7 @@ from streamproc.engine.schedules.definition import overlap_policy
 from streamproc.protocol.records import ScheduleIntent, ValueType, WorkflowIntent
 from streamproc.semantics.schedule_overlap import (
     BUFFER_CAPACITY,
+    POLICY_BY_NUMBER,
     BufferedStart,
     ScheduleOverlapPolicy,
     outside_catchup_window,
@@ -48,6 +49,7 @@ from streamproc.state.schedules import RecentAction, StoredSchedule
 MAX_TIMES_PER_PASS = 1000
 #: A schedule with nothing left to do is deleted this long after its last event (8.10).
 RETIRE_AFTER_MS = 7 * 86_400_000
+_ALLOW_ALL = ScheduleOverlapPolicy.ALLOW_ALL
 CANCEL_REASON = "cancelled by schedule overlap policy"
 TERMINATE_REASON = "terminated by schedule overlap policy"
 
@@ -213,7 +215,7 @@ def _process_buffer(ctx: ProcessingContext, schedule: StoredSchedule, skipped: d
         return
     resolved = overlap_policy(schedule.policy["overlap"])
     outcome = process_buffer(
-        [BufferedStart(s["nominal_ms"], s["actual_ms"], ScheduleOverlapPolicy(s["overlap"]), s["manual"])
+        [BufferedStart(s["nominal_ms"], s["actual_ms"], POLICY_BY_NUMBER[s["overlap"]], s["manual"])
          for s in schedule.buffer],
         running=bool(schedule.running), schedule_overlap=resolved)
     schedule.buffer = [{"nominal_ms": s.nominal_ms, "actual_ms": s.actual_ms, "overlap": int(s.overlap),
@@ -223,7 +225,7 @@ def _process_buffer(ctx: ProcessingContext, schedule: StoredSchedule, skipped: d
     if outcome.need_terminate or outcome.need_cancel:
         _stop_running(ctx, schedule, terminate=outcome.need_terminate)
     for start in outcome.start:
-        allow_all = overlap_policy(int(start.overlap), default=resolved) is ScheduleOverlapPolicy.ALLOW_ALL
+        allow_all = (start.overlap or resolved) is _ALLOW_ALL  # its own policy, else the schedule's
         if not start.manual and schedule.limited_actions:
             if schedule.remaining_actions <= 0:
                 continue
