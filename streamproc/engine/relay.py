@@ -70,6 +70,8 @@ from streamproc.protocol.records import Record
 from streamproc.state.db import PendingWrites
 from streamproc.state.relay_marks import RelayMark
 
+#: Types of the value fields a JSON part gives back as they were written.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 #: Rounds of commands written by relayed commands; what the last round writes goes through the log.
 MAX_ROUNDS = 4
 #: The bytes kept per partition of our commands on its log not read back yet: past them, the
@@ -293,6 +295,12 @@ def as_read(record: Record) -> Record:
     """The command as the partition would read it from the log (its own copy of the
     value, nothing shared with the state of the partition that wrote it)."""
     if record.packed is not None:  # a batch part (`command_batches.py`): JSON, cheap
+        value = record.value
+        if all(type(field) in _PLAIN for field in value.values()):
+            # Its part was written from this value (so its keys are text, its numbers fit
+            # JSON): plain fields read back as they are, and a copy is the part as read.
+            return Record.command(record.value_type, record.intent, dict(value),
+                                  key=record.key if record.key >= 0 else -1, request_id=record.request_id)
         part = orjson.loads(record.packed)
         return Record.command(record.value_type, record.intent, part["value"], key=part.get("key", -1),
                               request_id=part.get("request_id"))

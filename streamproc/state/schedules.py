@@ -100,9 +100,19 @@ class StoredSchedule:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> StoredSchedule:
-        d = dict(d)
-        d["recent"] = [RecentAction(**a) for a in d.get("recent", ())]
-        return cls(**d)
+        """The stored document (from `to_json`): its fields over the defaults, set directly
+        (the generated `__init__` of 31 arguments was most of a TRIGGER's read)."""
+        if not _REQUIRED_FIELDS <= d.keys() <= _FIELDS:
+            raise TypeError(f"not a stored schedule: missing {sorted(_REQUIRED_FIELDS - d.keys())}, "
+                            f"unknown {sorted(d.keys() - _FIELDS)}")
+        schedule = cls.__new__(cls)
+        fields = schedule.__dict__
+        fields.update(_SCALAR_DEFAULTS)
+        fields.update(recent=[], running=[], buffer=[], backfills=[])  # each its own list
+        fields.update(d)
+        if "recent" in d:
+            fields["recent"] = [RecentAction(**a) for a in d["recent"]]
+        return schedule
 
 
 _REQUIRED = object()
@@ -111,6 +121,15 @@ _STORED_DEFAULTS = tuple(
     (f.name, f.default_factory() if f.default_factory is not dataclasses.MISSING
      else _REQUIRED if f.default is dataclasses.MISSING else f.default)
     for f in dataclasses.fields(StoredSchedule))
+_FIELDS = frozenset(name for name, _ in _STORED_DEFAULTS)
+_REQUIRED_FIELDS = frozenset(name for name, default in _STORED_DEFAULTS if default is _REQUIRED)
+#: The defaults that are no list (those are made anew for each schedule).
+_SCALAR_DEFAULTS = {name: default for name, default in _STORED_DEFAULTS
+                    if default is not _REQUIRED and not isinstance(default, list)}
+if {name for name, default in _STORED_DEFAULTS if isinstance(default, list)} != {
+        "recent", "running", "buffer", "backfills"} or not all(
+        isinstance(default, (type(None), bool, int, str)) for default in _SCALAR_DEFAULTS.values()):
+    raise RuntimeError("StoredSchedule's defaults are not the ones from_json sets")
 
 
 def _due_key(due_ms: int, schedule_id: str) -> bytes:

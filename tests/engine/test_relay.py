@@ -12,10 +12,10 @@ import pytest
 
 from streamproc.due.checker import partition_checker
 from streamproc.engine.processing import Limits
-from streamproc.engine.relay import Relay
+from streamproc.engine.relay import Relay, as_read
 from streamproc.engine.schedules.actions import scheduled_workflow_id
 from streamproc.kafka.due_commands import collect_due, process_due
-from streamproc.protocol import codec
+from streamproc.protocol import codec, command_batches
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record
 from streamproc.state.db import PartitionDb, PendingWrites
@@ -273,3 +273,17 @@ def test_a_command_too_large_for_its_partition_is_not_relayed_but_refused_there_
     engine.send(target, codec.encode(start))
     assert [e.rejection_type for e in engine.procs[target].output.events] == ["EXCEEDED_SIZE"]
     assert engine.runs_of(workflow_id) == 0
+
+
+@pytest.mark.parametrize("value", [
+    {"workflow_id": "w", "input": None, "workflow_run_timeout_ms": 5, "ratio": 1.5, "flag": True},
+    {"workflow_id": "w", "retry_policy": {"maximum_attempts": 2}},  # not plain: read from its JSON
+])
+def test_a_relayed_part_is_read_as_its_json_says_into_a_value_of_its_own(value):
+    record = Record.command("WORKFLOW", "START", value, key=7, request_id="r")
+    assert command_batches.part_of(record) is not None
+    read = as_read(record)
+    part = orjson.loads(record.packed)
+    assert (read.value, read.key, read.request_id) == (part["value"], 7, "r")
+    assert read.value is not record.value and read.value.get("retry_policy") is not value.get("retry_policy") \
+        or value.get("retry_policy") is None
