@@ -19,9 +19,22 @@ _COUNT = b"task_queue_count"
 class TaskQueues:
     def __init__(self, writes: PendingWrites) -> None:
         self._w = writes
+        #: Queues found known at the writes' generation `_known_at`: a queue stays known
+        #: (none is ever forgotten) unless the writes that admitted it are discarded or
+        #: cleared, which changes the generation. Every workflow start asks for its queue.
+        self._known: set[str] = set()
+        self._known_at = -1
 
     def known(self, queue: str) -> bool:
-        return self._w.get(Family.META, _PREFIX + queue.encode()) is not None
+        if self._known_at != self._w.generation:
+            self._known.clear()
+            self._known_at = self._w.generation
+        if queue in self._known:
+            return True
+        if self._w.get(Family.META, _PREFIX + queue.encode()) is None:
+            return False
+        self._known.add(queue)
+        return True
 
     def count(self) -> int:
         raw = self._w.get(Family.META, _COUNT)
