@@ -13,6 +13,8 @@ from streamproc.state.keys import read_u64, u64
 #: the state holds, and a partition reopened (a restart, a takeover, a rewind) starts a
 #: new block there; the rest of the old block is skipped (51 bits of counter: plenty).
 BLOCK = 1000
+#: Looked up once (a member's lookup on its enum class is a Python call per use).
+_META = Family.META
 
 
 class KeyGenerator:
@@ -33,7 +35,7 @@ class KeyGenerator:
 
     def next_key(self) -> int:
         if self._end_read_at != self._w.generation:
-            raw = self._w.get(Family.META, self._KEY)
+            raw = self._w.get(_META, self._KEY)
             self._end = read_u64(raw) if raw is not None else 1
             self._end_read_at = self._w.generation
         end = self._end
@@ -43,6 +45,6 @@ class KeyGenerator:
         if counter is None or not end - BLOCK <= counter < end:
             counter = end
             self._end = counter + BLOCK
-            self._w.put(Family.META, self._KEY, u64(self._end))
+            self._w.put(_META, self._KEY, u64(self._end))
         self._next = counter + 1
         return encode_key(self._partition, counter)

@@ -24,6 +24,8 @@ from streamproc.state.keys import read_u64, time_upper_bound, u64
 
 #: Recent actions a description shows (Temporal: 10).
 RECENT_ACTIONS = 10
+#: Enum members looked up once (a member's lookup on its class is a Python call per use).
+_SCHEDULES, _SCHEDULE_DUE = Family.SCHEDULES, Family.SCHEDULE_DUE
 
 
 @dataclasses.dataclass
@@ -143,11 +145,11 @@ class Schedules:
         self._w = writes
 
     def get(self, schedule_id: str) -> StoredSchedule | None:
-        raw = self._w.get(Family.SCHEDULES, schedule_id.encode())
+        raw = self._w.get(_SCHEDULES, schedule_id.encode())
         return StoredSchedule.from_json(orjson.loads(raw)) if raw is not None else None
 
     def put(self, schedule: StoredSchedule) -> None:
-        self._w.put(Family.SCHEDULES, schedule.schedule_id.encode(), orjson.dumps(schedule.to_json()))
+        self._w.put(_SCHEDULES, schedule.schedule_id.encode(), orjson.dumps(schedule.to_json()))
 
     def delete(self, schedule: StoredSchedule) -> None:
         self.disarm(schedule)
@@ -159,12 +161,12 @@ class Schedules:
             return
         self.disarm(schedule)
         if due_ms is not None:
-            self._w.put(Family.SCHEDULE_DUE, _due_key(due_ms, schedule.schedule_id), b"")
+            self._w.put(_SCHEDULE_DUE, _due_key(due_ms, schedule.schedule_id), b"")
             schedule.due_ms = due_ms
 
     def disarm(self, schedule: StoredSchedule) -> None:
         if schedule.due_ms is not None:
-            self._w.delete(Family.SCHEDULE_DUE, _due_key(schedule.due_ms, schedule.schedule_id))
+            self._w.delete(_SCHEDULE_DUE, _due_key(schedule.due_ms, schedule.schedule_id))
             schedule.due_ms = None
 
     def committed(self, limit: int, after_id: str = "") -> list[StoredSchedule]:

@@ -14,6 +14,8 @@ from streamproc.state.keys import read_u64, u64
 
 _PREFIX = b"task_queue:"
 _COUNT = b"task_queue_count"
+#: Looked up once (a member's lookup on its enum class is a Python call per use).
+_META = Family.META
 
 
 class TaskQueues:
@@ -31,18 +33,18 @@ class TaskQueues:
             self._known_at = self._w.generation
         if queue in self._known:
             return True
-        if self._w.get(Family.META, _PREFIX + queue.encode()) is None:
+        if self._w.get(_META, _PREFIX + queue.encode()) is None:
             return False
         self._known.add(queue)
         return True
 
     def count(self) -> int:
-        raw = self._w.get(Family.META, _COUNT)
+        raw = self._w.get(_META, _COUNT)
         return read_u64(raw) if raw is not None else 0
 
     def add(self, queue: str) -> None:
         """Remember `queue` (once: a known queue changes nothing)."""
         if self.known(queue):
             return
-        self._w.put(Family.META, _PREFIX + queue.encode(), b"")
-        self._w.put(Family.META, _COUNT, u64(self.count() + 1))
+        self._w.put(_META, _PREFIX + queue.encode(), b"")
+        self._w.put(_META, _COUNT, u64(self.count() + 1))

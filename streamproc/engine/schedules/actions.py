@@ -52,6 +52,9 @@ RETIRE_AFTER_MS = 7 * 86_400_000
 _ALLOW_ALL = ScheduleOverlapPolicy.ALLOW_ALL
 CANCEL_REASON = "cancelled by schedule overlap policy"
 TERMINATE_REASON = "terminated by schedule overlap policy"
+#: Enum members looked up once (a member's lookup on its class is a Python call per use).
+_SCHEDULE, _WORKFLOW = ValueType.SCHEDULE, ValueType.WORKFLOW
+_START, _ACTION_STARTED = WorkflowIntent.START, ScheduleIntent.ACTION_STARTED
 
 
 #: Compiled specs by their stored form: schedules sharing a spec (every hour, say) share
@@ -246,7 +249,7 @@ def start_workflow(ctx: ProcessingContext, schedule: StoredSchedule, start: Buff
                          "TemporalScheduledById": schedule.schedule_id}
     carried = {} if not tracked else {"last_completion_result": schedule.last_completion_result,
                                       "continued_failure": schedule.last_failure}
-    ctx.out.command(ValueType.WORKFLOW, WorkflowIntent.START, -1, {
+    ctx.out.command(_WORKFLOW, _START, -1, {
         "workflow_id": workflow_id, "workflow_type": action["workflow_type"], "task_queue": action["task_queue"],
         "input": action.get("input"),
         **{f: action.get(f) or 0 for f in ("workflow_execution_timeout_ms", "workflow_run_timeout_ms",
@@ -263,7 +266,7 @@ def start_workflow(ctx: ProcessingContext, schedule: StoredSchedule, start: Buff
                                         manual=start.manual))
     if tracked:
         schedule.running.append({"workflow_id": workflow_id, "run_id": run_id})
-    ctx.out.event(ValueType.SCHEDULE, ScheduleIntent.ACTION_STARTED, -1, {
+    ctx.out.event(_SCHEDULE, _ACTION_STARTED, -1, {
         "schedule_id": schedule.schedule_id, "workflow_id": workflow_id, "run_id": run_id,
         "attributes": orjson.dumps({"nominal_time_ms": start.nominal_ms, "actual_time_ms": start.actual_ms,
                                     "manual": start.manual, "overlap": int(start.overlap)}).decode()},
