@@ -4,9 +4,10 @@ A partition's processing writes commands for other partitions (a schedule's STAR
 workflow's partition, a workflow's close to its schedule, a child's start, a signal, their
 answers). Through the log, each costs a produce, a commit, a consume, a decode and a
 later transaction: the START of a schedule's action waited for the next batch. When the
-engine owns the partition a command goes to, `Relay.run` hands it to that partition's
-processor in the same batch, round after round for the commands those write (at most
-`MAX_ROUNDS`). The command is still written to the log, marked as processed
+engine owns the partition a command goes to, `Relay.relay` hands it to that partition's
+processor in the same batch (after each due command, so a START follows its TRIGGER, and
+once more after the batch's processing; `Relay.begin` starts a transaction's relaying),
+round after round for the commands those write (at most `MAX_ROUNDS`). The command is still written to the log, marked as processed
 (`codec.PROCESSED_HEADER`), so the log keeps every command and reading it back only moves
 the offset, as for the due-date checker's commands.
 
@@ -33,7 +34,7 @@ Why this keeps the engine's promises:
 - **The hold clears under a steady flow.** The engine processes a batch while the one
   before commits, so when it relays, the commands it wrote through the log one
   transaction earlier are not read back yet: waiting for them, a partition with commands
-  every batch would stay held. Instead `run` processes them first, in their order
+  every batch would stay held. Instead `begin` processes them first, in their order
   (every transaction before this one committed: they are on the log, after whatever could
   be their cause), then relays. Read back later they are skipped: by their number in this
   session, and by the partition's mark (`state/relay_marks.py`, written in the
@@ -85,10 +86,11 @@ class Relay:
         self.partition_count = partition_count
         self.max_rounds = max_rounds
         self.max_unread_bytes = max_unread_bytes
-        #: The partitions of the last `run`: commands for them not relayed carry the session.
+        #: The partitions of the last `begin`: commands for them not relayed carry the session.
         self.owned: frozenset[int] = frozenset()
-        #: Per partition, the partitions its output's commands go to, as far as the last
-        #: `run` looked (the batch writer routes by them instead of hashing ids again).
+        #: Per partition, the partitions its output's commands go to, as far as the
+        #: transaction's relaying looked (the batch writer routes by them instead of hashing
+        #: ids again).
         self.targets: dict[int, list[int]] = {}
         #: The transaction's relaying, from `begin`: its partitions, the commands relayed, how
         #: many it may relay, and the partitions its commands reach through the log only.
@@ -143,7 +145,7 @@ class Relay:
         seq = self._next_seq.get(target, 0)
         self._next_seq[target] = seq + 1
         if record.encoded is None:
-            record.encoded = codec.encode(record)  # the bytes the log gets, and `run` reads
+            record.encoded = codec.encode(record)  # the bytes the log gets, and `begin` reads
         size = self._unread_bytes.get(target, 0) + len(record.encoded)
         if target not in self._spilled and size <= self.max_unread_bytes:
             self._unread.setdefault(target, {})[seq] = record.encoded
@@ -154,7 +156,7 @@ class Relay:
 
     def read_back(self, pid: int, headers: list | None, writes: PendingWrites) -> bool:
         """A command is read from partition `pid`'s log: whether it was processed already
-        (by `run`, before it was read back: skip it). Ours releases the hold at the last."""
+        (by `begin` or `relay`, before it was read back: skip it). Ours releases the hold at the last."""
         value = codec.header(headers, codec.RELAY_HEADER)
         if value is None:
             return False
@@ -173,7 +175,7 @@ class Relay:
             if seq == self._next_seq[pid] - 1:  # the last we wrote: none of ours is unread
                 del self._spilled[pid]
             return False
-        return True  # numbered by this session and not unread: `run` processed it
+        return True  # numbered by this session and not unread: processed already
 
     def _pop_unread(self, pid: int, seq: int) -> bytes | None:
         unread = self._unread.get(pid)
