@@ -7,9 +7,10 @@ later transaction: the START of a schedule's action waited for the next batch. W
 engine owns the partition a command goes to, `Relay.relay` hands it to that partition's
 processor in the same batch (after each due command, so a START follows its TRIGGER, and
 once more after the batch's processing; `Relay.begin` starts a transaction's relaying),
-round after round for the commands those write (at most `MAX_ROUNDS`). The command is still written to the log, marked as processed
-(`codec.PROCESSED_HEADER`), so the log keeps every command and reading it back only moves
-the offset, as for the due-date checker's commands.
+round after round for the commands those write (at most `MAX_ROUNDS`). The command is
+still written to the log, marked as processed (`codec.PROCESSED_HEADER`), so the log keeps
+every command and reading it back only moves the offset, as for the due-date checker's
+commands.
 
 Why this keeps the engine's promises:
 

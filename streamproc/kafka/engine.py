@@ -329,16 +329,15 @@ class Engine:
                 raise RuntimeError("partitions revoked while a batch collected commands: rewinding")
             more, more_fresh, processed = self._process_fresh(more, touched, processed)
             commands, fresh = commands + more, fresh + more_fresh
-        # 3. Due commands, processed in the transaction that writes them (`due_commands.py`),
-        # 4. and commands for our own partitions too (`engine/relay.py`): what each due command
-        #    writes is relayed right after it, and what is left once all are processed.
+        # 3. Due commands, processed in the transaction that writes them (`due_commands.py`);
+        # 4. what each writes for our own partitions right after it, the rest after all (`engine/relay.py`).
         now_ms = self.clock.now_ms()
         due = collect_due(self.partitions, now_ms)
         processed += commands_count(due)
         p.stage = "relay"
         self._relay_catch_up.check(self._relay, self._consumer, self.topics.commands, self.partitions)
-        owned = {pid: part.processor for pid, part in self.partitions.items()}
-        self._relay.begin(owned, touched, max(self.max_batch, processed))
+        self._relay.begin({pid: part.processor for pid, part in self.partitions.items()}, touched,
+                          max(self.max_batch, processed))
         process_due(due, self.partitions, now_ms, touched, self._tally, after_each=lambda: self._relay.relay(touched))
         relayed = self._relay.relay(touched)
         if due or fresh or touched:  # touched alone: our commands the log has not given back yet
