@@ -47,8 +47,10 @@ class StoredSchedule:
     #: The StartWorkflow action: workflow_type, workflow_id (the base of each run's id),
     #: task_queue, input, timeouts, retry_policy, memo, search_attributes.
     action: dict[str, Any]
-    #: The compiled spec (`CompiledSpec.to_dict()`).
-    spec: dict[str, Any]
+    #: The compiled spec (`CompiledSpec.to_dict()`) as JSON text: a pass reads the document
+    #: and writes it whole, and looks the compiled spec up by this text; parsing and writing
+    #: it as a dict was most of the JSON work of a pass. `spec` decodes it.
+    spec_json: str
     #: {overlap: policy name, catchup_window_ms, pause_on_failure}
     policy: dict[str, Any]
     create_ms: int
@@ -82,6 +84,15 @@ class StoredSchedule:
     last_completion_result: str | None = None
     last_failure: dict[str, Any] | None = None
 
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The compiled spec as a dict (a new one each time: for DESCRIBE and the like)."""
+        return orjson.loads(self.spec_json)
+
+    @spec.setter
+    def spec(self, spec: dict[str, Any]) -> None:
+        self.spec_json = orjson.dumps(spec).decode()
+
     def record_action(self, action: RecentAction) -> None:
         self.recent.append(action)
         del self.recent[:-RECENT_ACTIONS]
@@ -104,6 +115,9 @@ class StoredSchedule:
     def from_json(cls, d: dict[str, Any]) -> StoredSchedule:
         """The stored document (from `to_json`): its fields over the defaults, set directly
         (the generated `__init__` of 31 arguments was most of a TRIGGER's read)."""
+        if "spec" in d:  # stored before the spec was kept as text
+            d = {**d, "spec_json": orjson.dumps(d["spec"]).decode()}
+            del d["spec"]
         if not _REQUIRED_FIELDS <= d.keys() <= _FIELDS:
             raise TypeError(f"not a stored schedule: missing {sorted(_REQUIRED_FIELDS - d.keys())}, "
                             f"unknown {sorted(d.keys() - _FIELDS)}")

@@ -11,7 +11,7 @@ from streamproc.state.schedules import RecentAction, StoredSchedule
 
 def _schedule(**changes) -> StoredSchedule:
     return StoredSchedule(schedule_id="s", action={"workflow_id": "w", "workflow_type": "T", "task_queue": "q"},
-                          spec={"interval": [{"interval_ms": 1000, "phase_ms": 0}]},
+                          spec_json='{"interval":[{"interval_ms":1000,"phase_ms":0}]}',
                           policy={"overlap": "SKIP", "catchup_window_ms": 60_000, "pause_on_failure": False},
                           create_ms=1, update_ms=2, **changes)
 
@@ -40,7 +40,16 @@ def test_each_schedule_read_has_lists_of_its_own():
 
 def test_a_document_that_is_no_schedule_is_refused():
     doc = _schedule().to_json()
-    with pytest.raises(TypeError, match=r"missing \['spec'\]"):
-        StoredSchedule.from_json({k: v for k, v in doc.items() if k != "spec"})
+    with pytest.raises(TypeError, match=r"missing \['spec_json'\]"):
+        StoredSchedule.from_json({k: v for k, v in doc.items() if k != "spec_json"})
     with pytest.raises(TypeError, match=r"unknown \['colour'\]"):
         StoredSchedule.from_json({**doc, "colour": "red"})
+
+
+def test_a_schedule_stored_with_its_spec_as_a_dict_reads_with_the_same_spec():
+    doc = _schedule().to_json()
+    old = {**doc, "spec": orjson.loads(doc.pop("spec_json"))}  # as stored before the spec was text
+    read = StoredSchedule.from_json(old)
+    assert read.spec == {"interval": [{"interval_ms": 1000, "phase_ms": 0}]} and read == _schedule()
+    read.spec = {"interval": []}  # an UPDATE sets the dict: stored as text
+    assert read.spec_json == '{"interval":[]}'

@@ -57,21 +57,21 @@ _SCHEDULE, _WORKFLOW = ValueType.SCHEDULE, ValueType.WORKFLOW
 _START, _ACTION_STARTED = WorkflowIntent.START, ScheduleIntent.ACTION_STARTED
 
 
-#: Compiled specs by their stored form: schedules sharing a spec (every hour, say) share
-#: its compiled search structures, and a pass does not rebuild them. Bounded: cleared
-#: when full.
-_COMPILED: dict[bytes, CompiledSpec] = {}
+#: Compiled specs by their stored JSON text: schedules sharing a spec (every hour, say)
+#: share its compiled search structures, and a pass does not rebuild them. Bounded:
+#: cleared when full.
+_COMPILED: dict[str, CompiledSpec] = {}
 COMPILED_SPECS_KEPT = 4096
 
 
 def compiled_spec(schedule: StoredSchedule) -> CompiledSpec:
     """The schedule's compiled spec, built once per distinct spec (see `_COMPILED`)."""
-    key = orjson.dumps(schedule.spec)
+    key = schedule.spec_json
     spec = _COMPILED.get(key)
     if spec is None:
         if len(_COMPILED) >= COMPILED_SPECS_KEPT:
             _COMPILED.clear()
-        spec = _COMPILED[key] = CompiledSpec.from_dict(schedule.spec)
+        spec = _COMPILED[key] = CompiledSpec.from_dict(orjson.loads(key))
     return spec
 
 
