@@ -92,12 +92,25 @@ class Bench:
     def running_engine(self, name: str, partitions: int) -> Iterator[subprocess.Popen]:
         """An engine process (id `name` and a random suffix) once it owns its partitions;
         stopped at the end."""
-        engine = self.engine(f"{name}-{uuid.uuid4().hex[:6]}", partitions)
+        with self.running_engines(name, partitions, 1) as engines:
+            yield engines[0]
+
+    @contextlib.contextmanager
+    def running_engines(self, name: str, partitions: int, count: int) -> Iterator[list[subprocess.Popen]]:
+        """`count` engine processes sharing `partitions`, once their group is stable with
+        every partition owned; stopped at the end."""
+        run = uuid.uuid4().hex[:6]
+        engines = []
         try:
-            wait_log(engine, "partitions_assigned", 90)
-            yield engine
+            for n in range(count):
+                engines.append(self.engine(f"{name}-{run}" if count == 1 else f"{name}-{run}-{n}", partitions))
+            wait_log(engines[0], "partitions_assigned", 90)
+            if count > 1:
+                wait_group_stable(self, self.topics.engine_group, count, partitions, 90)
+            yield engines
         finally:
-            stop(engine)
+            for engine in engines:
+                stop(engine)
 
     def worker(self, queue: str, worker_id: str, handler: str = "bench.handlers:noop") -> subprocess.Popen:
         """A job worker process, with `job_worker_options` (e.g. --start-unconfirmed)."""

@@ -54,7 +54,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes: finishes within a minute")
     parser.add_argument("--workers", type=int, default=None,
                         help="worker processes (jobs_per_sec: 2; workflow scenarios: 1)")
-    parser.add_argument("--engines", type=int, default=1, help="engine processes (workflow scenarios)")
+    parser.add_argument("--engines", type=int, default=1, help="engine processes (workflow scenarios, schedule_fire_lag)")
     parser.add_argument("--partitions", type=int, default=None,
                         help="partitions of the engine's topics and the task queues (workflow scenarios; "
                              "default the engine's, 4)")
@@ -113,7 +113,7 @@ def main() -> int:
         elif args.scenario == "jobs_latency_by_rate":
             kwargs = {"workers": args.workers or 2}
         elif args.scenario == "schedule_fire_lag":
-            kwargs = {"spread_first": args.spread_first}
+            kwargs = {"spread_first": args.spread_first, "engines": args.engines}
         elif args.scenario in WORKFLOW_SCENARIOS:
             kwargs = {"workers": args.workers or 1, "engines": args.engines, "profile": args.profile,
                       "profile_idle": args.profile_idle}

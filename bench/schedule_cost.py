@@ -9,7 +9,8 @@ and each partition does what the engine's loop does: the checker collects what i
 (its cap per round), the TRIGGERs are processed, and the START commands they wrote are
 processed on their workflow's partition in the same transaction, as an engine that owns
 every partition relays them (`engine/relay.py`), and the batch is written for the log as
-`bench/in_process_engine.py` says. With `--through-log`, as an engine that does not own
+`bench/in_process_engine.py` says. (The engine relays each START right after its TRIGGER;
+the tool takes all TRIGGERs first to count the two apart: the same work.) With `--through-log`, as an engine that does not own
 the workflows' partitions: the TRIGGERs commit, and the STARTs are encoded, routed,
 decoded and processed in a second transaction.
 Kafka's own costs (produce calls, the commit) are not in the figure; the record counts

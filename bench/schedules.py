@@ -1,7 +1,8 @@
 """Schedules (issue 17): how late actions start, and what idle schedules cost.
 
 schedule_fire_lag: schedules with one action each (an interval of 1 s bounded by start =
-end = the action time), one engine on 4 partitions, no worker (the start is what is
+end = the action time), one engine on 4 partitions (`--engines N`: N engine processes
+sharing them; a START for a partition of another engine travels through the log), no worker (the start is what is
 measured; the runs' task timeout is 120 s, so none times out while the phases are
 measured). Burst: 10,000 actions due in the same second (the first phase, unless
 `--spread-first`: the first after the engine was assigned its partitions). Spread: 10,000
@@ -13,9 +14,9 @@ second over it.
   workflow's partition and its processing; pass_lag_ms is the part until the schedule's
   pass (ACTION_STARTED's timestamp), start_after_pass_ms the rest (the START's way
   through the log to its partition, and its processing). engine_cpu_ms_per_action: the
-  engine process's CPU from the last CREATED to the last start, per action (it idles until
-  the first is due); transactions: what it committed meanwhile; per_1000_actions: the
-  engine's counters per 1,000 actions (transactions, relayed_commands: processed in the
+  engine processes' CPU from the last CREATED to the last start, per action (they idle until
+  the first is due); transactions: what they committed meanwhile; per_1000_actions: the
+  engines' counters per 1,000 actions (transactions, relayed_commands: processed in the
   transaction that wrote them, commands: records read from the log, echoes: those of them
   skipped, as processed when written; a BATCH record counts one).
 
@@ -80,11 +81,21 @@ def _create(client: SyncClient, tap: EventTap, schedules: list[tuple[str, str]])
     return time.monotonic() - began
 
 
-def run_fire_lag(bench: Bench, quick: bool, spread_first: bool = False) -> dict:
+def _engines_counters(engines: list) -> dict:
+    """The engines' counters (`engine_counters`), added up."""
+    total: dict = {}
+    for engine in engines:
+        for name, value in engine_counters(engine).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                total[name] = total.get(name, 0) + value
+    return total
+
+
+def run_fire_lag(bench: Bench, quick: bool, spread_first: bool = False, engines: int = 1) -> dict:
     count = 2000 if quick else 10_000
     spread_s = 3 if quick else 10
-    out: dict = {"schedules": count, "partitions": PARTITIONS, "load1_at_start": loadavg()}
-    with bench.running_engine("schedules", PARTITIONS) as engine:
+    out: dict = {"schedules": count, "partitions": PARTITIONS, "engines": engines, "load1_at_start": loadavg()}
+    with bench.running_engines("schedules", PARTITIONS, engines) as procs:
         tap = EventTap(bench, PARTITIONS)
         client = SyncClient(bench.bootstrap, bench.namespace)
         phases = [("burst", 1), ("spread", spread_s)]
@@ -96,11 +107,11 @@ def run_fire_lag(bench: Bench, quick: bool, spread_first: bool = False) -> dict:
             schedules = [(f"{phase}-{n}", _definition(t, t, 1000, jitter_ms))
                          for n in range(count) for t in [first_ms + (n * spread // count) * 1000]]
             created_s = _create(client, tap, schedules)
-            counters, cpu_s = engine_counters(engine), pid_cpu_seconds(engine.pid)
+            counters, cpu_s = _engines_counters(procs), sum(pid_cpu_seconds(e.pid) for e in procs)
             tap.wait(lambda: tap.count("WORKFLOW_EXECUTION_STARTED") >= count, 120, "every action's start")
-            cpu_s = pid_cpu_seconds(engine.pid) - cpu_s
+            cpu_s = sum(pid_cpu_seconds(e.pid) for e in procs) - cpu_s
             tap.poll(0.5)
-            after = engine_counters(engine)  # the last commit is counted once the engine's next step ends it
+            after = _engines_counters(procs)  # the last commit is counted once the engine's next step ends it
             transactions = after["transactions"] - counters["transactions"]
             # What the relay did (`engine/relay.py`), per 1,000 actions: commands processed in the
             # transaction that wrote them, records read from the log (echoes: skipped ones among them).
@@ -120,7 +131,7 @@ def run_fire_lag(bench: Bench, quick: bool, spread_first: bool = False) -> dict:
                           "create_s": round(created_s, 2), "spread_s": spread, "jitter_ms": jitter_ms,
                           "rejections": tap.rejections()}
             say(phase, out[phase])
-        out["engine_peak_rss_mb"] = peak_rss_mb(engine)
+        out["engine_peak_rss_mb"] = peak_rss_mb(procs[0]) if engines == 1 else [peak_rss_mb(e) for e in procs]
         client.close()
         tap.close()
     return out

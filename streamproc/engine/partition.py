@@ -7,6 +7,8 @@ command gets an answer: its events, or a rejection with a reason.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 
 from streamproc.clock import Clock
@@ -89,13 +91,16 @@ class PartitionProcessor:
         self.process_command(cmd, position, now_ms)
         return cmd
 
-    def process_command(self, cmd: Record, position: int, now_ms: int | None = None) -> None:
+    def process_command(self, cmd: Record, position: int, now_ms: int | None = None,
+                        after_each: Callable[[], object] | None = None) -> None:
         """Process a command already decoded: one the due-date checker wrote, say (its
-        bytes go to the log too, but decoding them again would only cost time)."""
+        bytes go to the log too, but decoding them again would only cost time).
+        `after_each` is called once the command is processed, or after each command of a
+        BATCH (the engine relays what each wrote before the next: `kafka/due_commands.py`)."""
         if now_ms is None:
             now_ms = self.clock.now_ms()
         if command_batches.is_batch(cmd):
-            self._process_batch(cmd, position, now_ms)
+            self._process_batch(cmd, position, now_ms, after_each)
             return
         self._writer.begin(cmd, position, now_ms)
         if cmd.record_type is not COMMAND:
@@ -114,8 +119,11 @@ class PartitionProcessor:
         self.writes.accept()
         if self.on_processed is not None:
             self.on_processed(cmd)
+        if after_each is not None:
+            after_each()
 
-    def _process_batch(self, batch: Record, position: int, now_ms: int) -> None:
+    def _process_batch(self, batch: Record, position: int, now_ms: int,
+                       after_each: Callable[[], object] | None = None) -> None:
         """Each command of a BATCH as the command it is, at the batch's position (see
         `protocol/command_batches.py`); a batch whose parts cannot be read is rejected."""
         try:
@@ -128,7 +136,7 @@ class PartitionProcessor:
             return
         batch.parts = parts  # for whoever counts the commands processed
         for part in parts:  # never a BATCH: `unpack` refuses nested ones
-            self.process_command(part, position)  # at its own time, as if it came alone
+            self.process_command(part, position, after_each=after_each)  # at its own time, as if it came alone
 
     def _run(self, processor: Processor, cmd: Record, position: int, now_ms: int) -> None:
         cmd.value = codec.with_defaults(cmd.value_type, cmd.value)

@@ -75,6 +75,12 @@ class ProcessingContext:
     schedules: Schedules
     #: The topics' namespace: part of a schedule's jitter seed and of its identity.
     namespace: str = "streamproc"
+    #: The partition's admitted task queues (made from `writes` when not given).
+    task_queues: TaskQueues | None = None
+
+    def __post_init__(self) -> None:
+        if self.task_queues is None:
+            self.task_queues = TaskQueues(self.writes)
 
     @property
     def now_ms(self) -> int:
@@ -86,7 +92,7 @@ class ProcessingContext:
     def admit_task_queue(self, queue: str) -> str | None:
         """Why this command may not use task queue `queue`, or None after admitting it
         (see `task_queues.py`)."""
-        return admit(self.limits.task_queues, TaskQueues(self.writes), queue)
+        return admit(self.limits.task_queues, self.task_queues, queue)
 
 
 #: One per (value type, intent): validates the command against the state, changes the

@@ -4,11 +4,13 @@ A partition's processing writes commands for other partitions (a schedule's STAR
 workflow's partition, a workflow's close to its schedule, a child's start, a signal, their
 answers). Through the log, each costs a produce, a commit, a consume, a decode and a
 later transaction: the START of a schedule's action waited for the next batch. When the
-engine owns the partition a command goes to, `Relay.run` hands it to that partition's
-processor in the same batch, round after round for the commands those write (at most
-`MAX_ROUNDS`). The command is still written to the log, marked as processed
-(`codec.PROCESSED_HEADER`), so the log keeps every command and reading it back only moves
-the offset, as for the due-date checker's commands.
+engine owns the partition a command goes to, `Relay.relay` hands it to that partition's
+processor in the same batch (after each due command, so a START follows its TRIGGER, and
+once more after the batch's processing; `Relay.begin` starts a transaction's relaying),
+round after round for the commands those write (at most `MAX_ROUNDS`). The command is
+still written to the log, marked as processed (`codec.PROCESSED_HEADER`), so the log keeps
+every command and reading it back only moves the offset, as for the due-date checker's
+commands.
 
 Why this keeps the engine's promises:
 
@@ -33,7 +35,7 @@ Why this keeps the engine's promises:
 - **The hold clears under a steady flow.** The engine processes a batch while the one
   before commits, so when it relays, the commands it wrote through the log one
   transaction earlier are not read back yet: waiting for them, a partition with commands
-  every batch would stay held. Instead `run` processes them first, in their order
+  every batch would stay held. Instead `begin` processes them first, in their order
   (every transaction before this one committed: they are on the log, after whatever could
   be their cause), then relays. Read back later they are skipped: by their number in this
   session, and by the partition's mark (`state/relay_marks.py`, written in the
@@ -70,6 +72,8 @@ from streamproc.protocol.records import Record
 from streamproc.state.db import PendingWrites
 from streamproc.state.relay_marks import RelayMark
 
+#: Types of the value fields a JSON part gives back as they were written.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 #: Rounds of commands written by relayed commands; what the last round writes goes through the log.
 MAX_ROUNDS = 4
 #: The bytes kept per partition of our commands on its log not read back yet: past them, the
@@ -83,11 +87,18 @@ class Relay:
         self.partition_count = partition_count
         self.max_rounds = max_rounds
         self.max_unread_bytes = max_unread_bytes
-        #: The partitions of the last `run`: commands for them not relayed carry the session.
+        #: The partitions of the last `begin`: commands for them not relayed carry the session.
         self.owned: frozenset[int] = frozenset()
-        #: Per partition, the partitions its output's commands go to, as far as the last
-        #: `run` looked (the batch writer routes by them instead of hashing ids again).
+        #: Per partition, the partitions its output's commands go to, as far as the
+        #: transaction's relaying looked (the batch writer routes by them instead of hashing
+        #: ids again).
         self.targets: dict[int, list[int]] = {}
+        #: The transaction's relaying, from `begin`: its partitions, the commands relayed, how
+        #: many it may relay, and the partitions its commands reach through the log only.
+        self._processors: Mapping[int, PartitionProcessor] = {}
+        self._relayed: list[tuple[int, Record]] = []
+        self._budget = 0
+        self._blocked: set[int] = set()
         self._start(all_held=False)  # nothing written yet: nothing to wait for
 
     # holds --------------------------------------------------------------------------------
@@ -135,7 +146,7 @@ class Relay:
         seq = self._next_seq.get(target, 0)
         self._next_seq[target] = seq + 1
         if record.encoded is None:
-            record.encoded = codec.encode(record)  # the bytes the log gets, and `run` reads
+            record.encoded = codec.encode(record)  # the bytes the log gets, and `begin` reads
         size = self._unread_bytes.get(target, 0) + len(record.encoded)
         if target not in self._spilled and size <= self.max_unread_bytes:
             self._unread.setdefault(target, {})[seq] = record.encoded
@@ -146,7 +157,7 @@ class Relay:
 
     def read_back(self, pid: int, headers: list | None, writes: PendingWrites) -> bool:
         """A command is read from partition `pid`'s log: whether it was processed already
-        (by `run`, before it was read back: skip it). Ours releases the hold at the last."""
+        (by `begin` or `relay`, before it was read back: skip it). Ours releases the hold at the last."""
         value = codec.header(headers, codec.RELAY_HEADER)
         if value is None:
             return False
@@ -165,7 +176,7 @@ class Relay:
             if seq == self._next_seq[pid] - 1:  # the last we wrote: none of ours is unread
                 del self._spilled[pid]
             return False
-        return True  # numbered by this session and not unread: `run` processed it
+        return True  # numbered by this session and not unread: processed already
 
     def _pop_unread(self, pid: int, seq: int) -> bytes | None:
         unread = self._unread.get(pid)
@@ -208,26 +219,41 @@ class Relay:
 
     def run(self, processors: Mapping[int, PartitionProcessor], touched: set[int],
             budget: int) -> list[tuple[int, Record]]:
-        """Process the commands the `touched` partitions wrote for partitions in `processors`
-        (the owned ones) on those, in rounds; adds the partitions that processed one to
-        `touched`; returns the commands relayed (at most `budget`) with their partition."""
+        """`begin` then `relay`: a transaction's relaying in one call, after its processing."""
+        self.begin(processors, touched, budget)
+        return self.relay(touched)
+
+    def begin(self, processors: Mapping[int, PartitionProcessor], touched: set[int], budget: int) -> None:
+        """A transaction's relaying begins, over the partitions in `processors` (the owned
+        ones): our commands the log has not given back yet are processed first (every
+        transaction before this one committed, `Engine._step` step 2: they are on the log,
+        in order); the partitions that processed one are added to `touched` (their writes, a
+        rejection or the mark, must commit even when nothing is relayed). At most `budget`
+        commands are relayed in the transaction, those counted."""
         self.owned = frozenset(processors)
-        relayed: list[tuple[int, Record]] = []
-        # Our commands the log has not given back yet come first: every transaction before
-        # this one committed (`Engine._step`, step 2), so they are on the log, in order.
-        # The partitions that processed one are `touched`: their writes (a rejection, the
-        # mark) must commit, even when nothing is relayed.
+        self._processors = processors
+        self._relayed = []
         count = 0
         for pid in sorted(self._unread):
             if pid not in processors:  # not ours any more (owned again, it is held anew)
                 del self._unread[pid], self._unread_bytes[pid]
                 self._spilled.pop(pid, None)
             elif self._read_all_before_us(pid) and count < budget:
-                count = self._process_unread(pid, processors[pid], budget, count, relayed)
+                count = self._process_unread(pid, processors[pid], budget, count, self._relayed)
                 touched.add(pid)
-        budget -= count - len(relayed)  # the relay's rounds count relayed records below
-        blocked = {pid for pid in processors if self.held(pid)}  # in order, through the log
-        self.targets = targets = {}
+        self._budget = budget - (count - len(self._relayed))  # `relay` counts relayed records
+        self._blocked = {pid for pid in processors if self.held(pid)}  # in order, through the log
+        self.targets = {}
+
+    def relay(self, touched: set[int]) -> list[tuple[int, Record]]:
+        """Process the commands the `touched` partitions wrote since the last look on their
+        partitions, in rounds (at most `max_rounds`: what the last round writes travels
+        through the log, and so, in order, does every later command for those partitions);
+        adds the partitions that processed one to `touched`. Called after each due command
+        (`kafka/due_commands.py`), so a schedule's START follows its TRIGGER, and once more
+        after the transaction's processing. Returns every command relayed in the
+        transaction so far (at most the budget), with its partition."""
+        processors, targets, blocked, relayed = self._processors, self.targets, self._blocked, self._relayed
         sources = sorted(touched)
         for _ in range(self.max_rounds):
             round_: list[tuple[int, Record]] = []
@@ -239,7 +265,7 @@ class Relay:
                     routes.append(target)
                     if target not in processors or target in blocked:
                         continue
-                    if len(relayed) + len(round_) >= budget:
+                    if len(relayed) + len(round_) >= self._budget:
                         blocked.add(target)  # this one and the later ones travel through the log
                         continue
                     if record.packed is None and record.encoded is None:
@@ -251,7 +277,7 @@ class Relay:
                         continue
                     round_.append((target, record))
             if not round_:
-                break
+                return relayed
             for target, record in round_:
                 command = as_read(record)
                 processors[target].process_command(command, -1)
@@ -259,6 +285,12 @@ class Relay:
                 touched.add(target)
                 relayed.append((target, command))
             sources = sorted({target for target, _ in round_})
+        for source in sources:  # the rounds are spent: what the last one wrote goes through the log
+            routes = targets.setdefault(source, [])
+            for record in processors[source].output.commands[len(routes):]:
+                target = self.target_of(source, record)
+                routes.append(target)
+                blocked.add(target)
         return relayed
 
 
@@ -266,6 +298,12 @@ def as_read(record: Record) -> Record:
     """The command as the partition would read it from the log (its own copy of the
     value, nothing shared with the state of the partition that wrote it)."""
     if record.packed is not None:  # a batch part (`command_batches.py`): JSON, cheap
+        value = record.value
+        if all(type(field) in _PLAIN for field in value.values()):
+            # Its part was written from this value (so its keys are text, its numbers fit
+            # JSON): plain fields read back as they are, and a copy is the part as read.
+            return Record.command(record.value_type, record.intent, dict(value),
+                                  key=record.key if record.key >= 0 else -1, request_id=record.request_id)
         part = orjson.loads(record.packed)
         return Record.command(record.value_type, record.intent, part["value"], key=part.get("key", -1),
                               request_id=part.get("request_id"))

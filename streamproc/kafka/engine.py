@@ -43,7 +43,7 @@ from streamproc.kafka.quiet import quiet_outlook
 from streamproc.kafka.client_log import ClientLog
 from streamproc.kafka.connection import BrokerProbe, check_connection
 from streamproc.kafka.echoes import EchoOffsets
-from streamproc.kafka.due_commands import process_due
+from streamproc.kafka.due_commands import collect_due, commands_count, process_due
 from streamproc.kafka.read_commands import process_read
 from streamproc.kafka.relay_catch_up import RelayCatchUp
 from streamproc.kafka.owned_partition import RESTORE_CONNECT_TIMEOUT_S, OwnedPartition, open_restored
@@ -329,14 +329,17 @@ class Engine:
                 raise RuntimeError("partitions revoked while a batch collected commands: rewinding")
             more, more_fresh, processed = self._process_fresh(more, touched, processed)
             commands, fresh = commands + more, fresh + more_fresh
-        # 3. Due commands, processed in the transaction that writes them (`due_commands.py`).
-        due, due_count = process_due(self.partitions, self.clock.now_ms(), touched, self._tally)
-        processed += due_count
-        # 4. Commands for our own partitions are processed in this transaction too (`engine/relay.py`).
+        # 3. Due commands, processed in the transaction that writes them (`due_commands.py`);
+        # 4. what each writes for our own partitions right after it, the rest after all (`engine/relay.py`).
+        now_ms = self.clock.now_ms()
+        due = collect_due(self.partitions, now_ms)
+        processed += commands_count(due)
         p.stage = "relay"
         self._relay_catch_up.check(self._relay, self._consumer, self.topics.commands, self.partitions)
-        owned = {pid: part.processor for pid, part in self.partitions.items()}
-        relayed = self._relay.run(owned, touched, max(self.max_batch, processed))
+        self._relay.begin({pid: part.processor for pid, part in self.partitions.items()}, touched,
+                          max(self.max_batch, processed))
+        process_due(due, self.partitions, now_ms, touched, self._tally, after_each=lambda: self._relay.relay(touched))
+        relayed = self._relay.relay(touched)
         if due or fresh or touched:  # touched alone: our commands the log has not given back yet
             self._begin_commit(commands, touched, due, relayed)
         elif commands:  # only echoes: a transaction just to move their offsets would delay the next command

@@ -15,7 +15,7 @@ from streamproc.semantics.activity_timeouts import ActivityTimeouts
 from streamproc.semantics.durations import MAX_DURATION
 from streamproc.semantics.retry import RetryPolicy
 
-__all__ = ["ceil_ms", "duration_from_ms", "retry_policy_record", "to_datetime", "to_ms", "policy_to_record", "policy_from_record",
+__all__ = ["ceil_ms", "whole_ms", "duration_from_ms", "retry_policy_record", "to_datetime", "to_ms", "policy_to_record", "policy_from_record",
            "timeouts_to_record", "timeouts_from_record"]
 
 
@@ -23,9 +23,16 @@ __all__ = ["ceil_ms", "duration_from_ms", "retry_policy_record", "to_datetime", 
 _ONE_MS = timedelta(milliseconds=1)
 
 
+def whole_ms(value: timedelta) -> int:
+    """`value // timedelta(milliseconds=1)` from its normalized parts (0 <= seconds < 86,400,
+    0 <= microseconds < 10**6): the division goes through big-integer microseconds, and a
+    workflow's start converts a handful of durations."""
+    return value.days * 86_400_000 + value.seconds * 1000 + value.microseconds // 1000
+
+
 def ceil_ms(value: timedelta) -> int:
     # Rounded up: a positive timeout under a millisecond must not become "none" (0).
-    return -(-value // _ONE_MS)
+    return value.days * 86_400_000 + value.seconds * 1000 + -(-value.microseconds // 1000)
 
 
 def retry_policy_record(policy: RetryPolicy) -> dict[str, Any]:
@@ -61,7 +68,7 @@ def to_ms(value: datetime | timedelta | None) -> int:
         return 0
     if isinstance(value, datetime):
         value = value - EPOCH
-    return value // _ONE_MS
+    return value.days * 86_400_000 + value.seconds * 1000 + value.microseconds // 1000  # `whole_ms`
 
 
 def policy_to_record(policy: RetryPolicy) -> dict[str, Any]:

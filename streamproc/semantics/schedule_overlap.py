@@ -17,6 +17,7 @@ __all__ = [
     "BUFFER_CAPACITY",
     "DEFAULT_CATCHUP_WINDOW_MS",
     "MIN_CATCHUP_WINDOW_MS",
+    "POLICY_BY_NUMBER",
     "BufferOutcome",
     "BufferedStart",
     "ScheduleOverlapPolicy",
@@ -40,6 +41,12 @@ class ScheduleOverlapPolicy(IntEnum):
     CANCEL_OTHER = 4
     TERMINATE_OTHER = 5
     ALLOW_ALL = 6
+
+
+#: The policies by number: `ScheduleOverlapPolicy(n)` is a Python-level call through the enum's
+#: metaclass, asked for every buffered start of every pass.
+POLICY_BY_NUMBER: dict[int, ScheduleOverlapPolicy] = {int(p): p for p in ScheduleOverlapPolicy}
+_UNSPECIFIED = ScheduleOverlapPolicy.UNSPECIFIED
 
 
 @dataclass(frozen=True)
@@ -72,8 +79,8 @@ def resolve_overlap_policy(own: ScheduleOverlapPolicy,
                            schedule_overlap: ScheduleOverlapPolicy) -> ScheduleOverlapPolicy:
     """A start's own policy, else the schedule's, else SKIP."""
     for policy in (own, schedule_overlap):
-        if policy != ScheduleOverlapPolicy.UNSPECIFIED:
-            return ScheduleOverlapPolicy(policy)
+        if policy != _UNSPECIFIED:
+            return POLICY_BY_NUMBER[policy]
     return ScheduleOverlapPolicy.SKIP
 
 

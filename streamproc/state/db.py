@@ -164,6 +164,11 @@ class PendingWrites:
         self._staged: dict[Write, bytes | None] = {}
         self._staged_decoded: dict[Write, tuple[bytes, object]] = {}
         self._decoded: dict[Write, tuple[bytes, object]] = {}
+        #: Changes whenever a value read through these writes may have changed other than by
+        #: a `put` or `delete` of the reader's own: writes discarded or cleared, a batch
+        #: written to RocksDB. A reader that keeps a value it read (`KeyGenerator`) keeps it
+        #: only while this stays the same.
+        self.generation = 0
 
     def get(self, family: Family, key: bytes) -> bytes | None:
         k = (family, key)
@@ -233,6 +238,7 @@ class PendingWrites:
     def discard(self) -> None:
         self._staged.clear()
         self._staged_decoded.clear()
+        self.generation += 1
 
     def seal(self) -> None:
         """The batch's writes go to commit; a new batch starts above them."""
@@ -243,8 +249,10 @@ class PendingWrites:
     def committed(self) -> None:
         """The sealed batch is in RocksDB now."""
         self.committing = {}
+        self.generation += 1
 
     def clear(self) -> None:
+        self.generation += 1
         self.batch.clear()
         self.committing = {}
         self._staged.clear()

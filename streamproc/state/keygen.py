@@ -13,6 +13,8 @@ from streamproc.state.keys import read_u64, u64
 #: the state holds, and a partition reopened (a restart, a takeover, a rewind) starts a
 #: new block there; the rest of the old block is skipped (51 bits of counter: plenty).
 BLOCK = 1000
+#: Looked up once (a member's lookup on its enum class is a Python call per use).
+_META = Family.META
 
 
 class KeyGenerator:
@@ -25,15 +27,24 @@ class KeyGenerator:
         self._partition = partition
         #: The next counter of the block in use (None: no block yet).
         self._next: int | None = None
+        #: The end of the reserved block as the state says, read at the writes' generation
+        #: `_end_read_at`: read again only when writes were discarded, cleared or written to
+        #: RocksDB since (a read from RocksDB per key was a tenth of a workflow's start).
+        self._end = 1
+        self._end_read_at: int | None = None
 
     def next_key(self) -> int:
-        raw = self._w.get(Family.META, self._KEY)
-        end = read_u64(raw) if raw is not None else 1
+        if self._end_read_at != self._w.generation:
+            raw = self._w.get(_META, self._KEY)
+            self._end = read_u64(raw) if raw is not None else 1
+            self._end_read_at = self._w.generation
+        end = self._end
         counter = self._next
         # The block in use is the one the state (with this batch's writes) says: a block
         # reserved by writes that were discarded or rewound is not, and is reserved again.
         if counter is None or not end - BLOCK <= counter < end:
             counter = end
-            self._w.put(Family.META, self._KEY, u64(counter + BLOCK))
+            self._end = counter + BLOCK
+            self._w.put(_META, self._KEY, u64(self._end))
         self._next = counter + 1
         return encode_key(self._partition, counter)

@@ -24,6 +24,8 @@ from streamproc.state.keys import read_u64, time_upper_bound, u64
 
 #: Recent actions a description shows (Temporal: 10).
 RECENT_ACTIONS = 10
+#: Enum members looked up once (a member's lookup on its class is a Python call per use).
+_SCHEDULES, _SCHEDULE_DUE = Family.SCHEDULES, Family.SCHEDULE_DUE
 
 
 @dataclasses.dataclass
@@ -45,8 +47,10 @@ class StoredSchedule:
     #: The StartWorkflow action: workflow_type, workflow_id (the base of each run's id),
     #: task_queue, input, timeouts, retry_policy, memo, search_attributes.
     action: dict[str, Any]
-    #: The compiled spec (`CompiledSpec.to_dict()`).
-    spec: dict[str, Any]
+    #: The compiled spec (`CompiledSpec.to_dict()`) as JSON text: a pass reads the document
+    #: and writes it whole, and looks the compiled spec up by this text; parsing and writing
+    #: it as a dict was most of the JSON work of a pass. `spec` decodes it.
+    spec_json: str
     #: {overlap: policy name, catchup_window_ms, pause_on_failure}
     policy: dict[str, Any]
     create_ms: int
@@ -80,6 +84,15 @@ class StoredSchedule:
     last_completion_result: str | None = None
     last_failure: dict[str, Any] | None = None
 
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The compiled spec as a dict (a new one each time: for DESCRIBE and the like)."""
+        return orjson.loads(self.spec_json)
+
+    @spec.setter
+    def spec(self, spec: dict[str, Any]) -> None:
+        self.spec_json = orjson.dumps(spec).decode()
+
     def record_action(self, action: RecentAction) -> None:
         self.recent.append(action)
         del self.recent[:-RECENT_ACTIONS]
@@ -100,9 +113,22 @@ class StoredSchedule:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> StoredSchedule:
-        d = dict(d)
-        d["recent"] = [RecentAction(**a) for a in d.get("recent", ())]
-        return cls(**d)
+        """The stored document (from `to_json`): its fields over the defaults, set directly
+        (the generated `__init__` of 31 arguments was most of a TRIGGER's read)."""
+        if "spec" in d:  # stored before the spec was kept as text
+            d = {**d, "spec_json": orjson.dumps(d["spec"]).decode()}
+            del d["spec"]
+        if not _REQUIRED_FIELDS <= d.keys() <= _FIELDS:
+            raise TypeError(f"not a stored schedule: missing {sorted(_REQUIRED_FIELDS - d.keys())}, "
+                            f"unknown {sorted(d.keys() - _FIELDS)}")
+        schedule = cls.__new__(cls)
+        fields = schedule.__dict__
+        fields.update(_SCALAR_DEFAULTS)
+        fields.update(recent=[], running=[], buffer=[], backfills=[])  # each its own list
+        fields.update(d)
+        if "recent" in d:
+            fields["recent"] = [RecentAction(**a) for a in d["recent"]]
+        return schedule
 
 
 _REQUIRED = object()
@@ -111,6 +137,15 @@ _STORED_DEFAULTS = tuple(
     (f.name, f.default_factory() if f.default_factory is not dataclasses.MISSING
      else _REQUIRED if f.default is dataclasses.MISSING else f.default)
     for f in dataclasses.fields(StoredSchedule))
+_FIELDS = frozenset(name for name, _ in _STORED_DEFAULTS)
+_REQUIRED_FIELDS = frozenset(name for name, default in _STORED_DEFAULTS if default is _REQUIRED)
+#: The defaults that are no list (those are made anew for each schedule).
+_SCALAR_DEFAULTS = {name: default for name, default in _STORED_DEFAULTS
+                    if default is not _REQUIRED and not isinstance(default, list)}
+if {name for name, default in _STORED_DEFAULTS if isinstance(default, list)} != {
+        "recent", "running", "buffer", "backfills"} or not all(
+        isinstance(default, (type(None), bool, int, str)) for default in _SCALAR_DEFAULTS.values()):
+    raise RuntimeError("StoredSchedule's defaults are not the ones from_json sets")
 
 
 def _due_key(due_ms: int, schedule_id: str) -> bytes:
@@ -124,11 +159,11 @@ class Schedules:
         self._w = writes
 
     def get(self, schedule_id: str) -> StoredSchedule | None:
-        raw = self._w.get(Family.SCHEDULES, schedule_id.encode())
+        raw = self._w.get(_SCHEDULES, schedule_id.encode())
         return StoredSchedule.from_json(orjson.loads(raw)) if raw is not None else None
 
     def put(self, schedule: StoredSchedule) -> None:
-        self._w.put(Family.SCHEDULES, schedule.schedule_id.encode(), orjson.dumps(schedule.to_json()))
+        self._w.put(_SCHEDULES, schedule.schedule_id.encode(), orjson.dumps(schedule.to_json()))
 
     def delete(self, schedule: StoredSchedule) -> None:
         self.disarm(schedule)
@@ -140,12 +175,12 @@ class Schedules:
             return
         self.disarm(schedule)
         if due_ms is not None:
-            self._w.put(Family.SCHEDULE_DUE, _due_key(due_ms, schedule.schedule_id), b"")
+            self._w.put(_SCHEDULE_DUE, _due_key(due_ms, schedule.schedule_id), b"")
             schedule.due_ms = due_ms
 
     def disarm(self, schedule: StoredSchedule) -> None:
         if schedule.due_ms is not None:
-            self._w.delete(Family.SCHEDULE_DUE, _due_key(schedule.due_ms, schedule.schedule_id))
+            self._w.delete(_SCHEDULE_DUE, _due_key(schedule.due_ms, schedule.schedule_id))
             schedule.due_ms = None
 
     def committed(self, limit: int, after_id: str = "") -> list[StoredSchedule]:

@@ -14,22 +14,37 @@ from streamproc.state.keys import read_u64, u64
 
 _PREFIX = b"task_queue:"
 _COUNT = b"task_queue_count"
+#: Looked up once (a member's lookup on its enum class is a Python call per use).
+_META = Family.META
 
 
 class TaskQueues:
     def __init__(self, writes: PendingWrites) -> None:
         self._w = writes
+        #: Queues found known at the writes' generation `_known_at`: a queue stays known
+        #: (none is ever forgotten) unless the writes that admitted it are discarded or
+        #: cleared, which changes the generation. Every workflow start asks for its queue.
+        self._known: set[str] = set()
+        self._known_at = -1
 
     def known(self, queue: str) -> bool:
-        return self._w.get(Family.META, _PREFIX + queue.encode()) is not None
+        if self._known_at != self._w.generation:
+            self._known.clear()
+            self._known_at = self._w.generation
+        if queue in self._known:
+            return True
+        if self._w.get(_META, _PREFIX + queue.encode()) is None:
+            return False
+        self._known.add(queue)
+        return True
 
     def count(self) -> int:
-        raw = self._w.get(Family.META, _COUNT)
+        raw = self._w.get(_META, _COUNT)
         return read_u64(raw) if raw is not None else 0
 
     def add(self, queue: str) -> None:
         """Remember `queue` (once: a known queue changes nothing)."""
         if self.known(queue):
             return
-        self._w.put(Family.META, _PREFIX + queue.encode(), b"")
-        self._w.put(Family.META, _COUNT, u64(self.count() + 1))
+        self._w.put(_META, _PREFIX + queue.encode(), b"")
+        self._w.put(_META, _COUNT, u64(self.count() + 1))

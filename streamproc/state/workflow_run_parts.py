@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from streamproc.protocol.wire_values import whole_ms
 from streamproc.semantics.workflow_timeouts import WorkflowTimeouts
 
-_ONE_MS = timedelta(milliseconds=1)
 
 
 @dataclass(slots=True)
@@ -26,7 +26,7 @@ class RunTimeouts:
 
     @classmethod
     def of(cls, timeouts: WorkflowTimeouts) -> RunTimeouts:
-        return cls(timeouts.execution // _ONE_MS, timeouts.run // _ONE_MS, timeouts.task // _ONE_MS)
+        return cls(whole_ms(timeouts.execution), whole_ms(timeouts.run), whole_ms(timeouts.task))
 
     def as_workflow_timeouts(self) -> WorkflowTimeouts:
         return WorkflowTimeouts(*(timedelta(milliseconds=ms) for ms in (self.execution_ms, self.run_ms, self.task_ms)))

@@ -17,6 +17,7 @@ from streamproc.state.workflow_run import WorkflowRun
 
 #: Enum members looked up once (a member's lookup on its class is a Python call per use).
 _RUNS = Family.WORKFLOW_RUNS
+_IDS, _RUN_IDS = Family.WORKFLOW_IDS, Family.WORKFLOW_RUN_IDS
 
 
 class Workflows:
@@ -39,16 +40,16 @@ class Workflows:
 
     def add(self, run_key: int, run: WorkflowRun) -> None:
         """A new run: stored, findable by its run id, and the current run of its workflow id."""
-        self._w.put(Family.WORKFLOW_RUN_IDS, run.run_id.encode(), u64(run_key))
-        self._w.put(Family.WORKFLOW_IDS, run.workflow_id.encode(), u64(run_key))
+        self._w.put(_RUN_IDS, run.run_id.encode(), u64(run_key))
+        self._w.put(_IDS, run.workflow_id.encode(), u64(run_key))
         self.put(run_key, run)
 
     def current_key(self, workflow_id: str) -> int | None:
-        raw = self._w.get(Family.WORKFLOW_IDS, workflow_id.encode())
+        raw = self._w.get(_IDS, workflow_id.encode())
         return int.from_bytes(raw, "big") if raw is not None else None
 
     def run_key_of(self, run_id: str) -> int | None:
-        raw = self._w.get(Family.WORKFLOW_RUN_IDS, run_id.encode())
+        raw = self._w.get(_RUN_IDS, run_id.encode())
         return int.from_bytes(raw, "big") if raw is not None else None
 
     def find(self, workflow_id: str, run_id: str = "") -> tuple[int, WorkflowRun] | None:

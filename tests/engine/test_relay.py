@@ -5,14 +5,17 @@ commands of its own for that partition on it."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import orjson
 import pytest
 
 from streamproc.due.checker import partition_checker
 from streamproc.engine.processing import Limits
-from streamproc.engine.relay import Relay
+from streamproc.engine.relay import Relay, as_read
 from streamproc.engine.schedules.actions import scheduled_workflow_id
-from streamproc.protocol import codec
+from streamproc.kafka.due_commands import collect_due, process_due
+from streamproc.protocol import codec, command_batches
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record
 from streamproc.state.db import PartitionDb, PendingWrites
@@ -120,6 +123,39 @@ def test_a_schedule_starts_its_workflow_on_another_partition_in_the_batch_of_its
     # Still written for the log, marked so that reading it back skips it.
     (target, start), = engine.written
     assert (target, start.intent, start.relayed) == (partition_for(workflow_id, PARTITIONS), "START", True)
+
+
+def test_each_due_triggers_start_is_processed_right_after_it_not_after_the_whole_pass(engine):
+    """As the engine's loop takes a pass (`kafka/due_commands.py` with the relay after each
+    command): TRIGGER, its START, the next TRIGGER, and so on, all in one transaction."""
+    pairs = []
+    for n in range(200):  # schedules of one partition (one TRIGGER batch), workflows elsewhere
+        schedule_id = f"order-{n}"
+        workflow_id = scheduled_workflow_id(schedule_id, DUE_MS)
+        if partition_for(schedule_id, PARTITIONS) == 0 and partition_for(workflow_id, PARTITIONS) != 0:
+            pairs.append((schedule_id, workflow_id))
+    pairs = pairs[:4]
+    for schedule_id, _ in pairs:
+        _create(engine, schedule_id)
+    order = []
+    for proc in engine.procs:
+        proc.on_processed = lambda cmd, hook=proc.on_processed: (
+            order.append((cmd.intent, cmd.value.get("schedule_id") or cmd.value["workflow_id"])), hook(cmd))
+    engine.clock.set(DUE_MS)
+    partitions = {pid: SimpleNamespace(id=pid, checker=checker, processor=proc)
+                  for pid, (checker, proc) in enumerate(zip(engine.checkers, engine.procs))}
+    touched: set[int] = set()
+    engine.relay.begin(dict(enumerate(engine.procs)), touched, 1 << 30)
+    due = collect_due(partitions, DUE_MS)
+    assert [len(cmd.parts) for _, cmd in due] == [len(pairs)]  # one TRIGGER batch
+    process_due(due, partitions, DUE_MS, touched, None, after_each=lambda: engine.relay.relay(touched))
+    assert len(engine.relay.relay(touched)) == len(pairs)  # nothing left for after the pass
+    workflow_of = dict(pairs)
+    triggered = [schedule_id for intent, schedule_id in order if intent == "TRIGGER"]
+    assert sorted(triggered) == sorted(workflow_of)
+    assert order == [step for schedule_id in triggered
+                     for step in (("TRIGGER", schedule_id), ("START", workflow_of[schedule_id]))]
+    assert sorted(_started(engine.commit_all())) == sorted(workflow_of.values())
 
 
 def test_an_aborted_batch_is_relayed_again_and_each_action_starts_once(engine):
@@ -237,3 +273,17 @@ def test_a_command_too_large_for_its_partition_is_not_relayed_but_refused_there_
     engine.send(target, codec.encode(start))
     assert [e.rejection_type for e in engine.procs[target].output.events] == ["EXCEEDED_SIZE"]
     assert engine.runs_of(workflow_id) == 0
+
+
+@pytest.mark.parametrize("value", [
+    {"workflow_id": "w", "input": None, "workflow_run_timeout_ms": 5, "ratio": 1.5, "flag": True},
+    {"workflow_id": "w", "retry_policy": {"maximum_attempts": 2}},  # not plain: read from its JSON
+])
+def test_a_relayed_part_is_read_as_its_json_says_into_a_value_of_its_own(value):
+    record = Record.command("WORKFLOW", "START", value, key=7, request_id="r")
+    assert command_batches.part_of(record) is not None
+    read = as_read(record)
+    part = orjson.loads(record.packed)
+    assert (read.value, read.key, read.request_id) == (part["value"], 7, "r")
+    assert read.value is not record.value and read.value.get("retry_policy") is not value.get("retry_policy") \
+        or value.get("retry_policy") is None

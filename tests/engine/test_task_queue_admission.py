@@ -148,3 +148,22 @@ def test_continue_as_new_onto_a_refused_queue_fails_the_task_and_onto_an_allowed
     assert d.run(key)["status"] == "CONTINUED_AS_NEW"
     assert d.workflow_tasks()[-1].value["task_queue"] == "payments-2"
     d.close()
+
+
+def test_a_queue_admitted_by_writes_that_were_discarded_or_rewound_is_not_known(tmp_path):
+    from streamproc.state.db import PartitionDb, PendingWrites
+    from streamproc.state.task_queues import TaskQueues
+
+    db = PartitionDb(tmp_path / "db", 0)
+    writes = PendingWrites(db)
+    queues = TaskQueues(writes)
+    queues.add("orders")
+    assert queues.known("orders")  # and kept, for the next command to ask
+    writes.discard()  # the command that admitted it failed
+    assert not queues.known("orders") and queues.count() == 0
+    queues.add("orders")
+    writes.accept()
+    assert queues.known("orders")
+    writes.clear()  # the batch rewound
+    assert not queues.known("orders")
+    db.close()

@@ -37,7 +37,7 @@ def test_a_burst_larger_than_a_step_starts_each_workflow_once(bootstrap, namespa
         engine._session.put_back = lambda rest, commands: put_back.append(len(rest)) or original(rest, commands)
         # The STARTs travel through the log, as to partitions of another engine: relayed
         # (`engine/relay.py`), they would be processed with their TRIGGERs, never read in parts.
-        engine._relay.run = lambda processors, touched, budget: []
+        engine._relay.begin, engine._relay.relay = lambda processors, touched, budget: None, lambda touched: []
         at = datetime.fromtimestamp(clock.now_ms() // 1000 + 8, tz=timezone.utc)
         create_tick_schedules(client, "burst", SCHEDULES, at, at)  # one action each, all at `at`
         expected = tick_workflow_ids("burst", SCHEDULES, at, at)

@@ -109,10 +109,10 @@ def test_an_aborted_transaction_of_relayed_starts_is_redone_and_each_action_star
     with EngineThread.on(bootstrap, namespace, tmp_path / "state", "relay-abort", partitions=PARTITIONS) as engine, \
             Client(bootstrap, namespace) as client:
         relayed, failed = threading.Event(), threading.Event()
-        real_run, real_commit = engine._relay.run, engine._txn.commit_transaction
+        real_relay, real_commit = engine._relay.relay, engine._txn.commit_transaction
 
-        def run(*args):
-            out = real_run(*args)
+        def relay(*args):
+            out = real_relay(*args)
             if out and not failed.is_set():
                 relayed.set()
             return out
@@ -123,7 +123,7 @@ def test_an_aborted_transaction_of_relayed_starts_is_redone_and_each_action_star
                 raise RuntimeError("the test refuses the commit of relayed starts")
             return real_commit(*args)
 
-        engine._relay.run, engine._txn.commit_transaction = run, commit
+        engine._relay.relay, engine._txn.commit_transaction = relay, commit
         for schedule_id, _ in [*warm, *pairs]:
             at = first if (schedule_id, _) in warm else second
             create_tick_schedule(client, schedule_id, at, at)

@@ -29,6 +29,7 @@ from streamproc.engine.schedules.definition import overlap_policy
 from streamproc.protocol.records import ScheduleIntent, ValueType, WorkflowIntent
 from streamproc.semantics.schedule_overlap import (
     BUFFER_CAPACITY,
+    POLICY_BY_NUMBER,
     BufferedStart,
     ScheduleOverlapPolicy,
     outside_catchup_window,
@@ -48,25 +49,29 @@ from streamproc.state.schedules import RecentAction, StoredSchedule
 MAX_TIMES_PER_PASS = 1000
 #: A schedule with nothing left to do is deleted this long after its last event (8.10).
 RETIRE_AFTER_MS = 7 * 86_400_000
+_ALLOW_ALL = ScheduleOverlapPolicy.ALLOW_ALL
 CANCEL_REASON = "cancelled by schedule overlap policy"
 TERMINATE_REASON = "terminated by schedule overlap policy"
+#: Enum members looked up once (a member's lookup on its class is a Python call per use).
+_SCHEDULE, _WORKFLOW = ValueType.SCHEDULE, ValueType.WORKFLOW
+_START, _ACTION_STARTED = WorkflowIntent.START, ScheduleIntent.ACTION_STARTED
 
 
-#: Compiled specs by their stored form: schedules sharing a spec (every hour, say) share
-#: its compiled search structures, and a pass does not rebuild them. Bounded: cleared
-#: when full.
-_COMPILED: dict[bytes, CompiledSpec] = {}
+#: Compiled specs by their stored JSON text: schedules sharing a spec (every hour, say)
+#: share its compiled search structures, and a pass does not rebuild them. Bounded:
+#: cleared when full.
+_COMPILED: dict[str, CompiledSpec] = {}
 COMPILED_SPECS_KEPT = 4096
 
 
 def compiled_spec(schedule: StoredSchedule) -> CompiledSpec:
     """The schedule's compiled spec, built once per distinct spec (see `_COMPILED`)."""
-    key = orjson.dumps(schedule.spec)
+    key = schedule.spec_json
     spec = _COMPILED.get(key)
     if spec is None:
         if len(_COMPILED) >= COMPILED_SPECS_KEPT:
             _COMPILED.clear()
-        spec = _COMPILED[key] = CompiledSpec.from_dict(schedule.spec)
+        spec = _COMPILED[key] = CompiledSpec.from_dict(orjson.loads(key))
     return spec
 
 
@@ -213,7 +218,7 @@ def _process_buffer(ctx: ProcessingContext, schedule: StoredSchedule, skipped: d
         return
     resolved = overlap_policy(schedule.policy["overlap"])
     outcome = process_buffer(
-        [BufferedStart(s["nominal_ms"], s["actual_ms"], ScheduleOverlapPolicy(s["overlap"]), s["manual"])
+        [BufferedStart(s["nominal_ms"], s["actual_ms"], POLICY_BY_NUMBER[s["overlap"]], s["manual"])
          for s in schedule.buffer],
         running=bool(schedule.running), schedule_overlap=resolved)
     schedule.buffer = [{"nominal_ms": s.nominal_ms, "actual_ms": s.actual_ms, "overlap": int(s.overlap),
@@ -223,7 +228,7 @@ def _process_buffer(ctx: ProcessingContext, schedule: StoredSchedule, skipped: d
     if outcome.need_terminate or outcome.need_cancel:
         _stop_running(ctx, schedule, terminate=outcome.need_terminate)
     for start in outcome.start:
-        allow_all = overlap_policy(int(start.overlap), default=resolved) is ScheduleOverlapPolicy.ALLOW_ALL
+        allow_all = (start.overlap or resolved) is _ALLOW_ALL  # its own policy, else the schedule's
         if not start.manual and schedule.limited_actions:
             if schedule.remaining_actions <= 0:
                 continue
@@ -244,7 +249,7 @@ def start_workflow(ctx: ProcessingContext, schedule: StoredSchedule, start: Buff
                          "TemporalScheduledById": schedule.schedule_id}
     carried = {} if not tracked else {"last_completion_result": schedule.last_completion_result,
                                       "continued_failure": schedule.last_failure}
-    ctx.out.command(ValueType.WORKFLOW, WorkflowIntent.START, -1, {
+    ctx.out.command(_WORKFLOW, _START, -1, {
         "workflow_id": workflow_id, "workflow_type": action["workflow_type"], "task_queue": action["task_queue"],
         "input": action.get("input"),
         **{f: action.get(f) or 0 for f in ("workflow_execution_timeout_ms", "workflow_run_timeout_ms",
@@ -261,7 +266,7 @@ def start_workflow(ctx: ProcessingContext, schedule: StoredSchedule, start: Buff
                                         manual=start.manual))
     if tracked:
         schedule.running.append({"workflow_id": workflow_id, "run_id": run_id})
-    ctx.out.event(ValueType.SCHEDULE, ScheduleIntent.ACTION_STARTED, -1, {
+    ctx.out.event(_SCHEDULE, _ACTION_STARTED, -1, {
         "schedule_id": schedule.schedule_id, "workflow_id": workflow_id, "run_id": run_id,
         "attributes": orjson.dumps({"nominal_time_ms": start.nominal_ms, "actual_time_ms": start.actual_ms,
                                     "manual": start.manual, "overlap": int(start.overlap)}).decode()},

@@ -72,7 +72,8 @@ def create(cmd: Record, ctx: ProcessingContext) -> None:
         attributes = _attributes(cmd)
         patch = _parse_patch(v["patch"])
         schedule = StoredSchedule(
-            schedule_id=schedule_id, action=definition.action, spec=definition.spec, policy=definition.policy,
+            schedule_id=schedule_id, action=definition.action, spec_json=orjson.dumps(definition.spec).decode(),
+            policy=definition.policy,
             create_ms=ctx.now_ms, update_ms=ctx.now_ms, paused=definition.paused, note=definition.note,
             limited_actions=definition.limited_actions, remaining_actions=definition.remaining_actions,
             memo=check_memo(ctx, attributes.get("memo")),

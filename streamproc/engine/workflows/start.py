@@ -60,6 +60,12 @@ from streamproc.protocol.wire_values import ceil_ms, policy_from_record, policy_
 from streamproc.state.workflow_run import RunStart, WorkflowRun
 from streamproc.protocol.wire_values import duration_from_ms
 
+#: Enum members looked up once (a member's lookup on its class is a Python call per use).
+_ALREADY_STARTED, _RETURN_EXISTING = WorkflowIdAction.ALREADY_STARTED, WorkflowIdAction.RETURN_EXISTING
+_TERMINATE_EXISTING_AND_START = WorkflowIdAction.TERMINATE_EXISTING_AND_START
+_CRON_SCHEDULE, _NO_INITIATOR = ContinueAsNewInitiator.CRON_SCHEDULE, ContinueAsNewInitiator.UNSPECIFIED
+_EXECUTION_STARTED = EventType.WORKFLOW_EXECUTION_STARTED
+
 
 def _enum(enum, name: str, what: str):
     if not name:
@@ -113,12 +119,12 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         policies, workflow_id=v["workflow_id"], request_id=request_id, new_run_id=new_run_id,
         current=None if current is None else CurrentRun(
             current[1].run_id, current[1].status, current[1].start_request_id))
-    if decision.action is WorkflowIdAction.ALREADY_STARTED:
+    if decision.action is _ALREADY_STARTED:
         ctx.out.reject(cmd, RejectionType.ALREADY_EXISTS, decision.message)
         _tell_parent(ctx, parent, WorkflowIntent.CHILD_START_FAILED, cause="WORKFLOW_ALREADY_EXISTS")
         tell_schedule_start_failed(ctx, scheduled_by, v["workflow_id"], decision.message)
         return
-    if decision.action is WorkflowIdAction.RETURN_EXISTING:
+    if decision.action is _RETURN_EXISTING:
         run_key, run = current
         if signal is not None and run.is_open:
             if not signal_run(cmd, ctx, run_key, run, signal):
@@ -129,7 +135,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         waiting = None if waiter is None else wait_for_close(ctx, run_key, run, waiter) is not None
         _reply_started(ctx, run_key, run, started=decision.started, waiting=waiting)
         return
-    if decision.action is WorkflowIdAction.TERMINATE_EXISTING_AND_START:
+    if decision.action is _TERMINATE_EXISTING_AND_START:
         run_key, run = current
         RunWriter(ctx, run_key, run).terminate(decision.reason, decision.identity, details=decision.details)
         ctx.workflows.put(run_key, run)
@@ -142,7 +148,7 @@ def start(cmd: Record, ctx: ProcessingContext) -> None:
         retry_policy=None if policy is None else policy_to_record(policy), attempt=1,
         execution_expiration_ms=to_ms(expiration), identity=v["identity"], request_id=request_id,
         parent=parent, cron_schedule=cron_schedule,
-        initiator=ContinueAsNewInitiator.CRON_SCHEDULE if cron_schedule else ContinueAsNewInitiator.UNSPECIFIED,
+        initiator=_CRON_SCHEDULE if cron_schedule else _NO_INITIATOR,
         first_task_backoff_ms=ceil_ms(first_task_backoff),
         scheduled_by=scheduled_by, memo=attributes.get("memo"),
         search_attributes=attributes.get("search_attributes"),
@@ -214,7 +220,7 @@ def start_run(ctx: ProcessingContext, start: RunStart, signal: SignalRequest | N
     run = WorkflowRun.begin(start, ctx.now_ms, run_expiration_ms=to_ms(deadlines.run_expiration),
                             execution_time_ms=to_ms(deadlines.execution_time))
     writer = RunWriter(ctx, run_key, run)
-    writer.append(EventType.WORKFLOW_EXECUTION_STARTED, {
+    writer.append(_EXECUTION_STARTED, {
         "workflow_id": run.workflow_id, "workflow_type": run.workflow_type, "task_queue": run.task_queue,
         "input": run.input, "workflow_execution_timeout_ms": run.timeouts.execution_ms,
         "workflow_run_timeout_ms": run.timeouts.run_ms, "workflow_task_timeout_ms": run.timeouts.task_ms,
