@@ -10,10 +10,11 @@ than half of encoding such an event (the value, a sparse WorkflowRecord, the res
 a head is written once per (record type, value type, intent) and kept, the last middle
 is kept and reused while records repeat it, and only the value is written each time.
 
-Heads and middles are written by the compiled writer itself (a record with the other
-fields empty, then sliced), so the bytes are the ones it writes, and what it refuses is
-refused: a part not kept yet raises as the compiled writer does, and a middle is reused
-only for ints (a float equal to a kept int, 1.0 for 1, is written anew, and refused).
+Heads and middles are written by the compiled writer itself (a middle not kept is written
+with its head, as the record's start, and sliced from it; a head not kept, with an empty
+middle), so the bytes are the ones it writes, and what it refuses is refused: a part not
+kept yet raises as the compiled writer does, and a middle is reused only for ints (a float
+equal to a kept int, 1.0 for 1, is written anew, and refused).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamproc.protocol.records import Record, RecordType
+from streamproc.protocol.records import Record
 
 #: Heads kept at most (intents repeated in rejections may be anything a sender wrote).
 HEAD_CACHE_SIZE = 1024
@@ -47,10 +48,6 @@ class RecordParts:
         self._empties = (None,) * count
         self._heads: dict[tuple, bytes] = {}
         self._middle: tuple[tuple, bytes] = ((), b"")
-        # The middle starts after the head: measured on a head of known length.
-        self._empty_head_bytes = len(self._write_fields(bytearray(), RecordType.EVENT, "", "", 0, 0, 0, 0,
-                                                        None, None, None, 0, *self._empties)) \
-            - _EMPTY_MIDDLE_BYTES - count
 
     def encode(self, record: Record) -> bytes:
         head_of = (record.record_type, record.value_type, record.intent)
@@ -60,11 +57,15 @@ class RecordParts:
         middle_of = (record.key, record.partition_id, record.source_position, record.timestamp_ms,
                      record.request_id, record.rejection_type, record.rejection_reason, record.reply_partition)
         kept_of, middle = self._middle  # one read: another thread may replace it meanwhile
-        if kept_of != middle_of or not (type(record.key) is type(record.partition_id) is type(record.source_position)
-                                        is type(record.timestamp_ms) is type(record.reply_partition) is int):
-            middle = self._new_middle(middle_of)
-        b = bytearray(head)
-        b += middle
+        if kept_of == middle_of and (type(record.key) is type(record.partition_id) is type(record.source_position)
+                                     is type(record.timestamp_ms) is type(record.reply_partition) is int):
+            b = bytearray(head)
+            b += middle
+        else:
+            # Head and middle written at once (a lone record costs what it did), the middle kept.
+            b = self._write_fields(bytearray(), *head_of, *middle_of, *self._empties)
+            del b[-len(self._empties):]
+            self._middle = (middle_of, bytes(b[len(head):]))
         slot = self._slots.get(record.value_type)
         value = record.value
         if slot is None or value is None:
@@ -83,9 +84,3 @@ class RecordParts:
             self._heads.clear()
         self._heads[head_of] = head
         return head
-
-    def _new_middle(self, middle_of: tuple) -> bytes:
-        written = self._write_fields(bytearray(), RecordType.EVENT, "", "", *middle_of, *self._empties)
-        middle = bytes(written[self._empty_head_bytes:-len(self._empties)])
-        self._middle = (middle_of, middle)
-        return middle
