@@ -11,6 +11,9 @@ per event (`changelog_writes`). Events are written once and never deleted, so su
 record is never replaced nor tombstoned, as the per-event records were not: compaction
 keeps what it kept before. A changelog written one record per event (by an engine from
 before) restores as it always did; an engine from before cannot restore this layout.
+
+Another: the run deadlines' index is not on the changelog; a restore rebuilds it from the
+run documents it applies (`state/derived_index.py`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config
 from streamproc.state.db import PartitionDb, Write
+from streamproc.state.derived_index import DERIVED_FAMILY, DOCUMENT_FAMILY, index_writes
 from streamproc.state.families import Family
 
 log = structlog.get_logger("streamproc.engine")
@@ -44,6 +48,8 @@ MAX_HISTORY_RECORD_BYTES = 256 * 1024
 #: Before each event in a history record: its id (the rest of its history key) and length.
 _EVENT_HEADER = struct.Struct(">QI")
 _RUN_KEY_BYTES = 8  # a history key is (run key, event id), 8 bytes each
+#: Looked up once (a member's lookup on its enum class is a Python call per use).
+_HISTORY = Family.WORKFLOW_HISTORY
 
 
 def changelog_key(family: Family, key: bytes) -> bytes:
@@ -56,14 +62,14 @@ def parse_changelog_key(data: bytes) -> Write:
 
 def changelog_records(writes: dict[Write, bytes | None]) -> list[tuple[bytes, bytes | None]]:
     """The changelog records (key, value) of a batch's writes: one per write, but a run's
-    new history events together, one record per run (split past MAX_HISTORY_RECORD_BYTES)."""
+    new history events together, one record per run (split past MAX_HISTORY_RECORD_BYTES),
+    and none for the derived index (`state/derived_index.py`)."""
     records: list[tuple[bytes, bytes | None]] = []
     runs: dict[bytes, list[tuple[bytes, bytes]]] = {}
-    history = Family.WORKFLOW_HISTORY
     for (family, key), value in writes.items():
-        if family == history and value is not None:
+        if family == _HISTORY and value is not None:
             runs.setdefault(key[:_RUN_KEY_BYTES], []).append((key, value))
-        else:
+        elif family != DERIVED_FAMILY:
             records.append((bytes((family,)) + key, value))
     for events in runs.values():
         records.extend(_history_records(events))
@@ -96,6 +102,20 @@ def changelog_writes(key: bytes, value: bytes | None) -> Iterator[tuple[Write, b
         at += _EVENT_HEADER.size
         yield (Family.WORKFLOW_HISTORY, run + event_id.to_bytes(8, "big")), value[at:at + size]
         at += size
+
+
+def restore_write(db: PartitionDb, writes: dict[Write, bytes | None], write: Write, value: bytes | None) -> None:
+    """Add a changelog record's `write` to a restore's `writes` (not applied to `db` yet),
+    with the derived index's writes that go with it; the derived family's own records
+    (from an engine from before) are left out: the documents say the same."""
+    family, key = write
+    if family == DERIVED_FAMILY:
+        return
+    if family == DOCUMENT_FAMILY:
+        previous = writes[write] if write in writes else db.get(family, key)
+        for index_write, index_value in index_writes(key, value, previous):
+            writes[index_write] = index_value
+    writes[write] = value
 
 
 class StaleLocalState(Exception):
@@ -171,7 +191,7 @@ def _apply_until_end(consumer: Consumer, db: PartitionDb, high: int, now_ms: int
                     continue
                 raise RuntimeError(f"changelog read failed: {err}")
             for write, value in changelog_writes(msg.key(), msg.value()):
-                writes[write] = value
+                restore_write(db, writes, write, value)
             last_offset = msg.offset()
         if writes:
             applied += len(writes)

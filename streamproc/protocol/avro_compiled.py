@@ -373,12 +373,14 @@ class Compiled(NamedTuple):
     them, in the schema's order: no dict to build when the caller has them at hand);
     read_fields(data, 0) -> (the field values in that order, bytes read). All
     raise on data that does not fit the schema (TypeError, ValueError, KeyError,
-    IndexError, AttributeError)."""
+    IndexError, AttributeError). `writers`: each named record's writer, by full name
+    (writer(datum, bytearray) appends it)."""
 
     encode: Callable[[dict], bytes]
     decode: Callable[[bytes], tuple[dict, int]]
     write_fields: Callable[..., bytearray]
     read_fields: Callable[[bytes, int], tuple[tuple, int]]
+    writers: dict[str, Callable[[Any, bytearray], bytearray]]
 
 
 def compile_codec(schemas: list[dict], root: str) -> Compiled:
@@ -398,7 +400,8 @@ def compile_codec(schemas: list[dict], root: str) -> Compiled:
     def decode(data: bytes) -> tuple[dict, int]:
         return reader(data, 0)
 
-    return Compiled(encode, decode, c.env[f"p_{_ident(root)}"], c.env[f"t_{_ident(root)}"])
+    return Compiled(encode, decode, c.env[f"p_{_ident(root)}"], c.env[f"t_{_ident(root)}"],
+                    {full: c.env[f"w_{_ident(full)}"] for full in c.order})
 
 
 def compile_schemas(schemas: list[dict], root: str) -> tuple[Callable[[dict], bytes],

@@ -20,6 +20,7 @@ import fastavro.validation
 import orjson
 
 from streamproc.protocol.avro_compiled import compile_codec
+from streamproc.protocol.record_parts import RecordParts
 from streamproc.protocol.registry_framing import FRAMED_CONTENT_TYPE, unframe
 from streamproc.protocol.records import Record, RecordType
 
@@ -156,6 +157,16 @@ def check_record_schema(record_schema: dict) -> None:
     symbols = record_type.get("symbols") if isinstance(record_type, dict) else record_type
     if not isinstance(symbols, list) or sorted(symbols) != sorted(t.value for t in RecordType):
         raise RuntimeError(f"Record.avsc's record types {symbols} are not RecordType's")
+    # encode() writes a value's union as RecordParts does: null first, then one record.
+    for field in record_schema["fields"][len(_HEADER_FIELDS):]:
+        _union_record(field["type"])
+
+
+def _union_record(union: object) -> str:
+    """The full name of the record in a value's union ["null", record]."""
+    if not (isinstance(union, list) and len(union) == 2 and union[0] == "null" and isinstance(union[1], str)):
+        raise RuntimeError(f"Record.avsc's value unions must be [\"null\", a record], got {union}")
+    return union[1] if "." in union[1] else f"streamproc.{union[1]}"
 
 
 check_record_schema(SCHEMAS[-1])
@@ -165,20 +176,16 @@ _VALUE_AT = len(_HEADER_FIELDS)
 _RECORD_TYPES = {t.value: t for t in RecordType}
 #: The position of each value type's field among Record's value fields.
 _VALUE_SLOTS = {value_type: _RECORD_FIELDS.index(field) - len(_HEADER_FIELDS) for value_type, field in VALUE_FIELDS.items()}
+_PARTS = RecordParts(_write_fields, [_COMPILED.writers[_union_record(f["type"])]
+                                     for f in SCHEMAS[-1]["fields"][len(_HEADER_FIELDS):]], _VALUE_SLOTS)
 
 
 def encode(record: Record) -> bytes:
     # The fields straight from the record, not through an Avro datum dict (`_to_avro_dict`):
-    # the value's unset fields are left out, the compiled writer writes their defaults.
-    values = [None] * len(VALUE_FIELDS)
-    slot = _VALUE_SLOTS.get(record.value_type)
-    if slot is not None:
-        values[slot] = record.value
+    # the value's unset fields are left out, the compiled writer writes their defaults. The
+    # head and middle fields repeat from record to record: their bytes are kept (`_PARTS`).
     try:
-        return bytes(_write_fields(bytearray(), record.record_type, record.value_type, record.intent, record.key,
-                                   record.partition_id, record.source_position, record.timestamp_ms,
-                                   record.request_id, record.rejection_type, record.rejection_reason,
-                                   record.reply_partition, *values))
+        return _PARTS.encode(record)
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         # The compiled writer does not say which field was wrong; fastavro's validation does.
         try:

@@ -28,7 +28,7 @@ def _timer_key(due_ms: int, run_key: int, timer_id: str) -> bytes:
     return time_key(due_ms, run_key) + timer_id.encode()
 
 
-def _deadline_key(due_ms: int, run_key: int, kind: str) -> bytes:
+def deadline_key(due_ms: int, run_key: int, kind: str) -> bytes:
     return time_key(due_ms, run_key) + kind.encode()
 
 
@@ -50,13 +50,13 @@ class WorkflowTimers:
     def arm(self, run_key: int, run: WorkflowRun, kind: str, due_ms: int) -> None:
         """Make `due_ms` the run's deadline of this kind (replacing an earlier one)."""
         self.disarm(run_key, run, kind)
-        self._w.put(_DEADLINES, _deadline_key(due_ms, run_key, kind), b"")
+        self._w.put(_DEADLINES, deadline_key(due_ms, run_key, kind), b"")
         run.deadlines[kind] = due_ms
 
     def disarm(self, run_key: int, run: WorkflowRun, kind: str) -> None:
         due_ms = run.deadlines.pop(kind, None)
         if due_ms is not None:
-            self._w.delete(_DEADLINES, _deadline_key(due_ms, run_key, kind))
+            self._w.delete(_DEADLINES, deadline_key(due_ms, run_key, kind))
 
     def disarm_all(self, run_key: int, run: WorkflowRun) -> None:
         """The run closed: no deadline and no timer of it may fire any more."""

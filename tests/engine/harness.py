@@ -5,6 +5,7 @@ from __future__ import annotations
 from streamproc.clock import ManualClock
 from streamproc.due.checker import partition_checker
 from streamproc.engine.partition import PartitionProcessor
+from streamproc.kafka.changelog import changelog_records
 from streamproc.protocol import codec
 from streamproc.protocol.records import Record
 from streamproc.state.db import PartitionDb
@@ -24,6 +25,8 @@ class Harness:
         self.commands: list[Record] = []
         #: (reply partition, record) answers to commands that named a reply partition
         self.replies: list[tuple[int, Record]] = []
+        #: The changelog records of every commit, in order (key, value), as the engine writes them.
+        self.changelog: list[tuple[bytes, bytes | None]] = []
 
     def send(self, record: Record | bytes, headers=None) -> list[Record]:
         """Process one command and commit; returns the events and rejections it produced."""
@@ -40,6 +43,7 @@ class Harness:
         self.tasks += out.tasks
         self.commands += out.commands
         self.replies += out.replies
+        self.changelog += changelog_records(self.proc.writes.batch)
         self.db.apply(self.proc.writes.batch, {"changelog_offset": self.position})
         self.proc.reset_batch()
         self.checker.refresh()
