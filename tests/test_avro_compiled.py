@@ -245,3 +245,19 @@ def test_a_float_equal_to_a_kept_int_is_refused_as_the_compiled_writer_refuses_i
         setattr(twin, field, float(getattr(twin, field)))
         with pytest.raises(ValueError, match="does not fit"):
             codec.encode(twin)
+
+
+def test_a_long_head_a_sender_wrote_is_written_but_not_kept():
+    # A rejection repeats the value type and intent a command named, up to a command's size:
+    # kept, distinct long ones would pin memory; written, they are still the writer's bytes.
+    from streamproc.protocol.record_parts import HEAD_KEPT_MAX_BYTES
+    parts = codec._PARTS
+    for n in range(3):
+        intent = f"{n}" + "I" * (HEAD_KEPT_MAX_BYTES * 4)
+        record = Record(RecordType.COMMAND_REJECTION, ValueType.JOB, intent, {"type": "t"}, key=1,
+                        rejection_type="INVALID_ARGUMENT", rejection_reason="unknown intent")
+        assert codec.encode(record) == _fastavro_bytes(codec._to_avro_dict(record))
+        assert all(head_of[2] != intent for head_of in parts._heads)
+    short = Record(RecordType.EVENT, ValueType.JOB, "CREATED", {"type": "t"}, key=1)
+    codec.encode(short)
+    assert (RecordType.EVENT, ValueType.JOB, "CREATED") in parts._heads

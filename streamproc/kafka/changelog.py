@@ -1,4 +1,4 @@
-"""The changelog: every state write mirrored to a compacted topic, and recovery from it.
+"""The changelog: state writes mirrored to a compacted topic (an index derived from them aside), and recovery from it.
 
 A changelog record's key is the column family id byte followed by the state key; its
 value is the state value, or a tombstone for a delete. The topic has as many partitions

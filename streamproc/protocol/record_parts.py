@@ -26,6 +26,9 @@ from streamproc.protocol.records import Record
 
 #: Heads kept at most (intents repeated in rejections may be anything a sender wrote).
 HEAD_CACHE_SIZE = 1024
+#: The longest head kept: a rejection repeats the value type and intent a sender wrote, up to
+#: a command's size; kept, 1,024 distinct ones could pin a gigabyte. Ours are a few bytes.
+HEAD_KEPT_MAX_BYTES = 256
 #: The empty middle's bytes: key, partition, position and timestamp 0 (one byte each),
 #: three null unions, reply partition 0.
 _EMPTY_MIDDLE_BYTES = 8
@@ -80,6 +83,8 @@ class RecordParts:
     def _head(self, head_of: tuple) -> bytes:
         written = self._write_fields(bytearray(), *head_of, 0, 0, 0, 0, None, None, None, 0, *self._empties)
         head = bytes(written[:-_EMPTY_MIDDLE_BYTES - len(self._empties)])
+        if len(head) > HEAD_KEPT_MAX_BYTES:
+            return head
         if len(self._heads) >= HEAD_CACHE_SIZE:
             self._heads.clear()
         self._heads[head_of] = head
