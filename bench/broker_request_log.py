@@ -72,8 +72,8 @@ class RequestLog:
         self._level("INFO")
 
     def counts(self) -> dict[str, Counter]:
-        """`requests` by "role API [topics]", `empty_fetches` (every partition returned 0
-        bytes) by the same name, `produced_bytes` by "role topic"."""
+        """`requests_by_client` by "role API [topics]", `empty_fetches_by_client` (every
+        partition returned 0 bytes) by the same name, `produced_bytes_by_client` by "role topic"."""
         requests, empty, produced = Counter(), Counter(), Counter()
         for entry in self._window():
             header = entry["requestHeader"]
@@ -94,15 +94,16 @@ class RequestLog:
                         produced[f"{role} {topic_kind(t['name'], self.namespace)}"] += sum(
                             p["recordsSizeInBytes"] for p in t["partitionData"])
             requests[name] += 1
-        return {"requests": requests, "empty_fetches": empty, "produced_bytes": produced}
+        return {"requests_by_client": requests, "empty_fetches_by_client": empty,
+                "produced_bytes_by_client": produced}
 
     def _kind(self, topic_id: str) -> str:
         return topic_kind(self._topic_ids.get(topic_id, topic_id), self.namespace)
 
     def _window(self):
-        """The request lines between the two marks, across the log's rolled files (oldest first)."""
-        files = sorted(self.log_path.parent.glob(self.log_path.name + ".*"),
-                       key=lambda p: -int(p.suffix[1:]) if p.suffix[1:].isdigit() else 0)
+        """The request lines between the two marks, across the log's rolled files (oldest
+        first, by modification time: which index is newest depends on the rollover strategy)."""
+        files = sorted(self.log_path.parent.glob(self.log_path.name + ".*"), key=lambda p: p.stat().st_mtime)
         inside = False
         for path in [*files, self.log_path]:
             with open(path, errors="replace") as lines:

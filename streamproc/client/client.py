@@ -41,6 +41,7 @@ from streamproc.converter import DataConverter
 from streamproc.kafka.client_log import ClientLog
 from streamproc.client.sticky_partitions import StickyPartitions
 from streamproc.kafka.config import producer_config
+from streamproc.kafka.quiet_flush import LINGER_CAP_MS, QuietFlush
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for, partition_of_key
 from streamproc.protocol.records import JobIntent, Record, ValueType
@@ -70,8 +71,11 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
         self._producer_overrides = producer_overrides
         # librdkafka's lines (a failed connection a second while the broker is away) once
         # per kind per interval.
-        self._producer = Producer(producer_config(
-            self.bootstrap, **{**ClientLog("client").config(), **producer_overrides}))
+        self._producer = Producer(producer_config(self.bootstrap, **{
+            "linger.ms": LINGER_CAP_MS, **ClientLog("client").config(), **producer_overrides}))
+        #: Sends a burst of commands as one request per partition once it ends, a lone one
+        #: after QUIET_MS (`kafka/quiet_flush.py`); not when the caller chose a linger.
+        self._quiet = None if "linger.ms" in producer_overrides else QuietFlush(self._producer)
         self._partitions: int | None = None
         #: Where new jobs without a routing key go.
         self._new_jobs = StickyPartitions()
@@ -207,6 +211,8 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
             except KafkaException as exc:
                 raise RequestNotSentError(f"{record.intent} {name} not sent: {exc}",
                                           intent=record.intent, request_id=record.request_id or "") from exc
+        if self._quiet is not None:
+            self._quiet.sent()
         with self._lock:
             self._sent.append((name, delivery))
             if len(self._sent) > self._prune_at:  # a client that never flushes (a worker)
@@ -233,7 +239,11 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
         self.close_workflow_requests()
         self.close_schedule_calls()
         self.close_async_activity_requests()
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            if self._quiet is not None:
+                self._quiet.close()
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
