@@ -14,7 +14,9 @@ Roles come from the client ids streamproc gives (`kafka/config.py: client_id`):
 `streamproc-engine-*` the engine, `streamproc-worker-*` a worker, plain `streamproc` a
 client (here the bench's producer and its events reader); anything else is the broker's own
 (its transaction markers, the verification of transactional produces). A fetch or produce
-is named by its topics' kinds too (`engine Fetch commands`, `worker Fetch replies`).
+is named by its topics' kinds too (`engine FETCH commands`, `worker FETCH replies`); those
+of other namespaces are left out (other requests cannot be told apart: keep the broker to
+the bench while it counts).
 """
 
 from __future__ import annotations
@@ -82,12 +84,17 @@ class RequestLog:
             # The response names the partitions (the request is sometimes logged as "" once released).
             if api == "FETCH":
                 answered = entry["response"]["responses"]
+                if answered and not any(t["topicId"] in self._topic_ids for t in answered):
+                    continue  # another namespace's consumer
                 topics = sorted({self._kind(t["topicId"]) for t in answered})
                 name += f" {'+'.join(topics)}" if topics else " (no partitions)"
                 if sum(p.get("recordsSizeInBytes", 0) for t in answered for p in t["partitions"]) == 0:
                     empty[name] += 1
             elif api == "PRODUCE":
-                kinds = sorted({topic_kind(t["name"], self.namespace) for t in entry["response"]["responses"]})
+                names = [t["name"] for t in entry["response"]["responses"]]
+                if not any(n.startswith(f"{self.namespace}.") for n in names):
+                    continue  # another namespace's producer
+                kinds = sorted({topic_kind(n, self.namespace) for n in names})
                 name += f" {'+'.join(kinds)}"
                 if isinstance(entry["request"], dict):
                     for t in entry["request"]["topicData"]:
