@@ -220,6 +220,17 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
                 self._prune_at = max(10_000, 2 * len(self._sent))
         self._producer.poll(0)
 
+    def hold_sends(self) -> None:
+        """More commands are coming from work in progress (a worker's running attempts): those
+        sent meanwhile wait for `release_sends`, or the producer's 5 ms linger, and go out
+        together (`kafka/quiet_flush.py`)."""
+        if self._quiet is not None:
+            self._quiet.hold()
+
+    def release_sends(self) -> None:
+        if self._quiet is not None:
+            self._quiet.release()
+
     def flush(self, timeout: float = 30) -> None:
         """Wait until every command sent so far is on the log. Raises
         `CommandsNotDeliveredError` naming those whose outcome is unknown (their delivery

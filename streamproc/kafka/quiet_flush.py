@@ -15,6 +15,11 @@ transactions.
 lone record so waits `quiet_ms`, as it waited `linger.ms` before; a burst goes out as one
 request per partition once it ends, or when the producer's own `linger.ms`, now the cap,
 runs out while sends still come.
+
+A sender whose burst has pauses longer than `quiet_ms` (a worker whose attempts each run
+a workflow task before answering) says so: between `hold()` and `release()` more sends
+are coming, and nothing is flushed before the last hold is released (the cap still
+applies). A worker holds while an attempt runs, so one at a time nothing changes.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ QUIET_MS = 1.0
 #: librdkafka's linger with a `QuietFlush`: how long a burst that does not pause may wait.
 LINGER_CAP_MS = 5
 #: How long a flush waits for the records it sends: enough for the producer's thread to
-#: take them (a flush that returns first may leave them to the linger); their delivery is
-#: the sender's business (`Client.flush`).
+#: take them (a flush that returns first leaves them to the linger, the cap: so does a
+#: producer's first record, sent before it has a connection); their delivery is the
+#: sender's business (`Client.flush`).
 _FLUSH_WAIT_S = 0.005
 
 
@@ -43,6 +49,8 @@ class QuietFlush:
         self._cond = threading.Condition()
         #: When the last record not yet flushed was sent (monotonic); None: none waits.
         self._last: float | None = None
+        #: Senders that said more sends are coming (`hold`).
+        self._holds = 0
         self._closed = False
         self._thread: threading.Thread | None = None
 
@@ -59,6 +67,17 @@ class QuietFlush:
             elif not waiting:
                 self._cond.notify()
 
+    def hold(self) -> None:
+        """More sends are coming: flush nothing before the matching `release`."""
+        with self._cond:
+            self._holds += 1
+
+    def release(self) -> None:
+        with self._cond:
+            self._holds -= 1
+            if self._holds == 0 and self._last is not None:
+                self._cond.notify()
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -69,12 +88,11 @@ class QuietFlush:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while self._last is None and not self._closed:
-                    self._cond.wait()
+                # Each record sent meanwhile moves `_last` on, and the flush with it.
+                while not self._closed and (self._last is None or self._holds > 0
+                                            or (left := self._last + self._quiet_s - time.monotonic()) > 0):
+                    self._cond.wait(None if self._last is None or self._holds > 0 else left)
                 if self._closed:
                     return
-                # Each record sent meanwhile moves `_last` on, and the flush with it.
-                while not self._closed and (left := self._last + self._quiet_s - time.monotonic()) > 0:
-                    self._cond.wait(left)
                 self._last = None
             self._producer.flush(_FLUSH_WAIT_S)
