@@ -19,6 +19,7 @@ import time
 import uuid
 
 from bench.activity_common import Reader
+from bench.broker_requests import broker_counts, counts_since, per_unit
 from bench.common import (
     REPO,
     Bench,
@@ -260,13 +261,21 @@ class Window:
 
     def __init__(self, rig: WorkflowRig) -> None:
         self.rig = rig
+        bench = rig.bench
+        # The broker's meters (--broker-requests) are read outside the CPU window: before it
+        # starts, after it ends.
+        self._meters = broker_counts(bench.broker_pid) if bench.broker_requests else None
         self._transactions = rig.transactions()
         self._cpu = rig.cpu()
 
     def end(self) -> dict:
         cpu = self.rig.cpu()
-        return {"cpu": {role: cpu[role] - self._cpu[role] for role in cpu},
-                "transactions": self.rig.transactions() - self._transactions}
+        spent = {"cpu": {role: cpu[role] - self._cpu[role] for role in cpu},
+                 "transactions": self.rig.transactions() - self._transactions}
+        if self._meters is not None:
+            bench = self.rig.bench
+            spent["broker"] = counts_since(self._meters, broker_counts(bench.broker_pid), bench.namespace)
+        return spent
 
 
 def cost(spent: dict, seconds: float, count: int, unit: str = "workflow") -> dict:
@@ -274,11 +283,16 @@ def cost(spent: dict, seconds: float, count: int, unit: str = "workflow") -> dic
     units of work): CPU seconds by role (engine, workers, broker, client) and per unit, and the
     engines' committed transactions, per second and per unit."""
     cpu, transactions = spent["cpu"], spent["transactions"]
-    return {"cpu_seconds_by_role": {role: round(s, 2) for role, s in cpu.items()},
-            f"cpu_ms_per_{unit}": {role: round(s * 1000 / count, 3) for role, s in cpu.items()},
-            "transactions": transactions,
-            "transactions_per_sec": round(transactions / seconds, 1),
-            f"transactions_per_{unit}": round(transactions / count, 2)}
+    out = {"cpu_seconds_by_role": {role: round(s, 2) for role, s in cpu.items()},
+           f"cpu_ms_per_{unit}": {role: round(s * 1000 / count, 3) for role, s in cpu.items()},
+           "transactions": transactions,
+           "transactions_per_sec": round(transactions / seconds, 1),
+           f"transactions_per_{unit}": round(transactions / count, 2)}
+    if "broker" in spent:  # --broker-requests
+        counted = per_unit(spent["broker"], count, transactions, unit)
+        out[f"broker_requests_per_{unit}"] = counted["requests"]
+        out[f"broker_fetches_expired_empty_per_{unit}"] = counted["fetches_expired_empty"]
+    return out
 
 
 def sized(count: int, warmup: int, workflows: int | None, warmup_workflows: int | None) -> tuple[int, int]:
