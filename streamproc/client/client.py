@@ -231,6 +231,11 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
         if self._quiet is not None:
             self._quiet.release()
 
+    @property
+    def sends_held(self) -> int:
+        """`hold_sends` not yet released (0 with a linger of the caller's)."""
+        return self._quiet.holds if self._quiet is not None else 0
+
     def flush(self, timeout: float = 30) -> None:
         """Wait until every command sent so far is on the log. Raises
         `CommandsNotDeliveredError` naming those whose outcome is unknown (their delivery

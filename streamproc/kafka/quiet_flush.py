@@ -67,6 +67,12 @@ class QuietFlush:
             elif not waiting:
                 self._cond.notify()
 
+    @property
+    def holds(self) -> int:
+        """Holds not yet released."""
+        with self._cond:
+            return self._holds
+
     def hold(self) -> None:
         """More sends are coming: flush nothing before the matching `release`."""
         with self._cond:
