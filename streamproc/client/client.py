@@ -187,10 +187,11 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
         self.send(Record.command(ValueType.JOB, intent, value, key=key), partition_of_key(key))
 
     # transport --------------------------------------------------------------------------
-    def send(self, record: Record, partition: int, topic: str | None = None) -> None:
+    def send(self, record: Record, partition: int, topic: str | None = None, *, urgent: bool = False) -> None:
         """Queue `record` for the log (the commands topic, or `topic`). Raises `RequestNotSentError` if the producer refused
         it (its queue stayed full for `send_timeout_s`, or it is dead): then it is certainly
-        not on the log. `flush()` tells what became of the rest."""
+        not on the log. `flush()` tells what became of the rest. `urgent`: the caller waits
+        on its answer, so `hold_sends` does not keep it."""
         key = str(record.key if record.key >= 0 else record.request_id).encode()
         name = record.request_id or f"key:{record.key}"
         delivery = Delivery()
@@ -212,7 +213,7 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
                 raise RequestNotSentError(f"{record.intent} {name} not sent: {exc}",
                                           intent=record.intent, request_id=record.request_id or "") from exc
         if self._quiet is not None:
-            self._quiet.sent()
+            self._quiet.sent(urgent)
         with self._lock:
             self._sent.append((name, delivery))
             if len(self._sent) > self._prune_at:  # a client that never flushes (a worker)

@@ -19,7 +19,9 @@ runs out while sends still come.
 A sender whose burst has pauses longer than `quiet_ms` (a worker whose attempts each run
 a workflow task before answering) says so: between `hold()` and `release()` more sends
 are coming, and nothing is flushed before the last hold is released (the cap still
-applies). A worker holds while an attempt runs, so one at a time nothing changes.
+applies). A worker holds while an attempt runs, so one at a time nothing changes. A
+record its sender waits on the answer to (a START to confirm) is sent `urgent`: held
+or not, it leaves after the pause.
 """
 
 from __future__ import annotations
@@ -51,16 +53,21 @@ class QuietFlush:
         self._last: float | None = None
         #: Senders that said more sends are coming (`hold`).
         self._holds = 0
+        #: A record sent since the last flush is waited on: the holds do not keep it.
+        self._urgent = False
         self._closed = False
         self._thread: threading.Thread | None = None
 
-    def sent(self) -> None:
-        """A record was just handed to the producer."""
+    def sent(self, urgent: bool = False) -> None:
+        """A record was just handed to the producer (`urgent`: its sender waits on its answer)."""
         with self._cond:
             if self._closed:
                 return
             waiting = self._last is not None
             self._last = time.monotonic()
+            if urgent and not self._urgent:
+                self._urgent = True
+                waiting = False  # a flusher waiting on the holds must look again
             if self._thread is None:  # started at the first record: a client that never sends has no thread
                 self._thread = threading.Thread(target=self._run, name="quiet-flush", daemon=True)
                 self._thread.start()
@@ -95,10 +102,13 @@ class QuietFlush:
         while True:
             with self._cond:
                 # Each record sent meanwhile moves `_last` on, and the flush with it.
-                while not self._closed and (self._last is None or self._holds > 0
+                while not self._closed and (self._last is None or self._held()
                                             or (left := self._last + self._quiet_s - time.monotonic()) > 0):
-                    self._cond.wait(None if self._last is None or self._holds > 0 else left)
+                    self._cond.wait(None if self._last is None or self._held() else left)
                 if self._closed:
                     return
-                self._last = None
+                self._last, self._urgent = None, False
             self._producer.flush(_FLUSH_WAIT_S)
+
+    def _held(self) -> bool:
+        return self._holds > 0 and not self._urgent

@@ -297,14 +297,15 @@ class ActivityWorker:
 
     # sending -----------------------------------------------------------------------------
     def send(self, key: int, intent: str, value: dict[str, Any], request_id: str | None = None,
-             on_reply: Callable[[Reply], bool | None] | None = None, ttl_s: float = 600) -> str:
-        """Send a command about activity `key`, answered on our replies partition."""
+             on_reply: Callable[[Reply], bool | None] | None = None, ttl_s: float = 600, urgent: bool = False) -> str:
+        """Send a command about activity `key`, answered on our replies partition (`urgent`:
+        the attempt waits on the answer, so the running attempts' hold does not keep it)."""
         request_id = request_id or uuid.uuid4().hex
         if on_reply is not None:
             self.replies.expect(request_id, on_reply, ttl_s)
         self.client.send(Record.command(ValueType.ACTIVITY_TASK, intent, value, key=key,
                                         request_id=request_id, reply_partition=self.replies.partition),
-                         partition_of_key(key))
+                         partition_of_key(key), urgent=urgent)
         return request_id
 
     def count(self, field: str) -> None:

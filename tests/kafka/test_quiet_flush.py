@@ -114,6 +114,22 @@ def test_while_held_pauses_longer_than_the_quiet_do_not_split_a_burst(bootstrap,
         quiet.close()
 
 
+def test_an_urgent_record_leaves_after_the_pause_even_while_held(bootstrap, topic):
+    """A START the attempt waits on is not kept by the other attempts' holds."""
+    counted = Counted(bootstrap, topic)
+    quiet = QuietFlush(counted.producer, QUIET_MS)
+    try:
+        quiet.hold()
+        sent = time.monotonic()
+        counted.producer.produce(topic, b"x", partition=0, on_delivery=counted._on_delivery)
+        quiet.sent(urgent=True)
+        counted.wait_delivered(1, LINGER_MS / 1000 * 2)
+        assert counted.delivered and counted.delivered[0] - sent < LINGER_MS / 1000 / 2
+        assert quiet.holds == 1
+    finally:
+        quiet.close()
+
+
 def test_without_it_the_record_waits_for_the_linger(bootstrap, topic):
     """The control: the same producer alone sends only when its linger runs out."""
     counted = Counted(bootstrap, topic)
