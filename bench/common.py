@@ -54,6 +54,8 @@ class Bench:
         self.engine_options: tuple[str, ...] = ()
         #: Engines and job workers serve Prometheus metrics (each on a free port).
         self.metrics = False
+        #: Workflow scenarios read the broker's request meters around the measured runs (JMX).
+        self.broker_requests = False
         say(f"broker {self.bootstrap}{' (started here)' if self.broker else ''}, logs in {self.dir}")
         self.fresh_namespace()
 

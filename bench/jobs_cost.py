@@ -2,7 +2,7 @@
 
 The rig of `jobs_latency_by_rate` (an engine and two job workers, processes of their own,
 a client creating jobs at a paced rate), with the broker's own counters read before and
-after each rate (`bench/broker_requests.py`). For each partition count and rate it prints
+after each rate (`bench/broker_requests.py`: `per_unit`). For each partition count and rate it prints
 one JSON line, per job: the engine's transactions; the broker's requests by API (the
 broker's own included); produce requests per transaction by topic, which is how many
 partitions of each a transaction wrote (librdkafka sends one partition per produce
@@ -21,34 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.broker_requests import broker_counts, counts_since  # noqa: E402
+from bench.broker_requests import broker_counts, counts_since, per_unit  # noqa: E402
 from bench.common import Bench  # noqa: E402
 from bench.jobs_rig import JobsRig  # noqa: E402
-
-#: Requests every client or the broker makes whatever the load (group and broker heartbeats...).
-BACKGROUND = {"BrokerHeartbeat", "Heartbeat", "Metadata", "ApiVersions", "FetchConsumer", "OffsetCommit",
-              "FindCoordinator", "ListOffsets"}
-
-
-def per_job(grown: dict, measured: dict) -> dict:
-    jobs, transactions = measured["jobs"], measured["transactions"]
-    requests = grown["requests"]
-    produces = grown["TotalProduceRequestsPerSec"]
-
-    def each(counts: dict, over: int) -> dict:
-        return {k: round(v / over, 2) for k, v in sorted(counts.items())} if over else {}
-
-    return {
-        "transactions": round(transactions / jobs, 3),
-        "broker_requests": round(sum(v for k, v in requests.items() if k != "FetchConsumer") / jobs, 2),
-        "requests": each({k: v for k, v in requests.items() if k != "FetchConsumer"}, jobs),
-        "produce_requests_per_transaction": each(produces, transactions),
-        "fetch_requests": each(grown["TotalFetchRequestsPerSec"], jobs),
-        "records_in": each(grown["MessagesInPerSec"], jobs),
-        "broker_requests_per_transaction": round(
-            sum(v for k, v in requests.items() if k not in BACKGROUND) / transactions, 1) if transactions else None,
-    }
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -78,7 +53,7 @@ def main() -> int:
                     line = {"partitions": partitions, "rate_per_sec": rate, "jobs": measured["jobs"],
                             "workers": args.workers, "start_unconfirmed": args.start_unconfirmed,
                             "commit_interval_ms": args.commit_interval_ms, "spread_creates": args.spread_creates,
-                            **per_job(grown, measured)}
+                            **per_unit(grown, measured["jobs"], measured["transactions"])}
                     print(json.dumps(line), flush=True)
     finally:
         bench.close()

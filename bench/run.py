@@ -72,6 +72,9 @@ def main() -> int:
     parser.add_argument("--metrics", action="store_true",
                         help="engines and job workers serve Prometheus metrics (--metrics-port), to measure "
                              "what metrics cost")
+    parser.add_argument("--broker-requests", action="store_true",
+                        help="workflow throughput scenarios: the broker's requests per workflow by API, read "
+                             "from its meters (JMX, a local broker) before and after the measured runs")
     add_worker_mode_options(parser)
     parser.add_argument("--workflows", type=int, default=None,
                         help="workflows measured, instead of the scenario's own count (throughput and latency "
@@ -104,6 +107,7 @@ def main() -> int:
     if args.engine_commit_interval_ms:
         bench.engine_options = ("--commit-interval-ms", str(args.engine_commit_interval_ms))
     bench.metrics = args.metrics
+    bench.broker_requests = args.broker_requests and bench.broker_pid is not None
     warm_up_runs = warm_broker(bench.bootstrap, bench.broker_pid) if args.warm_broker else None
     broker_cpu = BrokerCpu(bench.broker_pid)
     try:

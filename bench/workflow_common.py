@@ -19,6 +19,7 @@ import time
 import uuid
 
 from bench.activity_common import Reader
+from bench.broker_requests import broker_counts, counts_since, per_unit
 from bench.common import (
     REPO,
     Bench,
@@ -279,17 +280,25 @@ class Window:
         self.rig = rig
         self._ride_along = rig.ride_along()
         self._totals = rig.engine_totals()
+        bench = rig.bench
+        # The broker's meters (--broker-requests) are read outside the CPU window: before it
+        # starts, after it ends.
+        self._meters = broker_counts(bench.broker_pid) if bench.broker_requests else None
         self._cpu = rig.cpu()
 
     def end(self) -> dict:
         cpu = self.rig.cpu()
         totals = self.rig.engine_totals()
         ride_along = self.rig.ride_along()
-        return {"cpu": {role: cpu[role] - self._cpu[role] for role in cpu},
-                "transactions": totals["transactions"] - self._totals["transactions"],
-                "commands": totals["commands"] - self._totals["commands"],
-                "ride_along": {name: n - self._ride_along.get(name, 0) for name, n in sorted(ride_along.items())
-                               if n - self._ride_along.get(name, 0)}}
+        spent = {"cpu": {role: cpu[role] - self._cpu[role] for role in cpu},
+                 "transactions": totals["transactions"] - self._totals["transactions"],
+                 "commands": totals["commands"] - self._totals["commands"],
+                 "ride_along": {name: n - self._ride_along.get(name, 0) for name, n in sorted(ride_along.items())
+                                if n - self._ride_along.get(name, 0)}}
+        if self._meters is not None:
+            bench = self.rig.bench
+            spent["broker"] = counts_since(self._meters, broker_counts(bench.broker_pid), bench.namespace)
+        return spent
 
 
 def cost(spent: dict, seconds: float, count: int, unit: str = "workflow") -> dict:
@@ -306,6 +315,10 @@ def cost(spent: dict, seconds: float, count: int, unit: str = "workflow") -> dic
         out[f"commands_per_{unit}"] = round(spent["commands"] / count, 2)
     if spent.get("ride_along"):
         out["ride_along"] = ride_along_summary(spent["ride_along"])
+    if "broker" in spent:  # --broker-requests
+        counted = per_unit(spent["broker"], count, transactions, unit)
+        out[f"broker_requests_per_{unit}"] = counted["requests"]
+        out[f"broker_fetches_expired_empty_per_{unit}"] = counted["fetches_expired_empty"]
     return out
 
 

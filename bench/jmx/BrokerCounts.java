@@ -1,8 +1,11 @@
 // Prints the local broker's request and topic counters as one JSON object.
 // Run as a single-file program: java BrokerCounts.java <broker pid>
+// or, to set the level of the broker's request logger (DEBUG logs every request it
+// completes, with the client's id; INFO stops it): java BrokerCounts.java <pid> --request-log LEVEL
 // It attaches to the broker's JVM (same user) and reads its JMX meters' cumulative counts:
-// requests by API (the broker's own included), and fetch requests, produce requests and
-// records in by topic.
+// requests by API (the broker's own included); fetch requests, produce requests, records
+// in and bytes in and out by topic; and the long-poll fetches that expired with nothing to
+// return (the broker's delayed fetches that timed out, by fetcher type: consumer or follower).
 import com.sun.tools.attach.VirtualMachine;
 import java.lang.management.ManagementFactory;
 import java.util.Map;
@@ -19,12 +22,22 @@ public class BrokerCounts {
         String url = vm.startLocalManagementAgent();
         try (JMXConnector connector = JMXConnectorFactory.connect(new JMXServiceURL(url))) {
             MBeanServerConnection server = connector.getMBeanServerConnection();
+            if (args.length == 3 && args[1].equals("--request-log")) {
+                server.invoke(new ObjectName("kafka:type=kafka.Log4jController"), "setLogLevel",
+                              new Object[] {"kafka.request.logger", args[2]},
+                              new String[] {"java.lang.String", "java.lang.String"});
+                return;
+            }
             StringBuilder out = new StringBuilder("{");
             out.append("\"requests\":").append(counts(server, "kafka.network:type=RequestMetrics,name=RequestsPerSec,*", "request"));
-            for (String name : new String[] {"TotalFetchRequestsPerSec", "TotalProduceRequestsPerSec", "MessagesInPerSec"}) {
+            for (String name : new String[] {"TotalFetchRequestsPerSec", "TotalProduceRequestsPerSec", "MessagesInPerSec",
+                                               "BytesInPerSec", "BytesOutPerSec"}) {
                 out.append(",\"").append(name).append("\":")
                    .append(counts(server, "kafka.server:type=BrokerTopicMetrics,name=" + name + ",topic=*", "topic"));
             }
+            // Registered at the first expiry: absent (an empty object) until a fetch has expired.
+            out.append(",\"DelayedFetchExpires\":")
+               .append(counts(server, "kafka.server:type=DelayedFetchMetrics,name=ExpiresPerSec,*", "fetcherType"));
             System.out.println(out.append("}"));
         } finally {
             vm.detach();

@@ -41,6 +41,7 @@ from streamproc.converter import DataConverter
 from streamproc.kafka.client_log import ClientLog
 from streamproc.client.sticky_partitions import StickyPartitions
 from streamproc.kafka.config import producer_config
+from streamproc.kafka.quiet_flush import LINGER_CAP_MS, QuietFlush
 from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for, partition_of_key
 from streamproc.protocol.records import JobIntent, Record, ValueType
@@ -70,8 +71,11 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
         self._producer_overrides = producer_overrides
         # librdkafka's lines (a failed connection a second while the broker is away) once
         # per kind per interval.
-        self._producer = Producer(producer_config(
-            self.bootstrap, **{**ClientLog("client").config(), **producer_overrides}))
+        self._producer = Producer(producer_config(self.bootstrap, **{
+            "linger.ms": LINGER_CAP_MS, **ClientLog("client").config(), **producer_overrides}))
+        #: Sends a burst of commands as one request per partition once it ends, a lone one
+        #: after QUIET_MS (`kafka/quiet_flush.py`); not when the caller chose a linger.
+        self._quiet = None if "linger.ms" in producer_overrides else QuietFlush(self._producer)
         self._partitions: int | None = None
         #: Where new jobs without a routing key go.
         self._new_jobs = StickyPartitions()
@@ -183,10 +187,11 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
         self.send(Record.command(ValueType.JOB, intent, value, key=key), partition_of_key(key))
 
     # transport --------------------------------------------------------------------------
-    def send(self, record: Record, partition: int, topic: str | None = None) -> None:
+    def send(self, record: Record, partition: int, topic: str | None = None, *, urgent: bool = False) -> None:
         """Queue `record` for the log (the commands topic, or `topic`). Raises `RequestNotSentError` if the producer refused
         it (its queue stayed full for `send_timeout_s`, or it is dead): then it is certainly
-        not on the log. `flush()` tells what became of the rest."""
+        not on the log. `flush()` tells what became of the rest. `urgent`: the caller waits
+        on its answer, so `hold_sends` does not keep it."""
         key = str(record.key if record.key >= 0 else record.request_id).encode()
         name = record.request_id or f"key:{record.key}"
         delivery = Delivery()
@@ -207,12 +212,30 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
             except KafkaException as exc:
                 raise RequestNotSentError(f"{record.intent} {name} not sent: {exc}",
                                           intent=record.intent, request_id=record.request_id or "") from exc
+        if self._quiet is not None:
+            self._quiet.sent(urgent)
         with self._lock:
             self._sent.append((name, delivery))
             if len(self._sent) > self._prune_at:  # a client that never flushes (a worker)
                 self._sent = [d for d in self._sent if d[1].state is not DeliveryState.DELIVERED]
                 self._prune_at = max(10_000, 2 * len(self._sent))
         self._producer.poll(0)
+
+    def hold_sends(self) -> None:
+        """More commands are coming from work in progress (a worker's running attempts): those
+        sent meanwhile wait for `release_sends`, or the producer's 5 ms linger, and go out
+        together (`kafka/quiet_flush.py`)."""
+        if self._quiet is not None:
+            self._quiet.hold()
+
+    def release_sends(self) -> None:
+        if self._quiet is not None:
+            self._quiet.release()
+
+    @property
+    def sends_held(self) -> int:
+        """`hold_sends` not yet released (0 with a linger of the caller's)."""
+        return self._quiet.holds if self._quiet is not None else 0
 
     def flush(self, timeout: float = 30) -> None:
         """Wait until every command sent so far is on the log. Raises
@@ -233,7 +256,11 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
         self.close_workflow_requests()
         self.close_schedule_calls()
         self.close_async_activity_requests()
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            if self._quiet is not None:
+                self._quiet.close()
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)

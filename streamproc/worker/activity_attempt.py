@@ -127,7 +127,7 @@ class ActivityAttempt:
         self.sent_at = time.monotonic()
         reply = confirm_start(w.replies, request_id,
                               lambda: w.send(self.key, A.START, {"attempt": self.number, "identity": w.identity},
-                                             request_id),
+                                             request_id, urgent=True),
                               w._stop)
         if reply is None:
             return None

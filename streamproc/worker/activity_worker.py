@@ -204,6 +204,7 @@ class ActivityWorker:
     def _take(self, task: Record, partition: int, offset: int) -> None:
         with self._lock:
             self._in_flight += 1
+        self.client.hold_sends()  # released when the attempt ends: its answer goes with the others'
         self._executor.submit(self._run_attempt, task, partition, offset)
 
     def hands_over(self) -> bool:
@@ -232,13 +233,22 @@ class ActivityWorker:
         if not slot_held:
             with self._lock:
                 self._in_flight += 1
+        self.client.hold_sends()
         try:
             self._executor.submit(self._run_attempt, task, eager=True)
         except RuntimeError:  # the pool is shut down: the engine times the attempt out
+            self.client.release_sends()
             log.warning("eager_activity_dropped_at_shutdown", activity_id=task.value["activity_id"])
             self.release_slot()
 
     def _run_attempt(self, task: Record, partition: int = -1, offset: int = -1, eager: bool = False) -> None:
+        try:
+            self._attempt(task, partition, offset, eager)
+        finally:
+            # The last attempt of a burst to end sends the burst's answers (one at a time: its own).
+            self.client.release_sends()
+
+    def _attempt(self, task: Record, partition: int, offset: int, eager: bool) -> None:
         if not eager and self.hands_over():
             # Left unstarted and unsettled for another member; offered again if we stay.
             self._intake.hand_over(task, partition, offset)
@@ -288,14 +298,15 @@ class ActivityWorker:
 
     # sending -----------------------------------------------------------------------------
     def send(self, key: int, intent: str, value: dict[str, Any], request_id: str | None = None,
-             on_reply: Callable[[Reply], bool | None] | None = None, ttl_s: float = 600) -> str:
-        """Send a command about activity `key`, answered on our replies partition."""
+             on_reply: Callable[[Reply], bool | None] | None = None, ttl_s: float = 600, urgent: bool = False) -> str:
+        """Send a command about activity `key`, answered on our replies partition (`urgent`:
+        the attempt waits on the answer, so the running attempts' hold does not keep it)."""
         request_id = request_id or uuid.uuid4().hex
         if on_reply is not None:
             self.replies.expect(request_id, on_reply, ttl_s)
         self.client.send(Record.command(ValueType.ACTIVITY_TASK, intent, value, key=key,
                                         request_id=request_id, reply_partition=self.replies.partition),
-                         partition_of_key(key))
+                         partition_of_key(key), urgent=urgent)
         return request_id
 
     def count(self, field: str) -> None:

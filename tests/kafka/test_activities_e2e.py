@@ -416,3 +416,31 @@ def test_a_worker_with_every_slot_taken_keeps_taking_tasks_as_slots_free(env):
         deadline = time.monotonic() + 20
         assert [h.result(max(0.1, deadline - time.monotonic())) for h in handles] == list(range(40))
     assert worker.stats.completed == 40
+
+
+def test_a_worker_holds_its_answers_while_attempts_run_and_no_longer(env):
+    """Answers of attempts that end while another runs wait for it (or the producer's 5 ms
+    linger) to leave together; once none runs, nothing is held (`kafka/quiet_flush.py`)."""
+    release = threading.Event()
+
+    @activity.defn
+    def slow() -> str:
+        release.wait(30)
+        return "slow"
+
+    @activity.defn
+    def fast() -> str:
+        return "fast"
+
+    with env.worker(slow, fast) as worker:
+        slow_handle = env.schedule(slow)
+        deadline = time.monotonic() + 30
+        while worker.client.sends_held != 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker.client.sends_held == 1  # the slow attempt runs
+        assert env.schedule(fast).result(30) == "fast"  # its answer left, within the linger
+        release.set()
+        assert slow_handle.result(30) == "slow"
+        while worker.client.sends_held and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker.client.sends_held == 0

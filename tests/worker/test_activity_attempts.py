@@ -58,7 +58,7 @@ class FakeEngine:
         self._futures[request_id] = Future()
         return self._futures[request_id]
 
-    def send(self, key, intent, value, request_id=None, on_reply=None, ttl_s=600):
+    def send(self, key, intent, value, request_id=None, on_reply=None, ttl_s=600, urgent=False):
         self.sent.append((intent, value))
         if intent == A.START:
             record = (Record(RecordType.COMMAND_REJECTION, "ACTIVITY_TASK", A.START, value, key=key,
