@@ -217,7 +217,9 @@ class ActivityAttempt:
             self._takes_task = handed.ask_after_activity(value, self.task.get("run_id") or "")
             ride = getattr(handed, "ride_along", None)
             if intent == A.COMPLETE and ride is not None:
-                if self._takes_task is None:  # not asked: the run is not cached here (or the worker stops)
+                if getattr(handed, "stopped", False) or self.worker.stopping():  # no answer runs ahead for a worker leaving
+                    ride.skip("stopping")
+                elif self._takes_task is None:  # not asked: the run is not cached here
                     ride.skip("not_cached")
                 else:  # ... and, when the run is idle here, that task's answer rides with it (`ride_along`).
                     self._takes_task = ride.ask(value, self.task, value.get("result"),
@@ -229,11 +231,9 @@ class ActivityAttempt:
     def _hand_slot(self) -> bool:
         """Give this attempt's slot to the run's next activity, asked to run eagerly in the
         answer that rides with the completion: the function is done, and only the answer
-        remains to send. True the first time."""
-        if self.slot_handed:
-            return False
-        self.slot_handed = True
-        return True
+        remains to send. True the first time, and only while the worker takes work
+        (`ActivityWorker.hand_slot_on`)."""
+        return self.worker.hand_slot_on(self)
 
     def _on_answer(self, reply: Reply) -> bool:
         # Only a refusal matters (an accepted FAIL that is retried gets no reply at all), and

@@ -164,6 +164,12 @@ class HandedTasks:
             self._expect_until = time.monotonic() + EXPECT_S
             return True
 
+    @property
+    def stopped(self) -> bool:
+        """Whether the worker stopped taking tasks (`stop`)."""
+        with self._cond:
+            return self._stopped
+
     def expecting(self) -> bool:
         return time.monotonic() < self._expect_until
 

@@ -89,6 +89,7 @@ SKIP_REASONS = {
     "code_read_time": "the activation read the task's time or called a local activity",
     "answer_too_large": "the answer and the result weigh more than the budget",
     "crashed": "a runtime bug",
+    "stopping": "the worker stops: no answer runs ahead, nor asks for eager work, for a worker leaving",
 }
 
 
