@@ -148,6 +148,8 @@ class RideAlong:
         if not self.turns.wait_turn(TURN_PATIENCE_S):
             return self.skip("no_turn")
         try:
+            if self.handed.stopped:  # (seen in the turn: the slots are given back in one, `WorkflowWorker`)
+                return self.skip("stopping")  # a reservation now would never be given back
             return self._answer(value, task, run_id, result, handed_slot)
         except Exception:  # a runtime bug: the completion goes without the answer
             log.exception("workflow_task_ride_along_crashed", run_id=run_id)

@@ -328,3 +328,41 @@ def test_the_activity_s_slot_goes_on_to_the_run_s_next_activity():
     value = {"return_workflow_task_after": 2}
     ride.ask(value, activity, encode(1))  # no slot to hand on: the next activity goes through the queue
     assert "request_eager_execution" not in orjson.loads(value["workflow_task_answer"])["commands"][0]
+
+
+def test_a_completion_that_gets_the_turn_after_the_hand_back_stopped_reserves_nothing():
+    """The worker stops while the completion waits in line: the slots held for answers are
+    given back once (`WorkflowWorker._give_back_slots`), so a reservation made after that
+    would never be, and the activity worker would wait its whole graceful timeout for it."""
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    ride.handler.eager = slots = _HeldSlots()
+    reserved = []
+    slots.reserve = lambda commands, handed_slot=None: reserved.append(1) or (commands, slots)
+    with ride.turns:
+        got, thread = _ask_on_a_thread(ride, activity)
+        _until(lambda: ride.turns.waiting == 1)
+        ride.handed.stop()
+    thread.join(WAIT_S)
+    assert got == [None] and not reserved and ride.skipped == {"stopping": 1}
+    assert "run-1" in ride.handler.cache and ride.sent == 0
+
+
+def test_the_workflow_worker_gives_the_slots_back_in_its_turn():
+    """A completion riding along that has the turn is between its reservation and its send:
+    the slots are given back only once it leaves the turn."""
+    from streamproc.worker.workflow_worker import WorkflowWorker
+
+    worker = WorkflowWorker("orders", [TwoSteps], bootstrap="127.0.0.1:9")
+    released = threading.Event()
+
+    class Slots:
+        def release_all(self):
+            released.set()
+    worker.handler.eager = Slots()
+    with worker._turns:
+        thread = threading.Thread(target=worker._give_back_slots, daemon=True)
+        thread.start()
+        _until(lambda: worker._turns.waiting == 1)
+        assert not released.wait(0.05)
+    thread.join(WAIT_S)
+    assert released.is_set()
