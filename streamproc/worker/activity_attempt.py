@@ -75,6 +75,8 @@ class ActivityAttempt:
         self.slot_handed = False
         #: When START was sent (monotonic): the engine's deadlines are never earlier than ours.
         self.sent_at = time.monotonic()
+        #: When the code last heartbeated (monotonic; None: not yet): the heartbeat timeout runs from it.
+        self._beat_at: float | None = None
         self._heartbeats = HeartbeatSender(throttle_interval(
             timedelta(milliseconds=task.value["heartbeat_timeout_ms"]) or None), self._send_heartbeat)
 
@@ -165,7 +167,8 @@ class ActivityAttempt:
         """From activity code: sent now, or when the throttle allows."""
         encode_details = self.worker.data_converter.encode_details
         self._heartbeats.record(encode_details(list(details)))  # a TypeError belongs to the caller
-        deadline = self._deadline(time.monotonic())
+        self._beat_at = time.monotonic()
+        deadline = self._deadline(self._beat_at)
         if deadline is not None:
             self.worker.overdue.extend(self, deadline)
 
@@ -222,8 +225,9 @@ class ActivityAttempt:
                 elif self._takes_task is None:  # not asked: the run is not cached here
                     ride.skip("not_cached")
                 else:  # ... and, when the run is idle here, that task's answer rides with it (`ride_along`).
+                    deadline = self._deadline(self._beat_at or self.sent_at)  # its wait in line ends before
                     self._takes_task = ride.ask(value, self.task, value.get("result"),
-                                                self._hand_slot) or self._takes_task
+                                                self._hand_slot, deadline) or self._takes_task
             request_id = handed.request_id() if self._takes_task is not None else None
         self.worker.send(self.key, intent, value, request_id=request_id, on_reply=self._on_answer, ttl_s=120)
         self.worker.count(_SENT[intent])

@@ -41,12 +41,12 @@ class TaskTurns:
                 raise
         return self
 
-    def wait_turn(self, patience_s: float) -> bool:
+    def wait_turn(self, patience_s: float, deadline: float | None = None) -> bool:
         """Take a turn in line, as `with turns:` does, unless the turns stop moving: False
         (and out of line) once none has changed hands for `patience_s`, the thread that has
-        it being held up (a task waiting on its local activities or on a history fetch). For
-        work worth doing in its turn but not at any price (`ride_along`); leave a turn
-        taken with `leave`."""
+        it being held up (a task waiting on its local activities or on a history fetch), or
+        once `deadline` (monotonic) has passed however the line moves. For work worth doing
+        in its turn but not at any price (`ride_along`); leave a turn taken with `leave`."""
         with self._cond:
             ticket = self._next_ticket
             self._next_ticket += 1
@@ -55,7 +55,8 @@ class TaskTurns:
                 while ticket != self._serving:
                     if self._serving != serving:  # a turn went by: the line moves
                         serving, since = self._serving, time.monotonic()
-                    left = since + patience_s - time.monotonic()
+                    give_up = since + patience_s if deadline is None else min(since + patience_s, deadline)
+                    left = give_up - time.monotonic()
                     if left <= 0:
                         self._given_up.add(ticket)
                         return False

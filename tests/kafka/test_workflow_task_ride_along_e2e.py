@@ -82,6 +82,7 @@ def test_each_step_s_next_task_rides_with_its_completion(engine, disabled, monke
     from streamproc.worker import ride_along
 
     monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 30.0)  # a slow machine's stall is no skip
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", 30.0)
     with Worker(engine, task_queue=QUEUE, workflows=[Steps], activities=[add_one], identity="riding",
                 disable_workflow_task_ride_along=disabled) as worker:
         handles = [engine.start_workflow(Steps.run, args=[4], id=f"steps-{disabled}-{n}", task_queue=QUEUE)
@@ -214,6 +215,7 @@ def test_a_completion_that_ends_while_the_worker_runs_another_run_s_task_still_r
     from streamproc.worker import ride_along
 
     monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 30.0)
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", 30.0)
     BUSY["holding"] = threading.Event()
     with Worker(engine, task_queue=QUEUE, workflows=[OneBusyStep, HoldsTheTurn],
                 activities=[add_one_while_another_task_runs], identity="busy-worker") as worker:
@@ -245,6 +247,7 @@ def test_with_every_slot_busy_the_next_step_still_runs_eagerly_in_the_last_one_s
     from streamproc.worker import ride_along
 
     monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 30.0)
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", 30.0)
     with Worker(engine, task_queue=QUEUE, workflows=[Steps], activities=[add_one], identity="one-slot",
                 max_concurrent_activities=1) as worker:
         assert engine.start_workflow(Steps.run, args=[4], id="one-slot", task_queue=QUEUE).result(60) == [4, 0]

@@ -160,6 +160,7 @@ def test_a_completion_waits_for_the_turn_another_run_s_task_has(monkeypatch):
     completion that gave up then went alone, and its run's next task cost a transaction
     and a hand-back (at 100 in flight, 7 completions in 10). It takes its turn in line."""
     monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", WAIT_S)
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", WAIT_S)
     ride, run, activity = cached_after_first_task(TwoSteps)
     with ride.turns:  # the queue's thread runs another run's task
         got, thread = _ask_on_a_thread(ride, activity)
@@ -366,3 +367,42 @@ def test_the_workflow_worker_gives_the_slots_back_in_its_turn():
         assert not released.wait(0.05)
     thread.join(WAIT_S)
     assert released.is_set()
+
+
+def _ask_with_deadline_on_a_thread(ride, activity, deadline):
+    got = []
+    thread = threading.Thread(target=lambda: got.append(
+        ride.ask({"return_workflow_task_after": 2}, activity, encode(1), None, deadline)), daemon=True)
+    thread.start()
+    return got, thread
+
+
+def test_a_completion_stops_waiting_before_its_attempt_s_deadline_however_the_line_moves(monkeypatch):
+    """An activity that finishes just before its start-to-close (or heartbeat) deadline
+    must not wait in line past it: the engine would refuse the completion and retry the
+    activity. The wait ends `DEADLINE_MARGIN_S` before the deadline, the completion going alone."""
+    monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", WAIT_S)
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", WAIT_S)
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    with ride.turns:
+        began = time.monotonic()
+        got, thread = _ask_with_deadline_on_a_thread(ride, activity, began + ride_along.DEADLINE_MARGIN_S + 0.1)
+        thread.join(WAIT_S)
+        assert got == [None] and ride.skipped == {"no_turn": 1}
+        assert 0.1 <= time.monotonic() - began < WAIT_S / 2
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    with ride.turns:  # already too close: no wait at all
+        got, thread = _ask_with_deadline_on_a_thread(ride, activity, time.monotonic() + 0.1)
+        thread.join(WAIT_S)
+        assert got == [None] and ride.skipped == {"no_turn": 1}
+
+
+def test_a_completion_waits_in_line_no_longer_than_the_cap(monkeypatch):
+    monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", WAIT_S)
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", 0.1)
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    with ride.turns:
+        began = time.monotonic()
+        got, thread = _ask_on_a_thread(ride, activity)
+        thread.join(WAIT_S)
+        assert got == [None] and ride.skipped == {"no_turn": 1} and time.monotonic() - began < WAIT_S / 2

@@ -173,3 +173,25 @@ def test_a_slot_is_not_handed_on_once_the_worker_stops_or_its_pool_is_gone(how):
     h.worker._stop.clear()
     h.worker._executor = ThreadPoolExecutor(1)
     assert h.worker.hand_slot_on(attempt) is True and h.worker.hand_slot_on(attempt) is False
+
+
+def test_a_completion_near_its_attempt_s_deadline_does_not_wait_in_line_past_it(monkeypatch):
+    """The attempt passes its deadline (start-to-close here) to the wait in line: with the
+    workflow worker's turn held, a step with 0.8 s to live goes alone well before then."""
+    import threading
+
+    monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 30.0)
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", 30.0)
+    h = Harness()
+    task = h.task()
+    task.value["start_to_close_timeout_ms"] = 800
+    with h.worker._lock:
+        h.worker._in_flight += 1
+    with h.ride.turns:  # another run's task runs meanwhile
+        thread = threading.Thread(target=h.worker._run_attempt, args=(task,), kwargs={"eager": True}, daemon=True)
+        thread.start()
+        thread.join(5)
+        assert not thread.is_alive()
+    ((intent, value, _),) = h.sent
+    assert intent == "COMPLETE" and "workflow_task_answer" not in value and h.ride.skipped == {"no_turn": 1}
+    assert h.settled() == 0
