@@ -406,3 +406,18 @@ def test_a_completion_waits_in_line_no_longer_than_the_cap(monkeypatch):
         got, thread = _ask_on_a_thread(ride, activity)
         thread.join(WAIT_S)
         assert got == [None] and ride.skipped == {"no_turn": 1} and time.monotonic() - began < WAIT_S / 2
+
+
+def test_no_answer_while_a_task_of_the_run_taken_by_the_worker_s_thread_waits_for_its_turn():
+    """The thread for handed-back tasks took the run's task and waits in line to run it: the
+    completion must not run the run's next task ahead of it (it would answer a task whose
+    history the cache has not seen); once answered, the run rides along again."""
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    task = Record(RecordType.EVENT, "WORKFLOW", "WORKFLOW_TASK", {"run_id": "run-1"}, key=9)
+    ride.handed.put(task)
+    taken = ride.handed.wait_for_tasks()
+    assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is None
+    assert ride.skipped == {"task_held": 1}
+    ride.handed.answered(taken)
+    assert not ride.handed.holds_task_for("run-1")
+    assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is not None
