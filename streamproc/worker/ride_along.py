@@ -164,6 +164,9 @@ class RideAlong:
         try:
             if self.handed.stopped:  # (seen in the turn: the slots are given back in one, `WorkflowWorker`)
                 return self.skip("stopping")  # a reservation now would never be given back
+            cached_at = self.handed.cached_at(run_id)
+            if cached_at:  # a task of the run (a signal's) may have moved the cache while this waited
+                value["return_workflow_task_after"] = cached_at
             return self._answer(value, task, run_id, result, handed_slot)
         except Exception:  # a runtime bug: the completion goes without the answer
             log.exception("workflow_task_ride_along_crashed", run_id=run_id)

@@ -421,3 +421,14 @@ def test_no_answer_while_a_task_of_the_run_taken_by_the_worker_s_thread_waits_fo
     ride.handed.answered(taken)
     assert not ride.handed.holds_task_for("run-1")
     assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is not None
+
+
+def test_the_ask_is_read_again_in_the_turn_when_the_cache_moved_while_the_completion_waited():
+    """The completion asked after the task cached when it ended; a task of the run answered
+    while it waited in line moved the cache on. Read again in the turn, the ask names the
+    task cached now, and the answer rides along rather than going as `cache_moved`."""
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    ride.handed.cached_at = ride.handler.cache.answered_event_id
+    value = {"return_workflow_task_after": 1}  # the cache's task before the one answered meanwhile
+    assert ride.ask(value, activity, encode(1)) is not None and "workflow_task_answer" in value
+    assert value["return_workflow_task_after"] == 2 and not ride.skipped
