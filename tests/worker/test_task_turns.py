@@ -87,3 +87,21 @@ def test_a_wait_ends_at_its_deadline_even_while_the_turns_ahead_go_by():
         leave.set()
     with turns:  # the line goes on without the ticket given up
         pass
+
+
+def test_a_turn_wakes_only_the_thread_whose_turn_it_is(monkeypatch):
+    """With a hundred completions in line, waking every one at each turn (to find it is not
+    theirs) cost as much as the turns: each thread waits once, woken when its turn comes."""
+    turns = TaskTurns()
+    waits = []
+    real_wait = TaskTurns._wait
+    monkeypatch.setattr(TaskTurns, "_wait", lambda self, ticket, timeout=None: (
+        waits.append(ticket), real_wait(self, ticket, timeout))[1])
+    with turns:
+        leaves = _line_up(turns, 10)
+    for leave in leaves:
+        leave.set()
+    _until(lambda: turns.waiting == 0)
+    with turns:  # every turn was taken and left
+        pass
+    assert sorted(waits) == list(range(1, 11))
