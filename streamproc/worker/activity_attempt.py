@@ -75,6 +75,8 @@ class ActivityAttempt:
         self.slot_handed = False
         #: When START was sent (monotonic): the engine's deadlines are never earlier than ours.
         self.sent_at = time.monotonic()
+        #: When the code last heartbeated (monotonic; None: not yet): the heartbeat timeout runs from it.
+        self._beat_at: float | None = None
         self._heartbeats = HeartbeatSender(throttle_interval(
             timedelta(milliseconds=task.value["heartbeat_timeout_ms"]) or None), self._send_heartbeat)
 
@@ -165,7 +167,8 @@ class ActivityAttempt:
         """From activity code: sent now, or when the throttle allows."""
         encode_details = self.worker.data_converter.encode_details
         self._heartbeats.record(encode_details(list(details)))  # a TypeError belongs to the caller
-        deadline = self._deadline(time.monotonic())
+        self._beat_at = time.monotonic()
+        deadline = self._deadline(self._beat_at)
         if deadline is not None:
             self.worker.overdue.extend(self, deadline)
 
@@ -217,11 +220,14 @@ class ActivityAttempt:
             self._takes_task = handed.ask_after_activity(value, self.task.get("run_id") or "")
             ride = getattr(handed, "ride_along", None)
             if intent == A.COMPLETE and ride is not None:
-                if self._takes_task is None:  # not asked: the run is not cached here (or the worker stops)
+                if getattr(handed, "stopped", False) or self.worker.stopping():  # no answer runs ahead for a worker leaving
+                    ride.skip("stopping")
+                elif self._takes_task is None:  # not asked: the run is not cached here
                     ride.skip("not_cached")
                 else:  # ... and, when the run is idle here, that task's answer rides with it (`ride_along`).
+                    deadline = self._deadline(self._beat_at or self.sent_at)  # its wait in line ends before
                     self._takes_task = ride.ask(value, self.task, value.get("result"),
-                                                self._hand_slot) or self._takes_task
+                                                self._hand_slot, deadline) or self._takes_task
             request_id = handed.request_id() if self._takes_task is not None else None
         self.worker.send(self.key, intent, value, request_id=request_id, on_reply=self._on_answer, ttl_s=120)
         self.worker.count(_SENT[intent])
@@ -229,11 +235,9 @@ class ActivityAttempt:
     def _hand_slot(self) -> bool:
         """Give this attempt's slot to the run's next activity, asked to run eagerly in the
         answer that rides with the completion: the function is done, and only the answer
-        remains to send. True the first time."""
-        if self.slot_handed:
-            return False
-        self.slot_handed = True
-        return True
+        remains to send. True the first time, and only while the worker takes work
+        (`ActivityWorker.hand_slot_on`)."""
+        return self.worker.hand_slot_on(self)
 
     def _on_answer(self, reply: Reply) -> bool:
         # Only a refusal matters (an accepted FAIL that is retried gets no reply at all), and

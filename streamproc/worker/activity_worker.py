@@ -220,6 +220,23 @@ class ActivityWorker:
             self._in_flight += 1
             return True
 
+    def hand_slot_on(self, attempt: ActivityAttempt) -> bool:
+        """Let `attempt`'s slot go on to its run's next activity, asked to run eagerly in the
+        answer that rides with its completion (`ActivityAttempt._hand_slot`): True the first
+        time. Refused as `reserve_slot` refuses once the worker stops: the engine would start
+        that activity for this worker, and its task would come after the pool shut down
+        (dropped, the activity stranded until its start-to-close timeout)."""
+        with self._lock:
+            if attempt.slot_handed or self._executor is None or self._stop.is_set():
+                return False
+            attempt.slot_handed = True
+            return True
+
+    def stopping(self) -> bool:
+        """Whether the worker stops (or is not up): it asks the engine for no eager work."""
+        with self._lock:
+            return self._executor is None or self._stop.is_set()
+
     def release_slot(self) -> None:
         """A held slot the engine did not fill."""
         with self._lock:

@@ -54,7 +54,10 @@ class HandedTaskThread:
         try:
             while (records := self.handed.wait_for_tasks()) is not None:
                 with self._turns:
-                    self._answer(records)
+                    try:
+                        self._answer(records)
+                    finally:  # in the turn: a completion that gets it next sees the runs free
+                        self.handed.answered(records)
         except Exception as exc:  # the worker cannot go on without it: it is told, and stops
             self.failure = exc
             self.handed.stop()  # at once: a task asked back from now on would wait for nobody

@@ -22,6 +22,7 @@ queue goes to the group's next member at once.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import threading
 import time
@@ -68,6 +69,9 @@ class HandedTasks:
         #: the event id given: the engine rejected that answer (`_heard`).
         self.forget_answer = forget_answer
         self._tasks: list[Record] = []
+        #: Run ids of the tasks taken by the worker's thread (`wait_for_tasks`) and not yet
+        #: answered (`answered`), with how many of each: a run's next task must not run ahead.
+        self._taken: collections.Counter[str] = collections.Counter()
         self._cond = threading.Condition()
         self._expect_until = 0.0
         #: Set when the worker stops taking tasks: no answer asks for one any more.
@@ -164,6 +168,12 @@ class HandedTasks:
             self._expect_until = time.monotonic() + EXPECT_S
             return True
 
+    @property
+    def stopped(self) -> bool:
+        """Whether the worker stopped taking tasks (`stop`)."""
+        with self._cond:
+            return self._stopped
+
     def expecting(self) -> bool:
         return time.monotonic() < self._expect_until
 
@@ -191,13 +201,21 @@ class HandedTasks:
             self._cond.notify_all()
 
     def holds_task_for(self, run_id: str) -> bool:
-        """Whether a task of run `run_id` was handed back and waits to run here."""
+        """Whether a task of run `run_id` was handed back and waits to run here (taken by
+        the worker's thread too, until it is answered)."""
         with self._cond:
-            return any(record.value.get("run_id") == run_id for record in self._tasks)
+            return self._taken[run_id] > 0 or any(record.value.get("run_id") == run_id for record in self._tasks)
+
+    def answered(self, records: list[Record]) -> None:
+        """The tasks `wait_for_tasks` gave were run (or failed): their runs hold none any more."""
+        with self._cond:
+            self._taken.subtract(record.value.get("run_id") or "" for record in records)
+            self._taken = +self._taken  # (drops the runs at zero)
 
     def wait_for_tasks(self) -> list[Record] | None:
         """The tasks handed back, waiting as long as it takes for the first; None once the
-        worker stopped (`stop`) and the window of its last ask has passed with none left."""
+        worker stopped (`stop`) and the window of its last ask has passed with none left.
+        Their runs hold a task (`holds_task_for`) until the caller says `answered`."""
         with self._cond:
             while not self._tasks:
                 if not self._stopped:
@@ -207,6 +225,7 @@ class HandedTasks:
                 else:
                     return None
             tasks, self._tasks = self._tasks, []
+            self._taken.update(record.value.get("run_id") or "" for record in tasks)  # until `answered`
             return tasks
 
     def take(self, timeout_s: float = 0.0) -> list[Record]:

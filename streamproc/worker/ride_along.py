@@ -5,7 +5,8 @@ When an activity of a run cached here completes, the run's next workflow task wo
 the code [ActivityTaskStarted, ActivityTaskCompleted, WorkflowTaskScheduled]. If the run is
 idle here (cached, no task of it running or handed back and waiting), the worker runs that
 task in its turn (`task_turns`: the completion waits in line behind the tasks of other runs,
-unless the turns stop moving for `TURN_PATIENCE_S`), on histories it builds itself from
+unless the turns stop moving for `TURN_PATIENCE_S`; `WAIT_CAP_S` at most, and never up to
+the attempt's deadline), on histories it builds itself from
 what its cache answered last, and puts the answer in the COMPLETE: one command and one
 engine transaction instead of two. Under load the worker is nearly always running some
 run's task: a completion that did not wait went alone seven times in ten at 100 runs in
@@ -62,6 +63,12 @@ _COUNTED = frozenset({WorkflowCommandType.SCHEDULE_ACTIVITY_TASK, WorkflowComman
 #: without an answer. A turn taken by the tasks in line ahead is waited out: the answer
 #: saves the engine a transaction and the worker a task, which would wait in the same line.
 TURN_PATIENCE_S = 0.1
+#: The longest a completion waits in line in all, however the line moves (with 100 runs in
+#: flight it could be ~10 s): an activity done waits so long for no one, counted overdue.
+WAIT_CAP_S = 1.0
+#: How long before its attempt's deadline a completion stops waiting: an answer the engine
+#: gets after the attempt timed out is refused, and the activity retried.
+DEADLINE_MARGIN_S = 0.5
 #: How long an answer out waits for its verdict before its instance is forgotten.
 VERDICT_S = 120.0
 #: The most an answer and the activity's result may weigh together in the COMPLETE: a payload's
@@ -79,7 +86,8 @@ def is_verdict(record: Record) -> bool:
 #: Prometheus' `streamproc_workflow_task_ride_along_skipped_total`).
 SKIP_REASONS = {
     "not_cached": "the run is not in the sticky cache (never was, evicted, or a task of it runs now)",
-    "no_turn": f"the thread that runs workflow tasks was held up longer than {TURN_PATIENCE_S} s",
+    "no_turn": f"the thread that runs workflow tasks was held up longer than {TURN_PATIENCE_S} s, or the "
+               f"turn did not come within {WAIT_CAP_S} s or {DEADLINE_MARGIN_S} s before the attempt's deadline",
     "type_not_tried": "the workflow type's code read the task's time or called a local activity before",
     "answer_out": "an answer of the run waits for its verdict",
     "task_held": "a task of the run was handed back and waits to run",
@@ -89,6 +97,7 @@ SKIP_REASONS = {
     "code_read_time": "the activation read the task's time or called a local activity",
     "answer_too_large": "the answer and the result weigh more than the budget",
     "crashed": "a runtime bug",
+    "stopping": "the worker stops: no answer runs ahead, nor asks for eager work, for a worker leaving",
 }
 
 
@@ -132,21 +141,32 @@ class RideAlong:
             self.metrics.workflow_task_ride_along_skip(self.task_queue, reason)
 
     def ask(self, value: dict[str, Any], task: dict[str, Any], result: str,
-            handed_slot: Callable[[], bool] | None = None) -> Callable[[Reply], bool] | None:
+            handed_slot: Callable[[], bool] | None = None,
+            deadline: float | None = None) -> Callable[[Reply], bool] | None:
         """For the COMPLETE `value` of the activity `task` with `result`: when the run is
         idle here and its next task can be answered now, put the answer in `value` (with
         the ask for the next task) and return what hears the replies; None otherwise.
         `handed_slot` gives the activity's slot to the answer's first eager activity
         (`EagerActivities.reserve`): with every slot busy, as at as many runs in flight as
-        slots, the next step would otherwise go through the task queue."""
+        slots, the next step would otherwise go through the task queue. `deadline`: when
+        the engine gives the activity's attempt up (monotonic; None: never): the wait in
+        line ends `DEADLINE_MARGIN_S` before it, and `WAIT_CAP_S` from now at the latest."""
         run_id = task.get("run_id") or ""
         if not run_id:
             return None
         if task.get("workflow_type") in self._not_tried:
             return self.skip("type_not_tried")
-        if not self.turns.wait_turn(TURN_PATIENCE_S):
+        until = time.monotonic() + WAIT_CAP_S
+        if deadline is not None:
+            until = min(until, deadline - DEADLINE_MARGIN_S)
+        if not self.turns.wait_turn(TURN_PATIENCE_S, until):
             return self.skip("no_turn")
         try:
+            if self.handed.stopped:  # (seen in the turn: the slots are given back in one, `WorkflowWorker`)
+                return self.skip("stopping")  # a reservation now would never be given back
+            cached_at = self.handed.cached_at(run_id)
+            if cached_at:  # a task of the run (a signal's) may have moved the cache while this waited
+                value["return_workflow_task_after"] = cached_at
             return self._answer(value, task, run_id, result, handed_slot)
         except Exception:  # a runtime bug: the completion goes without the answer
             log.exception("workflow_task_ride_along_crashed", run_id=run_id)

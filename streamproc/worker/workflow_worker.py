@@ -196,8 +196,7 @@ class WorkflowWorker:
             if handed_thread is not None:  # (after an error: its answers still go)
                 handed_thread.stop()
             membership.consumer.close()  # leave the group at once: the queue's partitions move on
-            if self.handler.eager is not None:
-                self.handler.eager.release_all()
+            self._give_back_slots()
             if self.handed is not None and self.handed.replies is not None:
                 self.handed.replies.close()
             self.client.close_workflow_requests()
@@ -241,6 +240,14 @@ class WorkflowWorker:
     def _answer_handed(self, records: list) -> None:
         self._answer_batch(None, [], self._handed_tasks(records))
         self._release_overdue_slots()
+
+    def _give_back_slots(self) -> None:
+        """At the end, the activity slots held for answers, in a turn: a completion riding
+        along that has the turn reserves before they are given back, and one that takes it
+        after sees the hand-back stopped and reserves nothing (`ride_along`)."""
+        if self.handler.eager is not None:
+            with self._turns:
+                self.handler.eager.release_all()
 
     def _release_overdue_slots(self) -> None:
         if self.handler.eager is not None:

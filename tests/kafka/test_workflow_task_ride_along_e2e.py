@@ -82,6 +82,7 @@ def test_each_step_s_next_task_rides_with_its_completion(engine, disabled, monke
     from streamproc.worker import ride_along
 
     monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 30.0)  # a slow machine's stall is no skip
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", 30.0)
     with Worker(engine, task_queue=QUEUE, workflows=[Steps], activities=[add_one], identity="riding",
                 disable_workflow_task_ride_along=disabled) as worker:
         handles = [engine.start_workflow(Steps.run, args=[4], id=f"steps-{disabled}-{n}", task_queue=QUEUE)
@@ -162,7 +163,12 @@ def test_refused_answers_fall_back_to_the_handed_back_task_which_replays(engine,
         handles = [engine.start_workflow(Steps.run, args=[4], id=f"refused-{n}", task_queue=QUEUE) for n in range(3)]
         assert [h.result(60) for h in handles] == [[4, 0]] * 3
         stats = worker.workflow_worker.stats
-        ride = worker.workflow_worker.handed.ride_along
+        ride, activities = worker.workflow_worker.handed.ride_along, worker.activity_worker
+        _until(lambda: ride.sent == ride.accepted + ride.refused)  # the last verdict heard
+        _until(lambda: _in_flight(activities) == 0)  # each refusal gave its handed slot back once
+        time.sleep(0.2)
+        assert _in_flight(activities) == 0
+    assert _in_flight(activities) == 0
     assert ride.sent >= 6 and (ride.accepted, ride.refused) == (0, ride.sent)
     assert stats.history_fetches == ride.sent and stats.completed == 15  # each refused step replayed
     for handle in handles:
@@ -214,6 +220,7 @@ def test_a_completion_that_ends_while_the_worker_runs_another_run_s_task_still_r
     from streamproc.worker import ride_along
 
     monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 30.0)
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", 30.0)
     BUSY["holding"] = threading.Event()
     with Worker(engine, task_queue=QUEUE, workflows=[OneBusyStep, HoldsTheTurn],
                 activities=[add_one_while_another_task_runs], identity="busy-worker") as worker:
@@ -231,6 +238,12 @@ def test_a_completion_that_ends_while_the_worker_runs_another_run_s_task_still_r
                           "WORKFLOW_TASK_COMPLETED", "WORKFLOW_EXECUTION_COMPLETED"]
 
 
+def _in_flight(activities) -> int:
+    """The activity worker's slots taken (running, held for eager activities, handed on)."""
+    with activities._lock:
+        return activities._in_flight
+
+
 def _until(condition, timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -245,10 +258,15 @@ def test_with_every_slot_busy_the_next_step_still_runs_eagerly_in_the_last_one_s
     from streamproc.worker import ride_along
 
     monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", 30.0)
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", 30.0)
     with Worker(engine, task_queue=QUEUE, workflows=[Steps], activities=[add_one], identity="one-slot",
                 max_concurrent_activities=1) as worker:
         assert engine.start_workflow(Steps.run, args=[4], id="one-slot", task_queue=QUEUE).result(60) == [4, 0]
         ride, activities = worker.workflow_worker.handed.ride_along, worker.activity_worker
         _until(lambda: ride.sent == ride.accepted + ride.refused)  # the last verdict heard
+        _until(lambda: _in_flight(activities) == 0)  # each slot handed on freed once, not twice
+        time.sleep(0.2)
+        assert _in_flight(activities) == 0
+    assert _in_flight(activities) == 0
     assert (ride.sent, ride.accepted) == (4, 4)
     assert (activities.stats.started, activities.stats.eager) == (4, 4)

@@ -160,6 +160,7 @@ def test_a_completion_waits_for_the_turn_another_run_s_task_has(monkeypatch):
     completion that gave up then went alone, and its run's next task cost a transaction
     and a hand-back (at 100 in flight, 7 completions in 10). It takes its turn in line."""
     monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", WAIT_S)
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", WAIT_S)
     ride, run, activity = cached_after_first_task(TwoSteps)
     with ride.turns:  # the queue's thread runs another run's task
         got, thread = _ask_on_a_thread(ride, activity)
@@ -328,3 +329,106 @@ def test_the_activity_s_slot_goes_on_to_the_run_s_next_activity():
     value = {"return_workflow_task_after": 2}
     ride.ask(value, activity, encode(1))  # no slot to hand on: the next activity goes through the queue
     assert "request_eager_execution" not in orjson.loads(value["workflow_task_answer"])["commands"][0]
+
+
+def test_a_completion_that_gets_the_turn_after_the_hand_back_stopped_reserves_nothing():
+    """The worker stops while the completion waits in line: the slots held for answers are
+    given back once (`WorkflowWorker._give_back_slots`), so a reservation made after that
+    would never be, and the activity worker would wait its whole graceful timeout for it."""
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    ride.handler.eager = slots = _HeldSlots()
+    reserved = []
+    slots.reserve = lambda commands, handed_slot=None: reserved.append(1) or (commands, slots)
+    with ride.turns:
+        got, thread = _ask_on_a_thread(ride, activity)
+        _until(lambda: ride.turns.waiting == 1)
+        ride.handed.stop()
+    thread.join(WAIT_S)
+    assert got == [None] and not reserved and ride.skipped == {"stopping": 1}
+    assert "run-1" in ride.handler.cache and ride.sent == 0
+
+
+def test_the_workflow_worker_gives_the_slots_back_in_its_turn():
+    """A completion riding along that has the turn is between its reservation and its send:
+    the slots are given back only once it leaves the turn."""
+    from streamproc.worker.workflow_worker import WorkflowWorker
+
+    worker = WorkflowWorker("orders", [TwoSteps], bootstrap="127.0.0.1:9")
+    released = threading.Event()
+
+    class Slots:
+        def release_all(self):
+            released.set()
+    worker.handler.eager = Slots()
+    with worker._turns:
+        thread = threading.Thread(target=worker._give_back_slots, daemon=True)
+        thread.start()
+        _until(lambda: worker._turns.waiting == 1)
+        assert not released.wait(0.05)
+    thread.join(WAIT_S)
+    assert released.is_set()
+
+
+def _ask_with_deadline_on_a_thread(ride, activity, deadline):
+    got = []
+    thread = threading.Thread(target=lambda: got.append(
+        ride.ask({"return_workflow_task_after": 2}, activity, encode(1), None, deadline)), daemon=True)
+    thread.start()
+    return got, thread
+
+
+def test_a_completion_stops_waiting_before_its_attempt_s_deadline_however_the_line_moves(monkeypatch):
+    """An activity that finishes just before its start-to-close (or heartbeat) deadline
+    must not wait in line past it: the engine would refuse the completion and retry the
+    activity. The wait ends `DEADLINE_MARGIN_S` before the deadline, the completion going alone."""
+    monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", WAIT_S)
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", WAIT_S)
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    with ride.turns:
+        began = time.monotonic()
+        got, thread = _ask_with_deadline_on_a_thread(ride, activity, began + ride_along.DEADLINE_MARGIN_S + 0.1)
+        thread.join(WAIT_S)
+        assert got == [None] and ride.skipped == {"no_turn": 1}
+        assert 0.1 <= time.monotonic() - began < WAIT_S / 2
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    with ride.turns:  # already too close: no wait at all
+        got, thread = _ask_with_deadline_on_a_thread(ride, activity, time.monotonic() + 0.1)
+        thread.join(WAIT_S)
+        assert got == [None] and ride.skipped == {"no_turn": 1}
+
+
+def test_a_completion_waits_in_line_no_longer_than_the_cap(monkeypatch):
+    monkeypatch.setattr(ride_along, "TURN_PATIENCE_S", WAIT_S)
+    monkeypatch.setattr(ride_along, "WAIT_CAP_S", 0.1)
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    with ride.turns:
+        began = time.monotonic()
+        got, thread = _ask_on_a_thread(ride, activity)
+        thread.join(WAIT_S)
+        assert got == [None] and ride.skipped == {"no_turn": 1} and time.monotonic() - began < WAIT_S / 2
+
+
+def test_no_answer_while_a_task_of_the_run_taken_by_the_worker_s_thread_waits_for_its_turn():
+    """The thread for handed-back tasks took the run's task and waits in line to run it: the
+    completion must not run the run's next task ahead of it (it would answer a task whose
+    history the cache has not seen); once answered, the run rides along again."""
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    task = Record(RecordType.EVENT, "WORKFLOW", "WORKFLOW_TASK", {"run_id": "run-1"}, key=9)
+    ride.handed.put(task)
+    taken = ride.handed.wait_for_tasks()
+    assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is None
+    assert ride.skipped == {"task_held": 1}
+    ride.handed.answered(taken)
+    assert not ride.handed.holds_task_for("run-1")
+    assert ride.ask({"return_workflow_task_after": 2}, activity, encode(1)) is not None
+
+
+def test_the_ask_is_read_again_in_the_turn_when_the_cache_moved_while_the_completion_waited():
+    """The completion asked after the task cached when it ended; a task of the run answered
+    while it waited in line moved the cache on. Read again in the turn, the ask names the
+    task cached now, and the answer rides along rather than going as `cache_moved`."""
+    ride, run, activity = cached_after_first_task(TwoSteps)
+    ride.handed.cached_at = ride.handler.cache.answered_event_id
+    value = {"return_workflow_task_after": 1}  # the cache's task before the one answered meanwhile
+    assert ride.ask(value, activity, encode(1)) is not None and "workflow_task_answer" in value
+    assert value["return_workflow_task_after"] == 2 and not ride.skipped
