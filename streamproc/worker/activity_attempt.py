@@ -11,6 +11,7 @@ is already over for the engine.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Callable
@@ -71,7 +72,7 @@ class ActivityAttempt:
         self.ctx: ActivityContext | None = None
         #: Hears the run's next workflow task among the answer's replies, when it asked for it.
         self._takes_task = None
-        #: The attempt's slot went on to the run's next activity (`_hand_slot`): not freed at its end.
+        #: The attempt's slot went on to the run's next activity (`ActivityWorker.hand_slot_on`): not freed at its end.
         self.slot_handed = False
         #: When START was sent (monotonic): the engine's deadlines are never earlier than ours.
         self.sent_at = time.monotonic()
@@ -226,18 +227,14 @@ class ActivityAttempt:
                     ride.skip("not_cached")
                 else:  # ... and, when the run is idle here, that task's answer rides with it (`ride_along`).
                     deadline = self._deadline(self._beat_at or self.sent_at)  # its wait in line ends before
+                    # The function is done: its slot may go on to the run's next activity,
+                    # asked to run eagerly in the answer (`ActivityWorker.hand_slot_on`).
+                    hand_slot = functools.partial(self.worker.hand_slot_on, self)
                     self._takes_task = ride.ask(value, self.task, value.get("result"),
-                                                self._hand_slot, deadline) or self._takes_task
+                                                hand_slot, deadline) or self._takes_task
             request_id = handed.request_id() if self._takes_task is not None else None
         self.worker.send(self.key, intent, value, request_id=request_id, on_reply=self._on_answer, ttl_s=120)
         self.worker.count(_SENT[intent])
-
-    def _hand_slot(self) -> bool:
-        """Give this attempt's slot to the run's next activity, asked to run eagerly in the
-        answer that rides with the completion: the function is done, and only the answer
-        remains to send. True the first time, and only while the worker takes work
-        (`ActivityWorker.hand_slot_on`)."""
-        return self.worker.hand_slot_on(self)
 
     def _on_answer(self, reply: Reply) -> bool:
         # Only a refusal matters (an accepted FAIL that is retried gets no reply at all), and

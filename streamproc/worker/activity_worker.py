@@ -215,19 +215,19 @@ class ActivityWorker:
     def reserve_slot(self) -> bool:
         """Hold a free slot for an activity the engine may start for us (eager execution)."""
         with self._lock:
-            if self._executor is None or self._stop.is_set() or self._in_flight >= self.max_concurrent:
+            if self._takes_no_work() or self._in_flight >= self.max_concurrent:
                 return False
             self._in_flight += 1
             return True
 
     def hand_slot_on(self, attempt: ActivityAttempt) -> bool:
         """Let `attempt`'s slot go on to its run's next activity, asked to run eagerly in the
-        answer that rides with its completion (`ActivityAttempt._hand_slot`): True the first
+        answer that rides with its completion (`ActivityAttempt._finish`): True the first
         time. Refused as `reserve_slot` refuses once the worker stops: the engine would start
         that activity for this worker, and its task would come after the pool shut down
         (dropped, the activity stranded until its start-to-close timeout)."""
         with self._lock:
-            if attempt.slot_handed or self._executor is None or self._stop.is_set():
+            if attempt.slot_handed or self._takes_no_work():
                 return False
             attempt.slot_handed = True
             return True
@@ -235,7 +235,11 @@ class ActivityWorker:
     def stopping(self) -> bool:
         """Whether the worker stops (or is not up): it asks the engine for no eager work."""
         with self._lock:
-            return self._executor is None or self._stop.is_set()
+            return self._takes_no_work()
+
+    def _takes_no_work(self) -> bool:
+        """Under `_lock`: the worker stops, or its pool is not up (or gone)."""
+        return self._executor is None or self._stop.is_set()
 
     def release_slot(self) -> None:
         """A held slot the engine did not fill."""
@@ -283,7 +287,7 @@ class ActivityWorker:
             attempt.settle()  # in case a bug skipped it
             self.overdue.end(attempt)
             with self._lock:
-                if not attempt.slot_handed:  # else the run's next activity holds it (`_hand_slot`)
+                if not attempt.slot_handed:  # else the run's next activity holds it (`hand_slot_on`)
                     self._in_flight -= 1
                 self._running.discard(attempt)
                 self._lock.notify_all()

@@ -29,6 +29,15 @@ def topic(bootstrap, namespace) -> str:
     return name
 
 
+@pytest.fixture
+def flushed(bootstrap, topic):
+    """A `Counted` producer and the `QuietFlush` on it (pausing QUIET_MS), closed after."""
+    counted = Counted(bootstrap, topic)
+    quiet = QuietFlush(counted.producer, QUIET_MS)
+    yield counted, quiet
+    quiet.close()
+
+
 class Counted:
     """A producer lingering LINGER_MS, its deliveries' times and its produce requests."""
 
@@ -72,62 +81,46 @@ class Counted:
         self.stats = json.loads(data)
 
 
-def test_a_burst_goes_as_one_request_once_the_sends_pause_not_after_the_linger(bootstrap, topic):
-    counted = Counted(bootstrap, topic)
-    quiet = QuietFlush(counted.producer, QUIET_MS)
-    try:
-        last_sent = counted.produce(topic, 8, 0.01, quiet)  # pauses far shorter than QUIET_MS
-        counted.wait_delivered(8, LINGER_MS / 1000 * 2)
-        assert len(counted.delivered) == 8
-        assert max(counted.delivered) - last_sent < LINGER_MS / 1000 / 2, "sent by the linger, not the pause"
-        assert counted.produce_requests() == 1
-    finally:
-        quiet.close()
+def test_a_burst_goes_as_one_request_once_the_sends_pause_not_after_the_linger(flushed, topic):
+    counted, quiet = flushed
+    last_sent = counted.produce(topic, 8, 0.01, quiet)  # pauses far shorter than QUIET_MS
+    counted.wait_delivered(8, LINGER_MS / 1000 * 2)
+    assert len(counted.delivered) == 8
+    assert max(counted.delivered) - last_sent < LINGER_MS / 1000 / 2, "sent by the linger, not the pause"
+    assert counted.produce_requests() == 1
 
 
-def test_a_lone_record_leaves_after_the_pause_not_after_the_linger(bootstrap, topic):
-    counted = Counted(bootstrap, topic)
-    quiet = QuietFlush(counted.producer, QUIET_MS)
-    try:
-        sent = counted.produce(topic, 1, 0, quiet)
-        counted.wait_delivered(1, LINGER_MS / 1000 * 2)
-        assert counted.delivered and counted.delivered[0] - sent < LINGER_MS / 1000 / 2
-        assert counted.delivered[0] - sent >= QUIET_MS / 1000 * 0.9  # held for the pause
-    finally:
-        quiet.close()
+def test_a_lone_record_leaves_after_the_pause_not_after_the_linger(flushed, topic):
+    counted, quiet = flushed
+    sent = counted.produce(topic, 1, 0, quiet)
+    counted.wait_delivered(1, LINGER_MS / 1000 * 2)
+    assert counted.delivered and counted.delivered[0] - sent < LINGER_MS / 1000 / 2
+    assert counted.delivered[0] - sent >= QUIET_MS / 1000 * 0.9  # held for the pause
 
 
-def test_while_held_pauses_longer_than_the_quiet_do_not_split_a_burst(bootstrap, topic):
-    counted = Counted(bootstrap, topic)
-    quiet = QuietFlush(counted.producer, QUIET_MS)
-    try:
-        quiet.hold()  # e.g. a worker's attempts still running
-        counted.produce(topic, 3, QUIET_MS / 1000 * 1.5, quiet)
-        counted.producer.poll(QUIET_MS / 1000 * 1.5)
-        assert counted.delivered == [], "flushed while held"
-        released = time.monotonic()
-        quiet.release()
-        counted.wait_delivered(3, LINGER_MS / 1000 * 2)
-        assert len(counted.delivered) == 3 and max(counted.delivered) - released < LINGER_MS / 1000 / 2
-        assert counted.produce_requests() == 1
-    finally:
-        quiet.close()
+def test_while_held_pauses_longer_than_the_quiet_do_not_split_a_burst(flushed, topic):
+    counted, quiet = flushed
+    quiet.hold()  # e.g. a worker's attempts still running
+    counted.produce(topic, 3, QUIET_MS / 1000 * 1.5, quiet)
+    counted.producer.poll(QUIET_MS / 1000 * 1.5)
+    assert counted.delivered == [], "flushed while held"
+    released = time.monotonic()
+    quiet.release()
+    counted.wait_delivered(3, LINGER_MS / 1000 * 2)
+    assert len(counted.delivered) == 3 and max(counted.delivered) - released < LINGER_MS / 1000 / 2
+    assert counted.produce_requests() == 1
 
 
-def test_an_urgent_record_leaves_after_the_pause_even_while_held(bootstrap, topic):
+def test_an_urgent_record_leaves_after_the_pause_even_while_held(flushed, topic):
     """A START the attempt waits on is not kept by the other attempts' holds."""
-    counted = Counted(bootstrap, topic)
-    quiet = QuietFlush(counted.producer, QUIET_MS)
-    try:
-        quiet.hold()
-        sent = time.monotonic()
-        counted.producer.produce(topic, b"x", partition=0, on_delivery=counted._on_delivery)
-        quiet.sent(urgent=True)
-        counted.wait_delivered(1, LINGER_MS / 1000 * 2)
-        assert counted.delivered and counted.delivered[0] - sent < LINGER_MS / 1000 / 2
-        assert quiet.holds == 1
-    finally:
-        quiet.close()
+    counted, quiet = flushed
+    quiet.hold()
+    sent = time.monotonic()
+    counted.producer.produce(topic, b"x", partition=0, on_delivery=counted._on_delivery)
+    quiet.sent(urgent=True)
+    counted.wait_delivered(1, LINGER_MS / 1000 * 2)
+    assert counted.delivered and counted.delivered[0] - sent < LINGER_MS / 1000 / 2
+    assert quiet.holds == 1
 
 
 def test_without_it_the_record_waits_for_the_linger(bootstrap, topic):

@@ -1,5 +1,5 @@
 """The activity slot an attempt hands on to its run's next activity when the next task's
-answer rides with its completion (`ActivityAttempt._hand_slot`, `EagerActivities.reserve`):
+answer rides with its completion (`ActivityWorker.hand_slot_on`, `EagerActivities.reserve`):
 freed exactly once whatever the engine answers, and never handed on by a worker that stops.
 A real ActivityWorker, its attempts, RideAlong and EagerActivities; the engine's replies
 given by hand (no broker)."""
