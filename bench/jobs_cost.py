@@ -32,6 +32,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5, help="seconds per rate (default 5)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--start-unconfirmed", action="store_true", help="job workers with --start-unconfirmed")
+    parser.add_argument("--push", action="store_true", help="job workers with --push (jobs pushed to them)")
     parser.add_argument("--spread-creates", action="store_true",
                         help="each CREATE to its request id's partition, not kept on one for a while")
     parser.add_argument("--commit-interval-ms", type=float, default=0, help="the engine's (default 0: off)")
@@ -39,8 +40,8 @@ def main() -> int:
     bench = Bench("jobs_cost")
     if bench.broker_pid is None:
         parser.error("the broker's counters are read from its JVM: a local broker is needed")
-    if args.start_unconfirmed:
-        bench.job_worker_options = ("--start-unconfirmed",)
+    bench.job_worker_options = (("--start-unconfirmed",) if args.start_unconfirmed else ()) + \
+        (("--push",) if args.push else ())
     if args.commit_interval_ms:
         bench.engine_options = ("--commit-interval-ms", str(args.commit_interval_ms))
     try:
@@ -51,7 +52,7 @@ def main() -> int:
                     measured = rig.measure(int(rate * args.seconds), rate)
                     grown = counts_since(before, broker_counts(bench.broker_pid), bench.namespace)
                     line = {"partitions": partitions, "rate_per_sec": rate, "jobs": measured["jobs"],
-                            "workers": args.workers, "start_unconfirmed": args.start_unconfirmed,
+                            "workers": args.workers, "start_unconfirmed": args.start_unconfirmed, "push": args.push,
                             "commit_interval_ms": args.commit_interval_ms, "spread_creates": args.spread_creates,
                             **per_unit(grown, measured["jobs"], measured["transactions"])}
                     print(json.dumps(line), flush=True)

@@ -12,6 +12,9 @@ def add_worker_mode_options(parser: argparse.ArgumentParser) -> None:
                         help="job workers run a handler as soon as START is sent, without the engine's answer, "
                              "so a quick handler's COMPLETE goes out with its START (the opt-in fast path that may "
                              "run a handler twice; job scenarios)")
+    parser.add_argument("--job-push", action="store_true",
+                        help="job workers register for pushed jobs (`worker run --push`): the engine starts a job "
+                             "for a worker with free credit in the CREATE's transaction (job scenarios)")
     parser.add_argument("--engine-commit-interval-ms", type=float, default=0,
                         help="engines begin a transaction at most this often, a batch ready sooner taking in "
                              "what arrives meanwhile (`engine run --commit-interval-ms`; job scenarios; 0: off)")

@@ -102,8 +102,9 @@ def main() -> int:
     started = time.monotonic()
     machine_before, ours_before = _machine_busy_s(), _own_cpu_s()
     bench = Bench(args.scenario)
-    if args.job_start_unconfirmed:
-        bench.job_worker_options = ("--start-unconfirmed",)
+    if args.job_start_unconfirmed or args.job_push:
+        bench.job_worker_options = (("--start-unconfirmed",) if args.job_start_unconfirmed else ()) + \
+            (("--push",) if args.job_push else ())
     if args.engine_commit_interval_ms:
         bench.engine_options = ("--commit-interval-ms", str(args.engine_commit_interval_ms))
     bench.metrics = args.metrics
@@ -152,7 +153,7 @@ def main() -> int:
              "task_ride_along": not args.no_task_ride_along} \
         if args.scenario in WORKFLOW_SCENARIOS else {}
     if args.scenario.startswith("jobs_"):
-        extra["job_start"] = "unconfirmed" if args.job_start_unconfirmed else "confirmed"
+        extra["job_start"] = "push" if args.job_push else "unconfirmed" if args.job_start_unconfirmed else "confirmed"
         extra["engine_commit_interval_ms"] = args.engine_commit_interval_ms
     if warm_up_runs is not None:
         extra["broker_warm_up_runs"] = warm_up_runs
