@@ -16,16 +16,18 @@ RATES = (100, 250, 500, 1000, 2000, 3000)
 LATENCY_BOUND_MS = 50
 
 
-def run(bench: Bench, quick: bool, workers: int = 2) -> dict:
+def run(bench: Bench, quick: bool, workers: int = 2, partitions: int | None = None) -> dict:
+    """`partitions`: only that partition count (default: 1, and 4 unless `quick`)."""
     seconds = 2 if quick else 5
     out: dict = {"rates_per_sec": list(RATES), "seconds_per_rate": seconds, "workers": workers,
                  "latency_bound_ms": LATENCY_BOUND_MS, "load1_at_start": loadavg()}
-    for partitions in ((1,) if quick else (1, 4)):
-        with JobsRig(bench, partitions, workers) as rig:
+    counts = (partitions,) if partitions else (1,) if quick else (1, 4)
+    for count in counts:
+        with JobsRig(bench, count, workers) as rig:
             steps = [_step(rig.measure(int(rate * seconds), rate)) for rate in RATES]
             within = [s["rate_per_sec"] for s in steps if s["latency_ms"]["p99"] <= LATENCY_BOUND_MS]
-            out[f"p{partitions}"] = {"steps": steps, "max_rate_p99_within_ms": max(within, default=None),
-                                     **rig.facts()}
+            out[f"p{count}"] = {"steps": steps, "max_rate_p99_within_ms": max(within, default=None),
+                                **rig.facts()}
     return out
 
 

@@ -56,7 +56,7 @@ def main() -> int:
                         help="worker processes (jobs_per_sec: 2; workflow scenarios: 1)")
     parser.add_argument("--engines", type=int, default=1, help="engine processes (workflow scenarios, schedule_fire_lag)")
     parser.add_argument("--partitions", type=int, default=None,
-                        help="partitions of the engine's topics and the task queues (workflow scenarios; "
+                        help="partitions of the engine's topics and the task queues (workflow scenarios; jobs_latency_by_rate: only this count; "
                              "default the engine's, 4)")
     parser.add_argument("--profile", metavar="FILE",
                         help="jobs_per_sec: py-spy the 4-partition engine during saturation, raw stacks to "
@@ -116,7 +116,7 @@ def main() -> int:
         if args.scenario == "jobs_per_sec":
             kwargs = {"workers": args.workers or 2, "profile": args.profile, "profile_idle": args.profile_idle}
         elif args.scenario == "jobs_latency_by_rate":
-            kwargs = {"workers": args.workers or 2}
+            kwargs = {"workers": args.workers or 2, "partitions": args.partitions}
         elif args.scenario == "schedule_fire_lag":
             kwargs = {"spread_first": args.spread_first, "engines": args.engines}
         elif args.scenario in WORKFLOW_SCENARIOS:
