@@ -56,8 +56,8 @@ def main() -> int:
                         help="worker processes (jobs_per_sec: 2; workflow scenarios: 1)")
     parser.add_argument("--engines", type=int, default=1, help="engine processes (workflow scenarios, schedule_fire_lag)")
     parser.add_argument("--partitions", type=int, default=None,
-                        help="partitions of the engine's topics and the task queues (workflow scenarios; jobs_latency_by_rate: only this count; "
-                             "default the engine's, 4)")
+                        help="partitions of the engine's topics and the task queues (workflow scenarios; "
+                             "default the engine's, 4); jobs_latency_by_rate: only this partition count")
     parser.add_argument("--profile", metavar="FILE",
                         help="jobs_per_sec: py-spy the 4-partition engine during saturation, raw stacks to "
                              "FILE; workflow scenarios: the engines and workers while measured, FILE.engine-0 ...")
