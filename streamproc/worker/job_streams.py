@@ -66,13 +66,23 @@ def credits_per_partition(max_jobs_active: int, partitions: int) -> int:
     return max(1, max_jobs_active // partitions)
 
 
-def pushed_attempt_began(timeout_ms: int, deadline_ms: int, wall_now_ms: int, mono_now: float) -> float:
-    """The `time.monotonic()` reading a pushed attempt's `timeout_ms` counts from, so that
-    its deadline on this worker is ``mono_now + min(timeout_ms, deadline_ms - wall_now_ms)``:
-    the engine's deadline as this clock reads it, never later than a full timeout from now
-    (a clock behind the engine's must not make the worker run an attempt the engine has
-    timed out). A record without a deadline gets the full timeout from now."""
-    left_ms = timeout_ms if deadline_ms < 0 else min(timeout_ms, deadline_ms - wall_now_ms)
+def pushed_attempt_began(timeout_ms: int, deadline_ms: int, started_ms: int, log_time_ms: int, wall_now_ms: int,
+                         mono_now: float) -> float:
+    """The `time.monotonic()` reading a pushed attempt's `timeout_ms` counts from, so that it
+    is due on this worker when the engine times it out, and never later than a full timeout
+    from now (a clock behind the engine's must not make the worker run an attempt the
+    engine has timed out).
+
+    `deadline_ms` and `started_ms` (the STARTED record's time) are on the engine's clock,
+    which may be a manual one (the time-skipping test environment); `log_time_ms`, when
+    Kafka took the record, is a wall clock's, as `wall_now_ms` is. So the deadline on the
+    wall clock is ``log_time_ms + deadline_ms - started_ms``. A record without a deadline
+    gets the full timeout from now."""
+    if deadline_ms < 0:
+        left_ms = timeout_ms
+    else:
+        wall_deadline_ms = (log_time_ms if log_time_ms > 0 else started_ms) + deadline_ms - started_ms
+        left_ms = min(timeout_ms, wall_deadline_ms - wall_now_ms)
     return mono_now + (left_ms - timeout_ms) / 1000
 
 

@@ -257,7 +257,8 @@ class JobWorker:
         job = ActivatedJob(key=record.key, attempt=v["attempt"], type=v["type"], payload=orjson.loads(v["payload"]),
                            retries=v["retries"], timeout_ms=v["timeout_ms"])
         # Its timeout counts to the engine's deadline, not from now (`pushed_attempt_began`).
-        began = pushed_attempt_began(job.timeout_ms, v["deadline_ms"], int(time.time() * 1000), time.monotonic())
+        began = pushed_attempt_began(job.timeout_ms, v["deadline_ms"], record.timestamp_ms, reply.log_time_ms,
+                                     int(time.time() * 1000), time.monotonic())
         with self._lock:  # a slot like an accepted START's: the topic intake takes that many fewer
             self._in_flight += 1
             self.pushed += 1

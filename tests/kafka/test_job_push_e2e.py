@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from streamproc.client import Client
+from streamproc.clock import ManualClock
 from streamproc.protocol import codec
 from streamproc.protocol.topics import Topics
 from streamproc.worker.job_worker import JobWorker
@@ -137,6 +138,8 @@ def test_jobs_are_pushed_to_two_workers_and_each_completes_once(bootstrap, names
                 _create_paced(client, count, per_second=100)
             events.read_while_progressing(lambda e: e.count("COMPLETED") >= count,
                                           lambda e: e.count("COMPLETED"), stalled_s=30)
+            workers.stop_all()  # each unregisters on every partition
+            events.read_until(lambda e: len(e.events("JOB_STREAM", "UNREGISTERED")) >= 2 * PARTITIONS, 30)
             time.sleep(1)  # anything duplicated would arrive now
             events.read_available()
         finally:
@@ -223,6 +226,38 @@ def test_after_a_worker_stops_new_jobs_go_to_the_other(bootstrap, namespace, tmp
     unregistered = events.events("JOB_STREAM", "UNREGISTERED")
     assert sorted(e.partition_id for e in unregistered if e.value["worker"] == "w1") == list(range(PARTITIONS))
     assert events.count("TIMED_OUT") == 0 and events.rejections() == []
+
+
+def test_a_stream_whose_lease_ended_registers_again_and_is_pushed_to(bootstrap, namespace, tmp_path):
+    """The engine's clock jumps past the leases (an engine away longer than a lease looks the
+    same to the worker): each partition expires the stream, the worker's next RENEW there is
+    refused NOT_FOUND, it registers again, and jobs are pushed to it again. The engine's
+    manual clock is years behind the wall clock: a pushed job's deadline is read against
+    Kafka's time, so the handler runs."""
+    clock, runs = ManualClock(), Runs()
+    workers = PushWorkers(bootstrap, namespace, runs)
+    events = EventLog(bootstrap, namespace)
+    with EngineThread.on(bootstrap, namespace, tmp_path / "state", "push-lease", partitions=PARTITIONS,
+                         clock=clock):
+        try:
+            worker = workers.start("w1")
+            workers.wait_ready()
+            # Just after a renewal, so that no RENEW lands between the jump and the expiries.
+            events.read_until(lambda e: len(e.events("JOB_STREAM", "RENEWED")) >= PARTITIONS, 30)
+            clock.advance(timedelta(seconds=16))
+            events.read_until(lambda e: len(e.events("JOB_STREAM", "EXPIRED")) >= PARTITIONS, 30)
+            events.read_until(lambda e: len(e.events("JOB_STREAM", "REGISTERED")) >= 2 * PARTITIONS, 30)
+            with Client(bootstrap, namespace) as client:
+                _create_paced(client, 8, per_second=100)
+            events.read_until(lambda e: e.count("COMPLETED") >= 8, timeout=30)
+        finally:
+            workers.stop_all()
+            events.close()
+    assert_jobs_completed_once(events, 8)
+    assert worker.pushed == 8 and worker.accepted_starts == 0
+    refused = [r for r in events.rejections() if r.intent == "RENEW"]
+    assert sorted(r.partition_id for r in refused) == list(range(PARTITIONS))
+    assert {r.rejection_type for r in refused} == {"NOT_FOUND"}
 
 
 def _runs_file(path) -> list[tuple[int, int, str]]:

@@ -289,11 +289,14 @@ def test_unregister_does_not_wait_longer_than_its_bound_for_an_engine_that_is_aw
 
 
 def test_a_pushed_attempts_timeout_counts_to_the_engines_deadline_never_past_a_full_timeout():
-    # 5 s timeout, 3 s of it left by the engine's deadline: it began 2 s ago on this clock
-    assert pushed_attempt_began(5000, deadline_ms=13_000, wall_now_ms=10_000, mono_now=50.0) == 48.0
+    # 5 s timeout, started at 10 000 on the engine's clock, taken by Kafka then; 2 s later here
+    assert pushed_attempt_began(5000, 15_000, 10_000, log_time_ms=10_000, wall_now_ms=12_000, mono_now=50.0) == 48.0
     # a clock behind the engine's: never more than the full timeout from now
-    assert pushed_attempt_began(5000, deadline_ms=20_000, wall_now_ms=10_000, mono_now=50.0) == 50.0
-    assert pushed_attempt_began(5000, deadline_ms=-1, wall_now_ms=10_000, mono_now=50.0) == 50.0
+    assert pushed_attempt_began(5000, 15_000, 10_000, log_time_ms=10_000, wall_now_ms=9_000, mono_now=50.0) == 50.0
+    # an engine on a manual clock (years behind): its deadline is read against Kafka's time
+    assert pushed_attempt_began(5000, 1_000_005_000, 1_000_000_000, log_time_ms=1_800_000_000_000,
+                                wall_now_ms=1_800_000_001_000, mono_now=50.0) == 49.0
+    assert pushed_attempt_began(5000, -1, 10_000, log_time_ms=10_000, wall_now_ms=12_000, mono_now=50.0) == 50.0
 
 
 def test_pushed_attempts_remember_each_attempt_once_and_forget_the_oldest():
@@ -360,7 +363,7 @@ class PushRig:
             "timeout_ms": timeout_ms, "attempt": attempt, "worker": "w1", "deadline_ms": now_ms + deadline_in_ms,
             "error_message": "", "retry_backoff_ms": 0, "recur_at_ms": -1, "state": "STARTED"},
             key=key, request_id=f"{stream_id}/{key}/{attempt}", timestamp_ms=now_ms)
-        self.worker.replies._dispatch(record, now_ms)
+        self.worker.replies._dispatch(record, now_ms)  # taken by Kafka just now
 
     def wait_handled(self, n: int) -> None:
         """`n` handlers returned and their slots are free again."""
