@@ -174,13 +174,13 @@ class JobStream:
 
     # the renewer ------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
-        """The renewer thread: `tick` every `TICK_S` until `stop` is set."""
+        """The renewer thread: `tick` every `TICK_S` until `stop` is set or `unregister` called."""
         while True:
             try:
                 self.tick()
             except Exception:  # a bug here must not end the stream's renewals for good
                 log.exception("job_stream_tick_failed", stream_id=self.stream_id)
-            if stop.wait(TICK_S):
+            if stop.wait(TICK_S) or self._closing:
                 return
 
     def tick(self) -> None:

@@ -164,10 +164,10 @@ class JobWorker:
             config, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
             intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.worker_id)
         self._pool = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="job")
-        if self.push:  # after the pool: a push may arrive as soon as a partition registered us
-            self._open_stream()
-        log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id, push=self.push)
         try:
+            if self.push:  # after the pool: a push may arrive as soon as a partition registered us
+                self._open_stream()
+            log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id, push=self.push)
             self._poll(intake, max_jobs)
         finally:
             if self.stream is not None:  # first: the engine stops pushing while we still take what comes
@@ -179,7 +179,7 @@ class JobWorker:
             self.client.flush()
 
     def _open_stream(self) -> None:
-        """Register the job stream everywhere and keep it renewed (a thread until `stop`)."""
+        """Register the job stream everywhere and keep it renewed (a thread, until `stop` or unregistering)."""
         partitions = self.client.partitions
         self.stream = JobStream(self.client, self.replies, queue=self.task_queue, worker=self.worker_id,
                                 partitions=partitions, credits=credits_per_partition(self.max_jobs_active, partitions),
