@@ -130,17 +130,18 @@ def fail(cmd: Record, ctx: ProcessingContext) -> None:
 
 def _republish(key: int, job: Job, ctx: ProcessingContext, avoid: str | None = None) -> None:
     ctx.jobs.make_activatable(key, job, next_attempt=True)
-    _dispatch(key, job, ctx, job.record(), avoid)
+    _dispatch(key, job, ctx, avoid=avoid)
 
 
-def _dispatch(key: int, job: Job, ctx: ProcessingContext, value: dict, avoid: str | None = None) -> None:
-    """Job `key` (ACTIVATABLE, its record `value`) is startable: pushed to the job stream of
+def _dispatch(key: int, job: Job, ctx: ProcessingContext, value: dict | None = None,
+              avoid: str | None = None) -> None:
+    """Job `key` (ACTIVATABLE; `value`: its record, if made already) is startable: pushed to the job stream of
     its queue with the most free credit (not `avoid` if another has some), STARTED in this
     command and sent to the stream's replies partition under request id
     <stream>/<key>/<attempt>; when no stream has free credit, published on its task queue."""
     stream = ctx.job_streams.pick(job.type, key, avoid)
     if stream is None:
-        ctx.out.task(job.type, key, value)
+        ctx.out.task(job.type, key, value if value is not None else job.record())
         return
     ctx.jobs.start(key, job, stream.worker, ctx.now_ms + job.timeout_ms, stream=stream.stream_id)
     ctx.job_streams.take(stream)
