@@ -12,7 +12,7 @@ from fastavro.utils import generate_many
 
 from streamproc.protocol import codec
 from streamproc.protocol.avro_compiled import compile_schemas
-from streamproc.protocol.records import Record, RecordType, ValueType
+from streamproc.protocol.records import JobIntent, JobStreamIntent, Record, RecordType, ValueType
 
 
 def _fastavro_bytes(datum: dict) -> bytes:
@@ -77,7 +77,8 @@ def test_types_it_does_not_compile_are_refused_when_compiling():
 
 @pytest.mark.parametrize("value_type, value", [
     ("JOB", {"type": "t"}), ("WORKFLOW", {"workflow_id": "w", "attributes": "{}"}),
-    ("SCHEDULE", {"schedule_id": "s", "due_ms": 1_800_000_000_000}), ("ACTIVITY_TASK", {}), ("INCIDENT", {})])
+    ("SCHEDULE", {"schedule_id": "s", "due_ms": 1_800_000_000_000}), ("ACTIVITY_TASK", {}), ("INCIDENT", {}),
+    ("JOB_STREAM", {"queue": "q", "stream_id": "s", "credits": 4})])
 def test_a_value_with_unset_fields_encodes_as_with_every_default_filled_in(value_type, value):
     record = Record.command(value_type, "X", value, key=5)
     assert codec.encode(record) == _fastavro_bytes(codec._to_avro_dict(record))
@@ -90,7 +91,8 @@ def _schema_fields(name: str) -> list[dict]:
 
 
 _VALUE_SCHEMAS = {"JOB": ("job", "JobRecord"), "ACTIVITY_TASK": ("activity_task", "ActivityTaskRecord"),
-                  "WORKFLOW": ("workflow", "WorkflowRecord"), "SCHEDULE": ("schedule", "ScheduleRecord")}
+                  "WORKFLOW": ("workflow", "WorkflowRecord"), "SCHEDULE": ("schedule", "ScheduleRecord"),
+                  "JOB_STREAM": ("job_stream", "JobStreamRecord")}
 
 
 def _full_value(value_type: str) -> dict:
@@ -261,3 +263,42 @@ def test_a_long_head_a_sender_wrote_is_written_but_not_kept():
     short = Record(RecordType.EVENT, ValueType.JOB, "CREATED", {"type": "t"}, key=1)
     codec.encode(short)
     assert (RecordType.EVENT, ValueType.JOB, "CREATED") in parts._heads
+
+
+# Job push (docs/proposals/job-push.md) ----------------------------------------------------
+
+def test_a_job_stream_register_command_round_trips_with_its_defaults_filled_in():
+    command = Record.command(ValueType.JOB_STREAM, JobStreamIntent.REGISTER,
+                             {"queue": "payments", "stream_id": "a" * 32, "worker": "w-1", "credits": 8},
+                             request_id="r-1", reply_partition=3)
+    data = codec.encode(command)
+    assert data == _fastavro_bytes(codec._to_avro_dict(command))
+    decoded = codec.decode(data)
+    assert (decoded.value_type, decoded.intent, decoded.key) == ("JOB_STREAM", "REGISTER", -1)
+    assert (decoded.request_id, decoded.reply_partition) == ("r-1", 3)
+    assert decoded.value == {"queue": "payments", "stream_id": "a" * 32, "worker": "w-1", "credits": 8,
+                             "lease_ms": 15000, "lease_until_ms": -1, "in_use": 0}
+
+
+def test_a_job_stream_command_may_be_sent_as_json_and_a_bad_field_is_refused():
+    body = json.dumps({"value_type": "JOB_STREAM", "intent": "RENEW", "request_id": "r", "reply_partition": 0,
+                       "job_stream": {"queue": "q", "stream_id": "s", "credits": 0, "lease_ms": 5000}}).encode()
+    decoded = codec.decode(body, [(codec.CONTENT_TYPE_HEADER, codec.JSON_CONTENT_TYPE)])
+    assert decoded.value == {"queue": "q", "stream_id": "s", "credits": 0, "lease_ms": 5000}
+    bad = json.dumps({"value_type": "JOB_STREAM", "intent": "RENEW", "job_stream": {"credits": "many"}}).encode()
+    with pytest.raises(codec.DecodeError, match="credits"):
+        codec.decode(bad, [(codec.CONTENT_TYPE_HEADER, codec.JSON_CONTENT_TYPE)])
+
+
+def test_a_pushed_job_started_record_round_trips():
+    # What the engine writes to a stream's reply partition: request id <stream>/<key>/<attempt>.
+    job = {"type": "payments", "payload": '{"amount": 5}', "retries": 3, "timeout_ms": 30_000, "attempt": 2,
+           "worker": "w-1", "deadline_ms": 1_800_000_030_000}
+    pushed = Record(RecordType.EVENT, ValueType.JOB, JobIntent.STARTED, job, key=2**51 + 7, partition_id=1,
+                    source_position=12, timestamp_ms=1_800_000_000_000, request_id=f"{'a' * 32}/{2**51 + 7}/2",
+                    reply_partition=3)
+    data = codec.encode(pushed)
+    assert data == _fastavro_bytes(codec._to_avro_dict(pushed))
+    decoded = codec.decode(data)
+    assert decoded.value == codec.with_defaults("JOB", job)
+    assert (decoded.intent, decoded.key, decoded.request_id) == ("STARTED", 2**51 + 7, f"{'a' * 32}/{2**51 + 7}/2")

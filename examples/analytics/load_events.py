@@ -33,7 +33,7 @@ SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 FRAMED = b"framing=schema-registry"
 #: Named types before the types that use them.
 SCHEMA_FILES = ("JobRecord", "IncidentRecord", "FailureRecord", "RetryPolicyRecord",
-                "ActivityTaskRecord", "WorkflowRecord", "ScheduleRecord", "Record")
+                "ActivityTaskRecord", "WorkflowRecord", "ScheduleRecord", "JobStreamRecord", "Record")
 
 TABLES = """
 CREATE OR REPLACE TABLE events (

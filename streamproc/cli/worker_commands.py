@@ -61,9 +61,12 @@ def worker() -> None:
 @click.option("--start-unconfirmed", is_flag=True,
               help="Run a handler as soon as its START is sent, without waiting for the engine to accept it: "
                    "faster, but a handler may run twice after a rebalance.")
+@click.option("--push", is_flag=True,
+              help="Register a job stream on every engine partition: the engine starts jobs for this worker "
+                   "and pushes them (no task record, no START); jobs it cannot push still come from the topic.")
 @METRICS_PORT
 def worker_run(task_queue: str, handler: str, worker_id: str | None, retry_backoff: timedelta, max_concurrent: int,
-               start_unconfirmed: bool, metrics_port: int) -> None:
+               start_unconfirmed: bool, push: bool, metrics_port: int) -> None:
     """Join TASK_QUEUE's consumer group and run HANDLER for its jobs until SIGINT/SIGTERM."""
     from streamproc.metrics import WorkerMetrics
     from streamproc.worker.job_worker import JobWorker
@@ -73,7 +76,7 @@ def worker_run(task_queue: str, handler: str, worker_id: str | None, retry_backo
     metrics = WorkerMetrics() if metrics_port else None
     w = JobWorker(task_queue, handle, worker_id=worker_id,
                   retry_backoff=retry_backoff, max_concurrent=max_concurrent,
-                  start_unconfirmed=start_unconfirmed, metrics=metrics)
+                  start_unconfirmed=start_unconfirmed, push=push, metrics=metrics)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: w.stop())
     with metrics_served(metrics_port, metrics and metrics.registry, ready=w.ready.is_set):

@@ -33,6 +33,7 @@ from confluent_kafka import KafkaException, Producer
 from streamproc.client.async_activities import AsyncActivityOperations
 from streamproc.client.delivery import Delivery, DeliveryState
 from streamproc.client.errors import CommandsNotDeliveredError, RequestNotSentError
+from streamproc.client.job_streams import JobStreamOperations
 from streamproc.client.schedules import ScheduleOperations
 from streamproc.client.sync_bridge import LoopThread, SyncProxy
 from streamproc.client.temporal_gaps import CLIENT_METHODS, CONNECT_OPTIONS, missing_methods, refuse_options
@@ -53,7 +54,7 @@ def _ms(value: timedelta) -> int:
     return int(value.total_seconds() * 1000)
 
 
-class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations):
+class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations, JobStreamOperations):
     """Temporal's asyncio client over Kafka (see the module's docstring)."""
 
     __getattr__ = missing_methods("Client", CLIENT_METHODS)

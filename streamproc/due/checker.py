@@ -33,12 +33,16 @@ class DueDateChecker:
         self._waiting_for_in_flight = False
         #: The earliest time at which something is due (each source says when its items are).
         self.next_fire_ms: int | None = None
+        #: The earliest of those that ends a wait (not a job stream's lease: `due/waiting.py`).
+        self.next_wait_ms: int | None = None
         self.refresh()
 
     def refresh(self) -> None:
         """Re-read the earliest due date from committed state (after each commit)."""
-        times = [t for s in self._sources if (t := s.next_fire_ms()) is not None]
-        self.next_fire_ms = min(times) if times else None
+        times = [(t, s.ends_a_wait) for s in self._sources if (t := s.next_fire_ms()) is not None]
+        self.next_fire_ms = min(t for t, _ in times) if times else None
+        waits = [t for t, ends_a_wait in times if ends_a_wait]
+        self.next_wait_ms = min(waits) if waits else None
         self._waiting_for_in_flight = False
 
     def wait_ms(self, now_ms: int) -> int | None:
@@ -105,11 +109,19 @@ class DueDateChecker:
 
 def partition_checker(db) -> DueDateChecker:
     """The checker of a partition database: every due-date family the engine keeps."""
-    from streamproc.due.sources import ActivityDueSource, JobDueSource, ScheduleDueSource, WorkflowDueSource
+    from streamproc.due.sources import (
+        ActivityDueSource,
+        JobDueSource,
+        JobStreamDueSource,
+        ScheduleDueSource,
+        WorkflowDueSource,
+    )
     from streamproc.state.activities import ActivityTimers
+    from streamproc.state.job_streams import JobStreamLeases
     from streamproc.state.jobs import JobDueDates
     from streamproc.state.schedules import ScheduleDueDates
     from streamproc.state.workflow_timers import WorkflowDueDates
 
     return DueDateChecker([JobDueSource(JobDueDates(db)), ActivityDueSource(ActivityTimers(db)),
-                           WorkflowDueSource(WorkflowDueDates(db)), ScheduleDueSource(ScheduleDueDates(db))])
+                           WorkflowDueSource(WorkflowDueDates(db)), ScheduleDueSource(ScheduleDueDates(db)),
+                           JobStreamDueSource(JobStreamLeases(db))])

@@ -5,16 +5,26 @@ checker remembers the items whose command is in flight, and `item_of` recognises
 command when the processor has handled it.
 
 When an item is due depends on whose semantics it follows: a job's deadline or backoff
-passes strictly after its time (Zeebe: `deadline < now`, SEMANTICS.md 10), an activity's
-or a workflow's timer fires at its time (Temporal: `now >= fire time`).
+passes strictly after its time (Zeebe: `deadline < now`, SEMANTICS.md 10), and so does a
+job stream's lease; an activity's or a workflow's timer fires at its time (Temporal:
+`now >= fire time`).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from streamproc.protocol.records import ActivityIntent, JobIntent, Record, ScheduleIntent, ValueType, WorkflowIntent
+from streamproc.protocol.records import (
+    ActivityIntent,
+    JobIntent,
+    JobStreamIntent,
+    Record,
+    ScheduleIntent,
+    ValueType,
+    WorkflowIntent,
+)
 from streamproc.state.activities import ActivityTimers
+from streamproc.state.job_streams import JobStreamLeases
 from streamproc.state.jobs import JobDueDates
 from streamproc.state.schedules import ScheduleDueDates
 from streamproc.state.workflow_timers import WorkflowDueDates
@@ -25,11 +35,14 @@ Item = tuple[str, str, int, int]  # (value type, intent, due_ms, key)
 # __getattr__ hook, and `item_of` runs for every command a partition processes.
 _JOB, _ACTIVITY_TASK, _WORKFLOW, _SCHEDULE = ValueType.JOB, ValueType.ACTIVITY_TASK, ValueType.WORKFLOW, ValueType.SCHEDULE
 _TRIGGER = ScheduleIntent.TRIGGER
+_JOB_STREAM, _EXPIRE = ValueType.JOB_STREAM, JobStreamIntent.EXPIRE
 
 
 class DueSource(Protocol):
     #: The value type of its commands (the checker asks only the sources of a command's type).
     value_type: str
+    #: Whether its due dates end a wait (`due/waiting.py`): time skipping may jump to them.
+    ends_a_wait: bool
 
     def next_fire_ms(self) -> int | None:
         """The earliest time (ms) at which `due` will return something, or None."""
@@ -44,6 +57,7 @@ class JobDueSource:
     """Job timeouts (TIME_OUT) and ends of retry backoffs (RECUR_AFTER_BACKOFF)."""
 
     value_type = _JOB
+    ends_a_wait = True
 
     def __init__(self, due_dates: JobDueDates) -> None:
         self._due = due_dates
@@ -75,6 +89,8 @@ class JobDueSource:
 
 class _DueAtItsTime:
     """A source whose items are due at their time (Temporal's timers: `now >= fire time`)."""
+
+    ends_a_wait = True
 
     def __init__(self, due_dates: ActivityTimers | WorkflowDueDates | ScheduleDueDates) -> None:
         self._due = due_dates
@@ -162,3 +178,31 @@ class ScheduleDueSource(_DueAtItsTime):
 
 _WORKFLOW_DEADLINES = frozenset({WorkflowIntent.TASK_TIME_OUT, WorkflowIntent.RUN_TIME_OUT,
                                  WorkflowIntent.EXECUTION_TIME_OUT, WorkflowIntent.BACKOFF_START})
+
+
+class JobStreamDueSource:
+    """Job stream leases not renewed (EXPIRE, strictly after the lease's end, as a job's
+    deadline). A lease is no wait: time skipping does not jump to its end (a stream expired
+    under a skipped clock registers again at its next RENEW)."""
+
+    value_type = _JOB_STREAM
+    ends_a_wait = False
+
+    def __init__(self, leases: JobStreamLeases) -> None:
+        self._leases = leases
+
+    def next_fire_ms(self) -> int | None:
+        end = self._leases.next_end_ms()
+        return None if end is None else end + 1  # strictly after
+
+    def due(self, now_ms: int, limit: int) -> list[tuple[Item, Record]]:
+        return [((_JOB_STREAM, f"{_EXPIRE}/{queue}/{stream_id}", lease_until, -1),
+                 Record.command(_JOB_STREAM, _EXPIRE,
+                                {"queue": queue, "stream_id": stream_id, "lease_until_ms": lease_until}))
+                for lease_until, queue, stream_id in self._leases.expired(now_ms, limit)]
+
+    def item_of(self, command: Record) -> Item | None:
+        if command.value_type != _JOB_STREAM or command.intent != _EXPIRE:
+            return None
+        v = command.value
+        return (_JOB_STREAM, f"{_EXPIRE}/{v['queue']}/{v['stream_id']}", v["lease_until_ms"], -1)

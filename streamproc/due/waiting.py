@@ -8,7 +8,8 @@ activity's or a job's retry backoff, a first-task backoff (cron, start delay), a
 execution timeout, a schedule's next action. A partition with no work in progress only
 waits, and moving its clock to its next due date brings that wait to its end sooner;
 moving it while work is in progress would time the work out or let a timer win a race
-the work would have won.
+the work would have won. A job stream's lease ends no wait (a worker renews it while it
+lives), so the checker leaves it out of the due date asked here (`next_wait_ms`).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from streamproc.engine.activities.owners import STANDALONE, WORKFLOW, Standalone
 from streamproc.engine.activities.processors import ACTIVITY_PROCESSORS
 from streamproc.engine.processing import Limits, ProcessingContext, Processor
 from streamproc.engine.jobs.processors import JOB_PROCESSORS
+from streamproc.engine.jobs.streams import JOB_STREAM_PROCESSORS
 from streamproc.engine.output import Output, RecordWriter
 from streamproc.engine.workflows.activities import WorkflowActivityOwner
 from streamproc.engine.workflows.ride_along import deliver_with_answer
@@ -42,6 +43,7 @@ ACTIVITY_OWNERS = {STANDALONE: StandaloneOwner(), WORKFLOW: WorkflowActivityOwne
 
 PROCESSORS: dict[tuple[str, str], Processor] = {
     **{(ValueType.JOB, intent): proc for intent, proc in JOB_PROCESSORS.items()},
+    **{(ValueType.JOB_STREAM, intent): proc for intent, proc in JOB_STREAM_PROCESSORS.items()},
     **{(ValueType.ACTIVITY_TASK, intent): proc for intent, proc in ACTIVITY_PROCESSORS.items()},
     # An asynchronous completion may name the workflow and activity ids instead of the key.
     **{(ValueType.ACTIVITY_TASK, intent): addressed_by_ids(ACTIVITY_PROCESSORS[intent])

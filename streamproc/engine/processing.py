@@ -19,6 +19,7 @@ from streamproc.state.activities import Activities
 from streamproc.state.db import PendingWrites
 from streamproc.state.history import History
 from streamproc.state.incidents import Incidents
+from streamproc.state.job_streams import JobStreams
 from streamproc.state.jobs import Jobs
 from streamproc.state.keygen import KeyGenerator
 from streamproc.state.schedules import Schedules
@@ -77,10 +78,14 @@ class ProcessingContext:
     namespace: str = "streamproc"
     #: The partition's admitted task queues (made from `writes` when not given).
     task_queues: TaskQueues | None = None
+    #: The workers' job streams, that startable jobs are pushed to (made from `writes` when not given).
+    job_streams: JobStreams | None = None
 
     def __post_init__(self) -> None:
         if self.task_queues is None:
             self.task_queues = TaskQueues(self.writes)
+        if self.job_streams is None:
+            self.job_streams = JobStreams(self.writes)
 
     @property
     def now_ms(self) -> int:

@@ -16,7 +16,7 @@ def quiet_outlook(partitions: dict, restored: bool, consumer: Consumer, commands
     wrote for another partition) or not every partition is assigned and `restored`."""
     if not partitions or not restored:
         return None
-    outlook = combined([Outlook(busy(part.db), part.checker.next_fire_ms) for part in partitions.values()])
+    outlook = combined([Outlook(busy(part.db), part.checker.next_wait_ms) for part in partitions.values()])
     if outlook.busy:  # no need to ask the broker
         return outlook
     return outlook if read_to_the_end(consumer, commands_topic, partitions) else None

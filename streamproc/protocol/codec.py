@@ -30,10 +30,10 @@ CONTENT_TYPE_HEADER = "content-type"
 
 #: Which Record field holds the value of each value type.
 VALUE_FIELDS = {"JOB": "job", "INCIDENT": "incident", "ACTIVITY_TASK": "activity_task",
-                "WORKFLOW": "workflow", "SCHEDULE": "schedule"}
+                "WORKFLOW": "workflow", "SCHEDULE": "schedule", "JOB_STREAM": "job_stream"}
 #: Schema files in dependency order (a schema after the ones it names).
 SCHEMA_FILES = ("JobRecord", "IncidentRecord", "FailureRecord", "RetryPolicyRecord",
-                "ActivityTaskRecord", "WorkflowRecord", "ScheduleRecord", "Record")
+                "ActivityTaskRecord", "WorkflowRecord", "ScheduleRecord", "JobStreamRecord", "Record")
 
 
 class DecodeError(ValueError):
@@ -94,7 +94,8 @@ def _value_defaults(schema_name: str) -> dict[str, Any]:
 VALUE_DEFAULTS = {"JOB": _value_defaults("JobRecord"), "INCIDENT": _value_defaults("IncidentRecord"),
                   "ACTIVITY_TASK": _value_defaults("ActivityTaskRecord"),
                   "WORKFLOW": _value_defaults("WorkflowRecord"),
-                  "SCHEDULE": _value_defaults("ScheduleRecord")}
+                  "SCHEDULE": _value_defaults("ScheduleRecord"),
+                  "JOB_STREAM": _value_defaults("JobStreamRecord")}
 
 
 def with_defaults(value_type: str, value: dict[str, Any] | None) -> dict[str, Any]:
@@ -128,6 +129,7 @@ def _to_avro_dict(record: Record, value_defaults: bool = True) -> dict[str, Any]
         "activity_task": None,
         "workflow": None,
         "schedule": None,
+        "job_stream": None,
     }
     field = VALUE_FIELDS.get(record.value_type)
     if field is not None and record.value is not None:

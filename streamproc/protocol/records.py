@@ -28,6 +28,8 @@ class ValueType(StrEnum):
     ACTIVITY_TASK = "ACTIVITY_TASK"
     WORKFLOW = "WORKFLOW"
     SCHEDULE = "SCHEDULE"
+    #: A worker's registration for pushed jobs of one queue on one partition.
+    JOB_STREAM = "JOB_STREAM"
     #: Only on rejections of commands that could not be decoded.
     UNKNOWN = "UNKNOWN"
 
@@ -204,6 +206,24 @@ class ScheduleIntent(StrEnum):
     # answers on the replies topic
     DESCRIBED = "DESCRIBED"
     LISTED = "LISTED"
+
+
+class JobStreamIntent(StrEnum):
+    """Job stream commands and events: a worker asks each partition to push it startable jobs
+    of a queue (up to its credits), instead of taking them from tasks.<queue>."""
+
+    # commands from a worker, sent to each engine partition
+    REGISTER = "REGISTER"
+    #: Credits and lease again (credits 0: push nothing for now); unknown stream -> NOT_FOUND.
+    RENEW = "RENEW"
+    UNREGISTER = "UNREGISTER"
+    #: From the due-date checker: the lease ended (re-checked; stale -> rejection).
+    EXPIRE = "EXPIRE"
+    # events
+    REGISTERED = "REGISTERED"
+    RENEWED = "RENEWED"
+    UNREGISTERED = "UNREGISTERED"
+    EXPIRED = "EXPIRED"
 
 
 class IncidentIntent(StrEnum):

@@ -27,6 +27,8 @@ class Family(IntEnum):
     WORKFLOW_SIGNAL_REQUESTS = 14  # (run key, request id) -> b"" : signals recorded, for deduplication
     SCHEDULES = 15  # schedule id -> schedule
     SCHEDULE_DUE = 16  # (due_ms, schedule id) -> b"" : each schedule's next wake-up
+    JOB_STREAMS = 17  # (len-prefixed queue, stream id) -> job stream (worker, credits, in_use, lease)
+    JOB_STREAM_LEASES = 18  # (lease_until_ms, stream key) -> b"" : each stream's lease end
 
     @property
     def cf_name(self) -> str:

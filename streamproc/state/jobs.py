@@ -46,6 +46,8 @@ class Job:
     start_request_id: str | None = None
     #: The incident opened when it failed out of retries.
     incident_key: int | None = None
+    #: The job stream its started attempt was pushed to (`job_streams.py`), whose credit it holds.
+    stream: str | None = None
     #: Whether the document has a start_request_id (a job never started has none).
     _has_start_request_id: bool = field(default=False, repr=False)
 
@@ -56,8 +58,8 @@ class Job:
                    timeout_ms=value["timeout_ms"])
 
     # lifecycle (the `Jobs` methods keep the due-date indexes in step) -------------------
-    def mark_started(self, worker: str, deadline_ms: int, request_id: str | None) -> None:
-        self.state, self.worker, self.deadline_ms = JobState.STARTED, worker, deadline_ms
+    def mark_started(self, worker: str, deadline_ms: int, request_id: str | None, stream: str | None) -> None:
+        self.state, self.worker, self.deadline_ms, self.stream = JobState.STARTED, worker, deadline_ms, stream
         self.start_request_id, self._has_start_request_id = request_id, True
 
     def mark_activatable(self, next_attempt: bool) -> None:
@@ -92,6 +94,8 @@ class Job:
             doc["start_request_id"] = self.start_request_id
         if self.incident_key is not None:
             doc["incident_key"] = self.incident_key
+        if self.stream is not None:
+            doc["stream"] = self.stream
         return doc
 
     @classmethod
@@ -100,7 +104,7 @@ class Job:
                    result=d["result"], attempt=d["attempt"], worker=d["worker"], deadline_ms=d["deadline_ms"],
                    error_message=d["error_message"], retry_backoff_ms=d["retry_backoff_ms"],
                    recur_at_ms=d["recur_at_ms"], state=JobState(d["state"]),
-                   start_request_id=d.get("start_request_id"), incident_key=d.get("incident_key"),
+                   start_request_id=d.get("start_request_id"), incident_key=d.get("incident_key"), stream=d.get("stream"),
                    _has_start_request_id="start_request_id" in d)
 
 
@@ -122,10 +126,11 @@ class Jobs:
         self._clear_due_dates(key, job)
         self._w.delete(Family.JOBS, u64(key))
 
-    def start(self, key: int, job: Job, worker: str, deadline_ms: int, request_id: str | None = None) -> None:
+    def start(self, key: int, job: Job, worker: str, deadline_ms: int, request_id: str | None = None,
+              stream: str | None = None) -> None:
         """Started by `worker` until `deadline_ms`; `request_id` of the START, so that the same
-        command sent again is recognised."""
-        job.mark_started(worker, deadline_ms, request_id)
+        command sent again is recognised; `stream`: the job stream it was pushed to, if it was."""
+        job.mark_started(worker, deadline_ms, request_id, stream)
         self._w.put(Family.JOB_DEADLINES, time_key(deadline_ms, key), b"")
         self.put(key, job)
 

@@ -20,6 +20,13 @@ at once, and the partitions are paused while that many are.
 `start_unconfirmed=True` is the old, faster path: the handler runs as soon as START is
 sent. It **may run twice after a rebalance** (a redelivered task whose first START was
 accepted runs again; the engine refuses the second answer, not the side effect).
+
+`push=True` registers a job stream on every engine partition (`job_streams.py`): the
+engine activates jobs for this worker in the command that made them startable and pushes
+the STARTED record to its replies partition, so a job takes no task record, no START and
+one hop fewer. A pushed job is already started for this worker: its handler runs at once,
+once per (key, attempt) however often the record is read. Jobs the engine had no credit
+to push still come through the topic as above.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from streamproc.protocol.records import JobIntent, Record, RecordType, ValueType
 from streamproc.protocol.topics import check_task_queue
 from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.metrics.worker_metrics import WorkerMetrics
+from streamproc.worker.job_streams import JobStream, PushedAttempts, credits_per_partition, pushed_attempt_began
 from streamproc.worker.task_intake import TaskIntake
 from streamproc.worker.task_leases import OverdueAttempts, PendingStarts
 from streamproc.worker.task_queue_membership import GROUP_TIMING, TaskQueueMembership, join_task_queue
@@ -82,7 +90,7 @@ class JobWorker:
                  namespace: str | None = None, worker_id: str | None = None,
                  retry_backoff: timedelta = timedelta(0), partitions: int | None = None,
                  max_concurrent: int = 16, max_jobs_active: int = 256, start_unconfirmed: bool = False,
-                 metrics: WorkerMetrics | None = None) -> None:
+                 push: bool = False, metrics: WorkerMetrics | None = None) -> None:
         problem = check_task_queue(task_queue)
         if problem:
             raise ValueError(problem)
@@ -102,15 +110,25 @@ class JobWorker:
         self.max_jobs_active = max_jobs_active
         #: Run the handler without waiting for the engine to accept START (may run twice).
         self.start_unconfirmed = start_unconfirmed
+        #: Also take the jobs the engine pushes to this worker's job stream.
+        self.push = push
         #: Prometheus metrics (None: off).
         self.metrics = metrics
         #: Handlers that returned or raised.
         self.handled = 0
         #: STARTs the engine refused (the attempt was over, or another worker had it).
         self.refused = 0
+        #: Jobs received by push, and jobs taken from the topic whose START was accepted.
+        self.pushed = 0
+        self.accepted_starts = 0
         self.offsets = TaskOffsets()
         self.overdue = OverdueAttempts()
         self.replies: ReplyListener | None = None
+        #: The job stream (push=True, once `run` registered it).
+        self.stream: JobStream | None = None
+        #: Set once the stream is registered on every partition (push=True).
+        self.stream_registered = threading.Event()
+        self._pushes = PushedAttempts()
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self._partitions = partitions
@@ -130,8 +148,9 @@ class JobWorker:
         topics = self.client.topics
         topic = TopicAdmin(self.client.bootstrap, topics).ensure_task_queue(
             self.task_queue, self._partitions or self.client.partitions)
-        if not self.start_unconfirmed:
+        if not self.start_unconfirmed or self.push:
             self.replies = ReplyListener(self.client.bootstrap, topics).start()
+        if not self.start_unconfirmed:
             self._starts = PendingStarts(self.replies, lambda cmd: self.client.send(cmd, partition_of_key(cmd.key)))
         config = consumer_config(self.client.bootstrap, topics.worker_group(self.task_queue), **{
             "client.id": client_id("worker", self.worker_id),
@@ -145,15 +164,28 @@ class JobWorker:
             config, topic, topics.worker_group(self.task_queue), self.client.bootstrap, self.overdue,
             intake.assigned(self._on_assign), intake.on_revoke, self.task_queue, self.worker_id)
         self._pool = ThreadPoolExecutor(self.max_concurrent, thread_name_prefix="job")
-        log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id)
         try:
+            if self.push:  # after the pool: a push may arrive as soon as a partition registered us
+                self._open_stream()
+            log.info("worker_started", task_queue=self.task_queue, worker=self.worker_id, push=self.push)
             self._poll(intake, max_jobs)
         finally:
+            if self.stream is not None:  # first: the engine stops pushing while we still take what comes
+                self.stream.unregister()
             self._membership.consumer.close()  # leave the group at once: the queue's partitions move on
             self._pool.shutdown(wait=False, cancel_futures=True)
             if self.replies is not None:
                 self.replies.close()
             self.client.flush()
+
+    def _open_stream(self) -> None:
+        """Register the job stream everywhere and keep it renewed (a thread, until `stop` or unregistering)."""
+        partitions = self.client.partitions
+        self.stream = JobStream(self.client, self.replies, queue=self.task_queue, worker=self.worker_id,
+                                partitions=partitions, credits=credits_per_partition(self.max_jobs_active, partitions),
+                                overdue=self.overdue, registered_everywhere=self.stream_registered)
+        self.replies.expect_prefix(self.stream.push_prefix, self._pushed)
+        threading.Thread(target=self.stream.run, args=(self._stop,), name="job-stream", daemon=True).start()
 
     def _on_assign(self, consumer, partitions) -> None:
         log.info("tasks_assigned", task_queue=self.task_queue, worker=self.worker_id,
@@ -207,6 +239,34 @@ class JobWorker:
                 self.refused += 1
             self._finished()
             return
+        with self._lock:
+            self.accepted_starts += 1
+        self._submit(job, sent_at)
+
+    def _pushed(self, reply: Reply) -> None:
+        """A job the engine started for our stream (on the replies listener's thread): run it,
+        unless this attempt was pushed before (a record read twice)."""
+        record, v = reply.record, reply.record.value
+        if record.value_type != ValueType.JOB or record.intent != JobIntent.STARTED:
+            log.warning("job_push_unexpected", value_type=record.value_type, intent=record.intent,
+                        request_id=record.request_id)
+            return
+        if not self._pushes.first(record.key, v["attempt"]):
+            log.info("job_push_repeated", job_key=record.key, attempt=v["attempt"])
+            return
+        job = ActivatedJob(key=record.key, attempt=v["attempt"], type=v["type"], payload=orjson.loads(v["payload"]),
+                           retries=v["retries"], timeout_ms=v["timeout_ms"])
+        # Its timeout counts to the engine's deadline, not from now (`pushed_attempt_began`).
+        began = pushed_attempt_began(job.timeout_ms, v["deadline_ms"], record.timestamp_ms, reply.log_time_ms,
+                                     int(time.time() * 1000), time.monotonic())
+        with self._lock:  # a slot like an accepted START's: the topic intake takes that many fewer
+            self._in_flight += 1
+            self.pushed += 1
+        if self.metrics is not None:  # made startable and started in one command
+            self.metrics.task_started(self.task_queue, "job", record.timestamp_ms, record.timestamp_ms)
+        self._submit(job, began)
+
+    def _submit(self, job: ActivatedJob, sent_at: float) -> None:
         try:
             self._pool.submit(self._run_handler, job, sent_at)
         except RuntimeError:  # the pool is shut down: the engine times the attempt out

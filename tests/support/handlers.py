@@ -33,3 +33,12 @@ def recorded_hang(job):
 
     _record_run(job)
     threading.Event().wait()
+
+
+def recorded_brief_double(job):
+    """A fifth of a second per job: a worker killed mid-flow has some running, some waiting."""
+    import time
+
+    _record_run(job)
+    time.sleep(0.2)
+    return double(job)

@@ -3,6 +3,12 @@
 Each processor validates the command against the partition state and either writes the
 event(s) that follow and the state they imply, or a rejection with a reason. A timeout
 never consumes a retry (Zeebe's rule for jobs); FAIL sets retries to the value sent.
+
+Wherever a job becomes startable (CREATE, a FAIL without backoff, TIME_OUT,
+RECUR_AFTER_BACKOFF, UPDATE_RETRIES resolving an incident) it is pushed to a worker's job
+stream with free credit, if its queue has one (`_dispatch`), else published on its task
+queue; wherever a pushed attempt ends (COMPLETE, FAIL, TIME_OUT, CANCEL) its credit comes
+back (`JobStreams.release`).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ def create(cmd: Record, ctx: ProcessingContext) -> None:
     ctx.jobs.put(key, job)
     value = job.record()  # the writer copies it for each record
     ctx.out.event(JOB, JobIntent.CREATED, key, value)
-    ctx.out.task(job.type, key, value)
+    _dispatch(key, job, ctx, value)
 
 
 def _current(cmd: Record, ctx: ProcessingContext, verb: str) -> Job | None:
@@ -84,6 +90,7 @@ def complete(cmd: Record, ctx: ProcessingContext) -> None:
     if problem:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE, problem)
         return
+    ctx.job_streams.release(job)
     ctx.jobs.remove(cmd.key, job)
     job.result = result
     ctx.out.event(JOB, JobIntent.COMPLETED, cmd.key, job.record(closed_as=JobIntent.COMPLETED))
@@ -100,6 +107,7 @@ def fail(cmd: Record, ctx: ProcessingContext) -> None:
     if problem:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE, problem)
         return
+    ctx.job_streams.release(job)
     job.retries, job.error_message, job.retry_backoff_ms = \
         v["retries"], v["error_message"][:8192], v["retry_backoff_ms"]
     if v["retries"] > 0 and v["retry_backoff_ms"] > 0:
@@ -120,9 +128,28 @@ def fail(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.event(ValueType.INCIDENT, IncidentIntent.CREATED, incident_key, incident)
 
 
-def _republish(key: int, job: Job, ctx: ProcessingContext) -> None:
+def _republish(key: int, job: Job, ctx: ProcessingContext, avoid: str | None = None) -> None:
     ctx.jobs.make_activatable(key, job, next_attempt=True)
-    ctx.out.task(job.type, key, job.record())
+    _dispatch(key, job, ctx, avoid=avoid)
+
+
+def _dispatch(key: int, job: Job, ctx: ProcessingContext, value: dict | None = None,
+              avoid: str | None = None) -> None:
+    """Job `key` (ACTIVATABLE; `value`: its record, if made already) is startable: pushed to the job stream of
+    its queue with the most free credit (not `avoid` if another has some), STARTED in this
+    command and sent to the stream's replies partition under request id
+    <stream>/<key>/<attempt>; when no stream has free credit, published on its task queue."""
+    stream = ctx.job_streams.pick(job.type, key, avoid)
+    if stream is None:
+        ctx.out.task(job.type, key, value if value is not None else job.record())
+        return
+    ctx.jobs.start(key, job, stream.worker, ctx.now_ms + job.timeout_ms, stream=stream.stream_id)
+    ctx.job_streams.take(stream)
+    started = job.record()
+    # The command's caller (a CREATE's client) waits for its own answer, not for this one.
+    ctx.out.event(JOB, JobIntent.STARTED, key, started, reply=False)
+    ctx.out.answer(stream.reply_partition, f"{stream.stream_id}/{key}/{job.attempt}", JOB, JobIntent.STARTED,
+                   key, started)
 
 
 def _fire_due_date(cmd: Record, ctx: ProcessingContext, *, verb: str, state: JobState,
@@ -141,8 +168,9 @@ def _fire_due_date(cmd: Record, ctx: ProcessingContext, *, verb: str, state: Job
     elif not due < ctx.now_ms:
         reason = f"{prefix} that time has not passed (now {ctx.now_ms})"
     else:
+        pushed_to = ctx.job_streams.release(job)  # a timed out attempt's: pushed elsewhere if possible
         ctx.out.event(JOB, event, cmd.key, job.record())
-        _republish(cmd.key, job, ctx)
+        _republish(cmd.key, job, ctx, avoid=pushed_to)
         return
     ctx.out.reject(cmd, RejectionType.NOT_FOUND if job is None else RejectionType.INVALID_STATE, reason)
 
@@ -188,6 +216,7 @@ def cancel(cmd: Record, ctx: ProcessingContext) -> None:
         incident = ctx.incidents.get(incident_key)
         ctx.incidents.resolve(incident_key)
         ctx.out.event(ValueType.INCIDENT, IncidentIntent.RESOLVED, incident_key, incident or {})
+    ctx.job_streams.release(job)
     ctx.jobs.remove(cmd.key, job)
     ctx.out.event(JOB, JobIntent.CANCELED, cmd.key, job.record(closed_as=JobIntent.CANCELED))
 
