@@ -48,10 +48,10 @@ def _start_rig(tmp_path, bootstrap, namespace, good, bad):
     return engine, workers
 
 
-def _job_worker(bootstrap, namespace, tmp_path, name, handler, runs):
+def _job_worker(bootstrap, namespace, tmp_path, name, handler, runs, push=False):
     return lambda: worker_process(bootstrap, namespace, QUEUE, name, tmp_path, handler=f"tests.support.handlers:{handler}",
-                                  options=("--max-concurrent", "4"), STREAMPROC_TEST_RUNS=str(runs),
-                                  STREAMPROC_TEST_WORKER=name)
+                                  options=("--max-concurrent", "4", *(("--push",) if push else ())),
+                                  STREAMPROC_TEST_RUNS=str(runs), STREAMPROC_TEST_WORKER=name)
 
 
 def _activity_worker(bootstrap, namespace, tmp_path, name, function, runs):
@@ -69,11 +69,12 @@ def _let_the_bad_worker_run(runs, bad, kill_after_runs: int | None) -> None:
         bad.kill()
 
 
-def _run_jobs(bootstrap, namespace, tmp_path, bad_handler, count, kill_after_runs=None):
+def _run_jobs(bootstrap, namespace, tmp_path, bad_handler, count, kill_after_runs=None, push=False):
     runs = tmp_path / "runs.txt"
-    engine, (good, bad) = _start_rig(tmp_path, bootstrap, namespace,
-                                     _job_worker(bootstrap, namespace, tmp_path, "good", "recorded_double", runs),
-                                     _job_worker(bootstrap, namespace, tmp_path, "bad", bad_handler, runs))
+    engine, (good, bad) = _start_rig(
+        tmp_path, bootstrap, namespace,
+        _job_worker(bootstrap, namespace, tmp_path, "good", "recorded_double", runs, push),
+        _job_worker(bootstrap, namespace, tmp_path, "bad", bad_handler, runs, push))
     events = EventLog(bootstrap, namespace)
     try:
         with Client(bootstrap, namespace) as client:
@@ -99,16 +100,24 @@ def _run_jobs(bootstrap, namespace, tmp_path, bad_handler, count, kill_after_run
             p.stop()
 
 
-def test_jobs_of_a_worker_killed_mid_batch_complete_on_the_healthy_one(bootstrap, namespace, tmp_path):
-    took, runs, _ = _run_jobs(bootstrap, namespace, tmp_path, "recorded_slow_double", 40, kill_after_runs=3)
+JOB_WORKER_MODES = pytest.mark.parametrize("push", [False, True], ids=["topic", "push"])
+
+
+@JOB_WORKER_MODES
+def test_jobs_of_a_worker_killed_mid_batch_complete_on_the_healthy_one(bootstrap, namespace, tmp_path, push):
+    took, runs, _ = _run_jobs(bootstrap, namespace, tmp_path, "recorded_slow_double", 40, kill_after_runs=3, push=push)
     by_bad = {key for key, _, worker in runs if worker == "bad"}
     assert by_bad, "the bad worker ran nothing before it was killed"
     print(f"40 jobs, bad worker killed after {len(by_bad)} runs: all completed in {took:.1f} s")
     assert took < TIMEOUT_S + GRACE_S
 
 
-def test_jobs_of_a_worker_hanging_forever_complete_on_the_healthy_one(bootstrap, namespace, tmp_path):
-    took, runs, bad = _run_jobs(bootstrap, namespace, tmp_path, "recorded_hang", 12)
+@JOB_WORKER_MODES
+def test_jobs_of_a_worker_hanging_forever_complete_on_the_healthy_one(bootstrap, namespace, tmp_path, push):
+    """With push, the hung worker's stream is pushed jobs it cannot run (its credits): they
+    time out and are pushed to the healthy one, and once an attempt is overdue its RENEW
+    asks for none."""
+    took, runs, bad = _run_jobs(bootstrap, namespace, tmp_path, "recorded_hang", 12, push=push)
     hung = [(key, attempt) for key, attempt, worker in runs if worker == "bad"]
     assert 1 <= len(hung) <= 4, hung  # never more at once than its slots, never a second round
     assert "worker_leaving_group_attempts_overdue" in bad.log_text()

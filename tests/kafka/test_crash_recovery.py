@@ -48,15 +48,24 @@ def _check_exactly_once(events: EventLog, count: int) -> None:
     assert refused == [], [r.rejection_reason for r in refused[:5]]
 
 
+def _pushed(events: EventLog) -> int:
+    """Jobs started in their CREATE's command (a pushed STARTED carries the CREATE's request
+    id; a START's carries the worker's)."""
+    return sum(1 for e in events.events(intent="STARTED") if (e.request_id or "").startswith("job-"))
+
+
 def _assert_no_open_state(state_dir) -> None:
     for path in sorted(state_dir.glob("*/partition-*")):
         db = PartitionDb(path, int(path.name.split("-")[1]))
         try:
             open_jobs = db.count(Family.JOBS)
             deadlines = db.count(Family.JOB_DEADLINES)
+            # every pushed job ended, so every credit a stream gave came back
+            held = {key: json.loads(doc)["in_use"] for key, doc in db.scan(Family.JOB_STREAMS)}
         finally:
             db.close()
         assert (open_jobs, deadlines) == (0, 0), f"{path.name}: {open_jobs} jobs, {deadlines} deadlines left"
+        assert all(n == 0 for n in held.values()), f"{path.name}: streams still holding jobs: {held}"
 
 
 def _logged_partitions(process, event: str, field: str) -> set[int]:
@@ -74,12 +83,17 @@ def _logged_partitions(process, event: str, field: str) -> set[int]:
 ENGINE_MODES = pytest.mark.parametrize("options", [(), ("--commit-interval-ms", "10")], ids=["default", "window"])
 
 
-@ENGINE_MODES
-def test_sigkill_the_engine_repeatedly_while_5000_jobs_flow(bootstrap, namespace, tmp_path, options):
+@pytest.mark.parametrize("options,worker_options", [((), ()), (("--commit-interval-ms", "10"), ()), ((), ("--push",))],
+                         ids=["default", "window", "push"])
+def test_sigkill_the_engine_repeatedly_while_5000_jobs_flow(bootstrap, namespace, tmp_path, options, worker_options):
+    """With `--push` workers, most jobs are started in their CREATE's transaction and pushed to
+    a worker's replies partition: a push of an aborted batch is never seen (read_committed),
+    and the batch processed again may push to the other worker."""
     rng = random.Random(20261122)
     state = tmp_path / "state"
     engine = engine_process(bootstrap, namespace, "crashy", state, tmp_path, options=options).start()
-    workers = [worker_process(bootstrap, namespace, "flow", f"w{i}", tmp_path).start() for i in (1, 2)]
+    workers = [worker_process(bootstrap, namespace, "flow", f"w{i}", tmp_path, options=worker_options).start()
+               for i in (1, 2)]
     events = EventLog(bootstrap, namespace)
     kills = 0
     try:
@@ -101,6 +115,9 @@ def test_sigkill_the_engine_repeatedly_while_5000_jobs_flow(bootstrap, namespace
         _check_exactly_once(events, 5000)
         restores = engine.log_text().count("partition_restored")
         assert restores >= 4 * (kills + 1)
+        if worker_options:
+            # the jobs really went the push way (not all through the topic)
+            assert _pushed(events) > 2500, _pushed(events)
     finally:
         events.close()
         for p in (engine, *workers):
