@@ -156,15 +156,18 @@ class JobStreams:
         else:
             self._forget(stream)
 
-    def pick(self, queue: str, key: int, avoid: str | None = None) -> JobStream | None:
-        """The stream job `key` is pushed to, or None when no stream of the queue has free
+    def pick(self, queue: str, key: int, now_ms: int, avoid: str | None = None) -> JobStream | None:
+        """The stream job `key` is pushed to, or None when no live stream of the queue has free
         credit: the most free credit wins (join-shortest-queue weighted by capacity); ties
         go by the job key among the tied ids, sorted, so the choice depends on state only.
+        A stream whose lease has ended is passed over even before its EXPIRE is processed
+        (after an outage the checker's EXPIREs come after the backlog of commands: a dead
+        worker's stream would otherwise take jobs that wait out their whole timeout).
         `avoid`: a stream to pass over when another has free credit (a timed out attempt's)."""
         streams = self.streams_of(queue)
         if not streams:
             return None
-        open_ = [s for s in streams.values() if s.free > 0]
+        open_ = [s for s in streams.values() if s.free > 0 and now_ms <= s.lease_until_ms]
         if avoid is not None and len(open_) > 1:
             open_ = [s for s in open_ if s.stream_id != avoid]
         if not open_:

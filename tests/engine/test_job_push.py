@@ -139,6 +139,9 @@ def test_a_lease_is_no_wait_for_time_skipping(h):
     ("RENEW", {"credits": -1}, 5, "credits must be in [0, 4096], got -1"),
     ("RENEW", {"lease_ms": 0}, 5, "lease_ms must be in [1000, 600000], got 0"),
     ("UNREGISTER", {"stream_id": ""}, 5, "stream_id must be 1-64 characters, got 0"),
+    # a "/" would make this stream's pushes match the prefix "known/" another worker listens for
+    ("REGISTER", {"stream_id": "known/1"}, 5, "stream_id may only have letters, digits, '_' and '-', got 'known/1'"),
+    ("REGISTER", {"worker": "w" * 257}, 5, "worker must be at most 256 characters, got 257"),
 ])
 def test_bad_stream_fields_are_rejected_with_the_reason_and_change_nothing(h, intent, value, reply_partition, reason):
     register(h, "known")
@@ -183,6 +186,30 @@ def test_without_free_credit_or_without_a_stream_the_job_goes_to_its_task_queue(
     (created,) = create(h)  # the stream is full
     assert [t.key for _, t in h.tasks] == [first[0].key, created.key]
     assert h.job(created.key)["state"] == "ACTIVATABLE" and stream(h).in_use == 1
+
+
+def test_a_stream_past_its_lease_is_not_pushed_to_before_its_expire_comes(h):
+    lease_until = register(h, lease_ms=10_000).value["lease_until_ms"]
+    h.clock.set(lease_until)
+    assert len(create(h)) == 2  # up to its end the lease holds
+    h.clock.set(lease_until + 1)  # ended; no EXPIRE processed yet (a backlog before it)
+    (created,) = create(h)
+    assert [t.key for _, t in h.tasks] == [created.key] and stream(h).in_use == 1
+
+
+def test_a_queue_takes_streams_up_to_its_cap_and_refuses_more(h, monkeypatch):
+    from streamproc.engine.jobs import streams as stream_processors
+    monkeypatch.setattr(stream_processors, "MAX_STREAMS_PER_QUEUE", 3)
+    for i in range(3):
+        register(h, f"s{i}")
+    before = {f: list(h.db.scan(f)) for f in Family}
+    ev = rejection(h.send(stream_cmd("REGISTER", "s3", worker="w", credits=1, lease_ms=LEASE_MS)))
+    assert ev.rejection_type == "RESOURCE_EXHAUSTED"
+    assert "the queue has 3 streams on partition 0, the most it may have" in ev.rejection_reason
+    assert {f: list(h.db.scan(f)) for f in Family} == before
+    register(h, "s1")  # a known stream registers again
+    h.send(stream_cmd("UNREGISTER", "s0"))
+    register(h, "s3")  # room again
 
 
 def test_renew_with_zero_credits_stops_pushes_and_a_renew_with_credits_resumes_them(h):

@@ -42,13 +42,13 @@ class CountingWrites(PendingWrites):
 def test_a_queue_without_streams_is_read_once_per_generation(db):
     writes = CountingWrites(db)
     streams = JobStreams(writes)
-    assert streams.pick(QUEUE, 1) is None
+    assert streams.pick(QUEUE, 1, 0) is None
     reads = writes.reads
     for key in range(100):
-        assert streams.pick(QUEUE, key) is None
+        assert streams.pick(QUEUE, key, 0) is None
     assert writes.reads == reads  # dispatch on every CREATE: a dictionary lookup
     writes.committed()  # a batch written to RocksDB: read again
-    assert streams.pick(QUEUE, 1) is None and writes.reads == reads + 1
+    assert streams.pick(QUEUE, 1, 0) is None and writes.reads == reads + 1
 
 
 def test_streams_are_seen_through_pending_writes_and_dropped_with_discarded_ones(db):
@@ -57,12 +57,12 @@ def test_streams_are_seen_through_pending_writes_and_dropped_with_discarded_ones
     streams.register(QUEUE, "s1", "w", 3, credits=2, lease_ms=1000, now_ms=10)
     writes.accept()
     other = JobStreams(writes)  # a reader that did not write it sees it too
-    assert other.pick(QUEUE, 7).stream_id == "s1"
+    assert other.pick(QUEUE, 7, 20).stream_id == "s1"
     streams.take(streams.get(QUEUE, "s1"))
     writes.discard()  # the command that took it failed
     assert streams.get(QUEUE, "s1").in_use == 0
     writes.clear()  # the batch aborted
-    assert streams.get(QUEUE, "s1") is None and other.pick(QUEUE, 7) is None
+    assert streams.get(QUEUE, "s1") is None and other.pick(QUEUE, 7, 20) is None
 
 
 def test_release_counts_down_only_a_pushed_job_of_a_known_stream(db):

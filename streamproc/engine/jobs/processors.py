@@ -139,7 +139,7 @@ def _dispatch(key: int, job: Job, ctx: ProcessingContext, value: dict | None = N
     its queue with the most free credit (not `avoid` if another has some), STARTED in this
     command and sent to the stream's replies partition under request id
     <stream>/<key>/<attempt>; when no stream has free credit, published on its task queue."""
-    stream = ctx.job_streams.pick(job.type, key, avoid)
+    stream = ctx.job_streams.pick(job.type, key, ctx.now_ms, avoid)
     if stream is None:
         ctx.out.task(job.type, key, value if value is not None else job.record())
         return

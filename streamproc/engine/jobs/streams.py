@@ -10,6 +10,8 @@ rejected harmlessly. Jobs a removed stream started keep their deadlines and time
 
 from __future__ import annotations
 
+import re
+
 from streamproc.engine.processing import ProcessingContext, Processor
 from streamproc.protocol.codec import excerpt
 from streamproc.protocol.records import JobStreamIntent, Record, RejectionType, ValueType
@@ -21,6 +23,13 @@ JOB_STREAM = ValueType.JOB_STREAM
 MAX_CREDITS = 4096
 MIN_LEASE_MS, MAX_LEASE_MS = 1_000, 600_000
 MAX_STREAM_ID_CHARS = 64
+#: A stream id is the prefix of its pushes' request ids (<stream>/<key>/<attempt>) that its
+#: worker listens for: a "/" in it would let one worker's prefix match another's pushes.
+_STREAM_ID = re.compile(r"[A-Za-z0-9_-]+")
+MAX_WORKER_CHARS = 256
+#: Streams one queue may have on a partition (gone ones included): each REGISTER of a new
+#: stream rewrites the queue's list, and every dispatch looks at them all.
+MAX_STREAMS_PER_QUEUE = 1024
 
 
 def _named(cmd: Record, verb: str) -> str:
@@ -33,6 +42,8 @@ def _names_problem(cmd: Record) -> str | None:
     stream_id = v["stream_id"]
     if not 0 < len(stream_id) <= MAX_STREAM_ID_CHARS:
         return f"stream_id must be 1-{MAX_STREAM_ID_CHARS} characters, got {len(stream_id)}"
+    if not _STREAM_ID.fullmatch(stream_id):
+        return f"stream_id may only have letters, digits, '_' and '-', got {excerpt(stream_id)}"
     return check_task_queue(v["queue"])
 
 
@@ -50,9 +61,17 @@ def register(cmd: Record, ctx: ProcessingContext) -> None:
     problem = _names_problem(cmd) or _terms_problem(cmd, min_credits=1)
     if problem is None and cmd.reply_partition < 0:
         problem = "reply_partition must be set: it is the replies partition where pushed jobs go"
+    if problem is None and len(v["worker"]) > MAX_WORKER_CHARS:
+        problem = f"worker must be at most {MAX_WORKER_CHARS} characters, got {len(v['worker'])}"
     problem = problem or ctx.admit_task_queue(v["queue"])
     if problem:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"{_named(cmd, 'register')} {problem}")
+        return
+    streams = ctx.job_streams.streams_of(v["queue"])
+    if v["stream_id"] not in streams and len(streams) >= MAX_STREAMS_PER_QUEUE:
+        ctx.out.reject(cmd, RejectionType.RESOURCE_EXHAUSTED,
+                       f"{_named(cmd, 'register')} the queue has {len(streams)} streams on partition "
+                       f"{ctx.out.partition}, the most it may have")
         return
     stream = ctx.job_streams.register(v["queue"], v["stream_id"], v["worker"], cmd.reply_partition,
                                       v["credits"], v["lease_ms"], ctx.now_ms)
