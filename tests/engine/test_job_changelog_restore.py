@@ -84,6 +84,21 @@ def test_a_jobs_life_puts_no_due_date_on_the_changelog_but_the_engine_keeps_its_
     assert {key[0] for key, _ in h.changelog} >= {Family.JOBS} and _index_records(h.changelog) == []
 
 
+def test_a_job_puts_only_its_document_on_the_changelog(h):
+    _started(h)  # a queue's first job also writes the queue's admission
+    # One command a batch: a job taken through START is its document created, started, deleted ...
+    before = len(h.changelog)
+    key = _started(h)
+    h.send(job_cmd("COMPLETE", key, attempt=1, result="{}"))
+    assert [k[0] for k, _ in h.changelog[before:]] == [Family.JOBS] * 3
+    # ... and a pushed one its document created started, then deleted, beside its stream's credit.
+    register(h, credits=1, lease_ms=LEASE_MS)
+    before = len(h.changelog)
+    key = _pushed(h)
+    h.send(job_cmd("COMPLETE", key, attempt=1, result="{}"))
+    assert sorted(k[0] for k, _ in h.changelog[before:]) == [Family.JOBS] * 2 + [Family.JOB_STREAMS] * 2
+
+
 def test_a_restore_rebuilds_the_due_dates_the_engine_had(h, tmp_path):
     register(h, credits=1, lease_ms=LEASE_MS)
     pushed = _pushed(h)
