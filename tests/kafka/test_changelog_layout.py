@@ -39,9 +39,9 @@ def test_a_runs_new_events_are_one_record_and_restore_as_one_write_each():
               (Family.WORKFLOW_RUNS, (7).to_bytes(8, "big")): b"run 7",
               (Family.WORKFLOW_HISTORY, _history_key(9, 1)): b'{"event_id":1}',
               (Family.WORKFLOW_HISTORY, _history_key(7, 4)): b'{"event_id":4}',
-              (Family.JOB_DEADLINES, b"due"): None}
+              (Family.JOBS, (5).to_bytes(8, "big")): None}
     records = changelog_records(writes)
-    assert len(records) == 4  # the run document, the job deadline's tombstone, one record per run's events
+    assert len(records) == 4  # the run document, the job's tombstone, one record per run's events
     assert sorted(key for key, _ in records if key[0] == HISTORY_EVENTS) == [
         bytes((HISTORY_EVENTS,)) + _history_key(7, 3), bytes((HISTORY_EVENTS,)) + _history_key(9, 1)]
     assert _restored(records) == writes
