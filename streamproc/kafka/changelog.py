@@ -1,4 +1,4 @@
-"""The changelog: state writes mirrored to a compacted topic (an index derived from them aside), and recovery from it.
+"""The changelog: state writes mirrored to a compacted topic (indexes derived from them aside), and recovery from it.
 
 A changelog record's key is the column family id byte followed by the state key; its
 value is the state value, or a tombstone for a delete. The topic has as many partitions
@@ -12,8 +12,9 @@ record is never replaced nor tombstoned, as the per-event records were not: comp
 keeps what it kept before. A changelog written one record per event (by an engine from
 before) restores as it always did; an engine from before cannot restore this layout.
 
-Another: the run deadlines' index is not on the changelog; a restore rebuilds it from the
-run documents it applies (`state/derived_index.py`).
+Another: the due-date indexes of runs and jobs (`workflow_deadlines`, `job_deadlines`,
+`job_backoff`) are not on the changelog; a restore rebuilds them from the run and job
+documents it applies (`state/derived_index.py`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from streamproc.kafka.batching import consume_available
 from streamproc.kafka.config import consumer_config
 from streamproc.state.db import PartitionDb, Write
-from streamproc.state.derived_index import DERIVED_FAMILY, DOCUMENT_FAMILY, index_writes
+from streamproc.state.derived_index import DERIVED_FAMILIES, DOCUMENT_FAMILIES, index_writes
 from streamproc.state.families import Family
 
 log = structlog.get_logger("streamproc.engine")
@@ -63,13 +64,13 @@ def parse_changelog_key(data: bytes) -> Write:
 def changelog_records(writes: dict[Write, bytes | None]) -> list[tuple[bytes, bytes | None]]:
     """The changelog records (key, value) of a batch's writes: one per write, but a run's
     new history events together, one record per run (split past MAX_HISTORY_RECORD_BYTES),
-    and none for the derived index (`state/derived_index.py`)."""
+    and none for the derived indexes (`state/derived_index.py`)."""
     records: list[tuple[bytes, bytes | None]] = []
     runs: dict[bytes, list[tuple[bytes, bytes]]] = {}
     for (family, key), value in writes.items():
         if family == _HISTORY and value is not None:
             runs.setdefault(key[:_RUN_KEY_BYTES], []).append((key, value))
-        elif family != DERIVED_FAMILY:
+        elif family not in DERIVED_FAMILIES:
             records.append((bytes((family,)) + key, value))
     for events in runs.values():
         records.extend(_history_records(events))
@@ -106,14 +107,14 @@ def changelog_writes(key: bytes, value: bytes | None) -> Iterator[tuple[Write, b
 
 def restore_write(db: PartitionDb, writes: dict[Write, bytes | None], write: Write, value: bytes | None) -> None:
     """Add a changelog record's `write` to a restore's `writes` (not applied to `db` yet),
-    with the derived index's writes that go with it; the derived family's own records
+    with the derived indexes' writes that go with it; the derived families' own records
     (from an engine from before) are left out: the documents say the same."""
     family, key = write
-    if family == DERIVED_FAMILY:
+    if family in DERIVED_FAMILIES:
         return
-    if family == DOCUMENT_FAMILY:
+    if family in DOCUMENT_FAMILIES:
         previous = writes[write] if write in writes else db.get(family, key)
-        for index_write, index_value in index_writes(key, value, previous):
+        for index_write, index_value in index_writes(family, key, value, previous):
             writes[index_write] = index_value
     writes[write] = value
 

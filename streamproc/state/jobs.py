@@ -1,4 +1,8 @@
-"""Jobs of a partition: the job itself and the two due-date indexes (timeouts, backoffs)."""
+"""Jobs of a partition: the job itself and the two due-date indexes (timeouts, backoffs).
+
+The indexes are written to the local RocksDB beside the job, but not to the changelog: a
+restore rebuilds them from the job documents (`job_due_dates`, `derived_index.py`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from streamproc.state.db import PartitionDb, PendingWrites
+from streamproc.state.db import PartitionDb, PendingWrites, Write
 from streamproc.state.families import Family
 from streamproc.state.keys import read_time_key, time_key, time_upper_bound, u64
 
@@ -108,6 +112,22 @@ class Job:
                    _has_start_request_id="start_request_id" in d)
 
 
+_JOB_DEADLINES = Family.JOB_DEADLINES
+_JOB_BACKOFF = Family.JOB_BACKOFF
+
+
+def job_due_dates(key: int, document: dict[str, Any]) -> set[Write]:
+    """The index entries a stored job document implies, as `Jobs` writes them: its started
+    attempt's deadline (a STARTED job's `deadline_ms`) and its backoff's end (a FAILED
+    job's `recur_at_ms`); -1 is none. A restore rebuilds the indexes with it."""
+    entries: set[Write] = set()
+    if document["deadline_ms"] >= 0:
+        entries.add((_JOB_DEADLINES, time_key(document["deadline_ms"], key)))
+    if document["recur_at_ms"] >= 0:
+        entries.add((_JOB_BACKOFF, time_key(document["recur_at_ms"], key)))
+    return entries
+
+
 class Jobs:
     """Job reads and writes for processors: every method keeps the indexes consistent."""
 
@@ -149,6 +169,7 @@ class Jobs:
         self.put(key, job)
 
     def _clear_due_dates(self, key: int, job: Job) -> None:
+        # Whatever is >= 0 in the document is indexed (`job_due_dates` rebuilds it so).
         if job.deadline_ms >= 0:
             self._w.delete(Family.JOB_DEADLINES, time_key(job.deadline_ms, key))
         if job.recur_at_ms >= 0:

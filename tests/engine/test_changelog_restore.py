@@ -5,44 +5,30 @@ changelog from before, which carried the index, restores the same."""
 
 from __future__ import annotations
 
-from streamproc.kafka.changelog import changelog_key, changelog_writes, restore_write
+from streamproc.kafka.changelog import changelog_key
 from streamproc.state.db import PartitionDb
 from streamproc.state.families import Family
 from streamproc.state.workflow_timers import WorkflowDueDates
+from tests.engine.restore import restore_records, state_of
 from tests.engine.test_workflow_task_hand_back import COMPLETE, FORCE, MARKER, RETURN, answer
 from tests.engine.workflow_driver import S
 
 DRIVER_OPTIONS = {"start_ms": 1_000_000}
 
 
-def _state(db: PartitionDb) -> dict:
-    return {family: list(db.scan(family)) for family in Family}
-
-
-def _restore(db: PartitionDb, records, chunk: int) -> PartitionDb:
-    """As `changelog.restore` applies what it reads: chunks of records, each one write batch."""
-    for at in range(0, len(records), chunk):
-        writes: dict = {}
-        for key, value in records[at:at + chunk]:
-            for write, written in changelog_writes(key, value):
-                restore_write(db, writes, write, written)
-        db.apply(writes, {"changelog_offset": at + chunk - 1})
-    return db
-
-
 def _check_restores(d, tmp_path, name: str) -> None:
     records = d.h.changelog
     for chunk in (1, 3, len(records)):
-        db = _restore(PartitionDb(tmp_path / f"{name}-{chunk}", 0), records, chunk)
+        db = restore_records(PartitionDb(tmp_path / f"{name}-{chunk}", 0), records, chunk)
         try:
-            assert _state(db) == _state(d.h.db), f"restored in chunks of {chunk}"
+            assert state_of(db) == state_of(d.h.db), f"restored in chunks of {chunk}"
         finally:
             db.close()
     # On top of a copy restored up to the middle, as a restart with a local checkpoint does.
     half = len(records) // 2
-    db = _restore(_restore(PartitionDb(tmp_path / f"{name}-halves", 0), records[:half], 2), records[half:], 5)
+    db = restore_records(restore_records(PartitionDb(tmp_path / f"{name}-halves", 0), records[:half], 2), records[half:], 5)
     try:
-        assert _state(db) == _state(d.h.db), "restored on top of a copy"
+        assert state_of(db) == state_of(d.h.db), "restored on top of a copy"
     finally:
         db.close()
 
@@ -80,7 +66,7 @@ def test_timeouts_retries_and_backoffs_restore_their_deadlines(d, tmp_path):
     _check_restores(d, tmp_path, "retry-running")
     assert _deadline_records(d.h.changelog) == []
     # What was restored comes due: the restored copy's checker finds the retry's task and run timeouts.
-    db = _restore(PartitionDb(tmp_path / "due", 0), d.h.changelog, 1000)
+    db = restore_records(PartitionDb(tmp_path / "due", 0), d.h.changelog, 1000)
     try:
         due = WorkflowDueDates(db).deadlines(d.clock.now_ms() + 3600 * S, 10)
         assert [(run_key, kind) for _, run_key, kind in due] == [(retry_key, "TASK_TIME_OUT"),

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from streamproc.kafka.changelog import changelog_records, changelog_writes, restore_write
+from streamproc.kafka.changelog import changelog_records, changelog_writes
 from streamproc.state.db import PartitionDb, PendingWrites
 from streamproc.state.families import Family
 from streamproc.state.job_streams import JobStreamLeases, JobStreams, lease_key, read_stream_key, stream_key
 from streamproc.state.jobs import Job
 from tests.engine.harness import Harness
+from tests.engine.restore import restore_records, state_of
 from tests.engine.test_job_push import QUEUE, create, job_cmd, register, stream_cmd
 
 
@@ -93,21 +94,6 @@ def test_leases_are_due_strictly_after_their_end(db):
 
 # Restore from the changelog ---------------------------------------------------------------------
 
-def _state(db: PartitionDb) -> dict:
-    return {family: list(db.scan(family)) for family in Family}
-
-
-def _restore(db: PartitionDb, records, chunk: int) -> PartitionDb:
-    """As `changelog.restore` applies what it reads: chunks of records, each one write batch."""
-    for at in range(0, len(records), chunk):
-        writes: dict = {}
-        for key, value in records[at:at + chunk]:
-            for write, written in changelog_writes(key, value):
-                restore_write(db, writes, write, written)
-        db.apply(writes, {"changelog_offset": at + chunk - 1})
-    return db
-
-
 def test_the_families_records_restore_as_written():
     writes = {(Family.JOB_STREAMS, stream_key(QUEUE, "s1")): b'{"in_use":1}',
               (Family.JOB_STREAM_LEASES, lease_key(99, QUEUE, "s1")): b"",
@@ -127,12 +113,12 @@ def test_a_restore_from_the_changelog_rebuilds_streams_leases_and_their_counts(t
         h.clock.advance(5_001)
         assert [e.intent for e in h.check_due()] == ["EXPIRED"]  # b is gone, its job still started
         h.send(stream_cmd("RENEW", "a", credits=3, lease_ms=20_000))
-        expected = _state(h.db)
+        expected = state_of(h.db)
         assert expected[Family.JOB_STREAMS] and expected[Family.JOB_STREAM_LEASES]
         for chunk in (1, 4, len(h.changelog)):
-            db = _restore(PartitionDb(tmp_path / f"restored-{chunk}", 0), h.changelog, chunk)
+            db = restore_records(PartitionDb(tmp_path / f"restored-{chunk}", 0), h.changelog, chunk)
             try:
-                assert _state(db) == expected, f"restored in chunks of {chunk}"
+                assert state_of(db) == expected, f"restored in chunks of {chunk}"
                 streams = JobStreams(PendingWrites(db)).streams_of(QUEUE)
                 assert {s: (v.in_use, v.credits, v.gone) for s, v in streams.items()} == {
                     s: (v.in_use, v.credits, v.gone) for s, v in JobStreams(PendingWrites(h.db)).streams_of(QUEUE).items()}

@@ -1,5 +1,6 @@
 """The changelog's layout: a batch's new history events of a run in one record, and a
-takeover from a changelog an engine from before wrote one record per event."""
+takeover from a changelog an engine from before wrote one record per event, or with the
+jobs' due-date indexes on it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from streamproc.settings import Settings
 from streamproc.state.families import Family
 from streamproc.worker import Worker
 from tests.support.engines import EngineThread
+from tests.support.history import EventLog
 
 
 def _history_key(run_key: int, event_id: int) -> bytes:
@@ -39,9 +41,9 @@ def test_a_runs_new_events_are_one_record_and_restore_as_one_write_each():
               (Family.WORKFLOW_RUNS, (7).to_bytes(8, "big")): b"run 7",
               (Family.WORKFLOW_HISTORY, _history_key(9, 1)): b'{"event_id":1}',
               (Family.WORKFLOW_HISTORY, _history_key(7, 4)): b'{"event_id":4}',
-              (Family.JOB_DEADLINES, b"due"): None}
+              (Family.JOBS, (5).to_bytes(8, "big")): None}
     records = changelog_records(writes)
-    assert len(records) == 4  # the run document, the job deadline's tombstone, one record per run's events
+    assert len(records) == 4  # the run document, the job's tombstone, one record per run's events
     assert sorted(key for key, _ in records if key[0] == HISTORY_EVENTS) == [
         bytes((HISTORY_EVENTS,)) + _history_key(7, 3), bytes((HISTORY_EVENTS,)) + _history_key(9, 1)]
     assert _restored(records) == writes
@@ -125,6 +127,46 @@ def test_an_engine_takes_over_a_changelog_written_one_record_per_event(bootstrap
                 assert check_well_formed([(e["event_id"], EventType[e["event_type"]], e["attributes"])
                                           for e in events]) == []
                 assert events[-1]["event_type"] == "WORKFLOW_EXECUTION_COMPLETED"
+
+
+@pytest.mark.kafka
+def test_an_engine_takes_over_jobs_whose_due_dates_an_engine_from_before_put_on_the_changelog(
+        bootstrap, namespace, tmp_path, monkeypatch):
+    def settings(engine_id: str) -> Settings:
+        return Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path / engine_id,
+                        engine_id=engine_id)
+
+    clock = ManualClock()
+    events = EventLog(bootstrap, namespace)
+    try:
+        with Client(bootstrap, namespace) as client:
+            # An engine from before starts three jobs: one runs on, one fails with a backoff, one completes.
+            monkeypatch.setattr(batch_writer, "changelog_records", _one_record_per_write)
+            with EngineThread(settings("old"), clock=clock, idle_poll_ms=10):
+                for n in range(3):
+                    client.create_job("layout-jobs", {"n": n}, timeout=timedelta(seconds=10))
+                events.read_until(lambda e: e.count("CREATED") == 3, 60)
+                running, backing_off, done = sorted(e.key for e in events.events(intent="CREATED"))
+                for key in (running, backing_off, done):
+                    client.start_job(key, 1, "w1")
+                events.read_until(lambda e: e.count("STARTED") == 3, 60)
+                client.fail_job(backing_off, 1, retries=2, retry_backoff=timedelta(seconds=20))
+                client.complete_job(done, 1, result=None)
+                events.read_until(lambda e: e.count("FAILED") == 1 and e.count("COMPLETED") == 1, 60)
+            monkeypatch.undo()
+            # A new engine with no local state restores them: what was due comes due.
+            with EngineThread(settings("new"), clock=clock, idle_poll_ms=10) as engine:
+                assert engine.stats.restored_records > 0
+                clock.advance(timedelta(seconds=10, milliseconds=1))
+                events.read_until(lambda e: e.count("TIMED_OUT") == 1, 60)
+                clock.advance(timedelta(seconds=10))
+                events.read_until(lambda e: e.count("RECURRED_AFTER_BACKOFF") == 1, 60)
+                events.read_available()
+        assert [e.key for e in events.events(intent="TIMED_OUT")] == [running]
+        assert [e.key for e in events.events(intent="RECURRED_AFTER_BACKOFF")] == [backing_off]
+        assert events.rejections() == []
+    finally:
+        events.close()
 
 
 def _wait_for_marker(handle, timeout: float = 60) -> None:
