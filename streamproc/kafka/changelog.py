@@ -147,6 +147,9 @@ def restore(db: PartitionDb, bootstrap: str, topic: str, partition: int, now_ms:
         if start > 0 and (start > high or start < low
                           or now_ms - checkpoint.get("written_at_ms", 0) > MAX_CHECKPOINT_AGE_MS):
             raise StaleLocalState(f"local checkpoint {start - 1} vs changelog [{low}, {high})")
+        if start > 0 and not db.of_current_layout():
+            raise StaleLocalState(f"local copy of layout {checkpoint.get('layout', 1)}, written by an engine "
+                                  f"from before: its derived indexes are rebuilt with it")
         if start >= high:
             return 0
         consumer.assign([TopicPartition(topic, partition, start)])

@@ -18,6 +18,13 @@ from rocksdict import Options, ReadOptions, Rdict, WriteBatch
 from streamproc.state.families import LOCAL_CF, Family
 
 _CHECKPOINT_KEY = b"checkpoint"
+#: What a local copy's layout is, written with every checkpoint: 2 = the due-date indexes of
+#: runs and jobs are derived from their documents and the changelog leaves them out
+#: (`derived_index.py`). A copy without it was written by an engine from before, which may
+#: have stopped half way through a restore, between a document's record and its index's:
+#: restored on from there, the index would miss that change, so it is rebuilt instead
+#: (`kafka/changelog.py`, `restore`).
+STATE_LAYOUT = 2
 
 Write = tuple[Family, bytes]
 
@@ -99,6 +106,10 @@ class PartitionDb:
         raw = self._local.get(_CHECKPOINT_KEY)
         return orjson.loads(raw) if raw else {"changelog_offset": -1, "written_at_ms": 0}
 
+    def of_current_layout(self) -> bool:
+        """Whether the copy was written in this engine's layout (`STATE_LAYOUT`)."""
+        return self.checkpoint().get("layout") == STATE_LAYOUT
+
     # writes -----------------------------------------------------------------------------
     def apply(self, writes: dict[Write, bytes | None], checkpoint: dict) -> None:
         """Write a committed batch and the checkpoint it reflects, atomically."""
@@ -117,6 +128,8 @@ class PartitionDb:
                         known_first[family] = key
                 if family in floors and key < floors[family]:
                     floors[family] = key
+        if STATE_LAYOUT is not None:
+            checkpoint = {**checkpoint, "layout": STATE_LAYOUT}
         batch.put(_CHECKPOINT_KEY, orjson.dumps(checkpoint), self._local_handle)
         self._db.write(batch)
 

@@ -22,6 +22,7 @@ from streamproc.kafka.changelog import (
 from streamproc.semantics.workflow_events import EventType
 from streamproc.semantics.workflow_history import check_well_formed
 from streamproc.settings import Settings
+from streamproc.state import db as db_module
 from streamproc.state.families import Family
 from streamproc.worker import Worker
 from tests.support.engines import EngineThread
@@ -164,6 +165,46 @@ def test_an_engine_takes_over_jobs_whose_due_dates_an_engine_from_before_put_on_
                 events.read_available()
         assert [e.key for e in events.events(intent="TIMED_OUT")] == [running]
         assert [e.key for e in events.events(intent="RECURRED_AFTER_BACKOFF")] == [backing_off]
+        assert events.rejections() == []
+    finally:
+        events.close()
+
+
+@pytest.mark.kafka
+def test_a_local_copy_an_engine_from_before_left_is_rebuilt_with_its_derived_indexes(
+        bootstrap, namespace, tmp_path, monkeypatch):
+    """An engine from before may stop half way through a restore, between a job's document and
+    its deadline's record (both on its changelog): its copy then holds the document without
+    the deadline. A new engine resuming that copy from its checkpoint would skip the
+    deadline's record (the document says it) and the job would never time out; a copy without
+    this engine's layout is rebuilt from the changelog instead."""
+    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=1, state_dir=tmp_path,
+                        engine_id="upgraded")
+    clock = ManualClock()
+    events = EventLog(bootstrap, namespace)
+    try:
+        with Client(bootstrap, namespace) as client:
+            monkeypatch.setattr(batch_writer, "changelog_records", _one_record_per_write)
+            monkeypatch.setattr(db_module, "STATE_LAYOUT", None)  # its checkpoints say no layout
+            with EngineThread(settings, clock=clock, idle_poll_ms=10):
+                client.create_job("layout-gap", {"n": 1}, timeout=timedelta(seconds=10))
+                events.read_until(lambda e: e.count("CREATED") == 1, 60)
+                (key,) = [e.key for e in events.events(intent="CREATED")]
+                client.start_job(key, 1, "w1")
+                events.read_until(lambda e: e.count("STARTED") == 1, 60)
+            (path,) = tmp_path.glob("*/partition-*")
+            db = db_module.PartitionDb(path, 0)
+            try:  # the copy as that engine left it, stopped between the two records
+                deadlines = [k for k, _ in db.scan(Family.JOB_DEADLINES)]
+                assert len(deadlines) == 1
+                db.apply({(Family.JOB_DEADLINES, deadlines[0]): None}, db.checkpoint())
+            finally:
+                db.close()
+            monkeypatch.undo()
+            with EngineThread(settings, clock=clock, idle_poll_ms=10) as engine:
+                assert engine.stats.restored_records > 0  # rebuilt, not resumed at its end
+                clock.advance(timedelta(seconds=10, milliseconds=1))
+                events.read_until(lambda e: e.count("TIMED_OUT") == 1, 60)
         assert events.rejections() == []
     finally:
         events.close()
