@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamproc.state.db import PartitionDb, PendingWrites
+from streamproc.state.db import STATE_LAYOUT, PartitionDb, PendingWrites
 from streamproc.state.families import Family
 from streamproc.state.jobs import Job, JobDueDates, Jobs
 from streamproc.state.keys import time_key
@@ -31,7 +31,7 @@ def test_a_closed_partition_can_be_reopened_in_the_same_process(tmp_path):
     db.close()
     again = PartitionDb(tmp_path, 0)
     assert again.get(Family.JOBS, b"k") == b"v"
-    assert again.checkpoint() == {"changelog_offset": 7, "written_at_ms": 1}
+    assert again.checkpoint() == {"changelog_offset": 7, "written_at_ms": 1, "layout": STATE_LAYOUT}
     again.close()
 
 
