@@ -87,13 +87,17 @@ def _known(cmd: Record, ctx: ProcessingContext, verb: str) -> JobStream | None:
     return stream
 
 
+def _valid_and_known(cmd: Record, ctx: ProcessingContext, verb: str, problem: str | None) -> JobStream | None:
+    """The stream a command with valid fields names, or None after its rejection."""
+    if problem:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"{_named(cmd, verb)} {problem}")
+        return None
+    return _known(cmd, ctx, verb)
+
+
 def renew(cmd: Record, ctx: ProcessingContext) -> None:
     v = cmd.value
-    problem = _names_problem(cmd) or _terms_problem(cmd, min_credits=0)
-    if problem:
-        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"{_named(cmd, 'renew')} {problem}")
-        return
-    stream = _known(cmd, ctx, "renew")
+    stream = _valid_and_known(cmd, ctx, "renew", _names_problem(cmd) or _terms_problem(cmd, min_credits=0))
     if stream is None:
         return
     ctx.job_streams.renew(stream, v["credits"], v["lease_ms"], ctx.now_ms)
@@ -101,11 +105,7 @@ def renew(cmd: Record, ctx: ProcessingContext) -> None:
 
 
 def unregister(cmd: Record, ctx: ProcessingContext) -> None:
-    problem = _names_problem(cmd)
-    if problem:
-        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"{_named(cmd, 'unregister')} {problem}")
-        return
-    stream = _known(cmd, ctx, "unregister")
+    stream = _valid_and_known(cmd, ctx, "unregister", _names_problem(cmd))
     if stream is None:
         return
     value = stream.record()
