@@ -21,6 +21,9 @@ keeps that registration alive from its own thread:
 * A REGISTER with no answer within `REGISTER_ANSWER_S` (an engine that does not know
   streams, or one that is away): log ``job_push_unavailable`` and go on with the topic
   alone; the partition is registered again at the next renewal.
+* A REGISTER refused as invalid (credits, names, the queue's policy) is not sent again to
+  that partition, and one refused for want of room (RESOURCE_EXHAUSTED) again after
+  `REFUSED_RETRY_S`; each reason is logged once.
 * On stop, UNREGISTER everywhere (waiting at most a bounded time for the answers). Jobs
   pushed and not run time out at their deadline and are dispatched again, as an
   abandoned START's are.
@@ -57,13 +60,18 @@ UNREGISTER_ANSWER_S = 2.0
 TICK_S = 0.25
 #: How long a stream command's answer is listened for (a late REGISTERED still counts).
 ANSWER_TTL_S = 120.0
+#: The most credits the engine takes on one partition (`engine/jobs/streams.py`).
+MAX_CREDITS = 4096
+#: How long a partition that refused a REGISTER for want of room (RESOURCE_EXHAUSTED) is
+#: left before the next try; one that refused it as invalid is not asked again.
+REFUSED_RETRY_S = 60.0
 
 
 def credits_per_partition(max_jobs_active: int, partitions: int) -> int:
     """A worker's credits on each partition: its `max_jobs_active` split evenly, at least 1
     (a worker with fewer slots than partitions may hold one job more than it takes from
     the topic; the topic intake's free slots shrink by what was pushed)."""
-    return max(1, max_jobs_active // partitions)
+    return min(MAX_CREDITS, max(1, max_jobs_active // partitions))
 
 
 def pushed_attempt_began(timeout_ms: int, deadline_ms: int, started_ms: int, log_time_ms: int, wall_now_ms: int,
@@ -91,7 +99,7 @@ class PushedAttempts:
     replies consumer reads on from its last offset, which may repeat one) runs once. Each
     attempt is pushed once by the engine, so remembering the last `remembered` is enough."""
 
-    def __init__(self, remembered: int = 100_000) -> None:
+    def __init__(self, remembered: int = 10_000) -> None:
         self._remembered = remembered
         self._seen: collections.OrderedDict[tuple[int, int], None] = collections.OrderedDict()
         self._lock = threading.Lock()
@@ -122,18 +130,26 @@ class Standing(enum.Enum):
     #: REGISTER sent, no answer yet.
     REGISTERING = "registering"
     REGISTERED = "registered"
+    #: The partition refused the REGISTER: asked again at `retry_at` (never, if invalid).
+    REFUSED = "refused"
 
 
 class _PartitionStream:
-    __slots__ = ("standing", "request_id", "sent_at", "credits")
+    __slots__ = ("standing", "request_id", "sent_at", "credits", "registers", "retry_at", "refusal")
 
     def __init__(self) -> None:
         self.standing = Standing.UNREGISTERED
-        #: The last REGISTER or RENEW sent: only its answer changes the standing.
+        #: The last REGISTER or RENEW sent: only its answer changes the standing (but see `registers`).
         self.request_id: str | None = None
         self.sent_at = 0.0
         #: The credits that command announced.
         self.credits = 0
+        #: REGISTERs sent since the stream was last registered: any one's acceptance
+        #: registers it (one answered after the next was sent, the engine being slow).
+        self.registers: set[str] = set()
+        self.retry_at = 0.0
+        #: The last refusal's reason, logged once.
+        self.refusal = ""
 
 
 class JobStream:
@@ -163,6 +179,9 @@ class JobStream:
         self._next_renewal = float("-inf")  # the first tick registers
         self._unavailable = False
         self._closing = False
+        #: Held while a stream command is sent: `unregister` takes it to send its
+        #: UNREGISTERs after any REGISTER or RENEW under way, and none after them.
+        self._send_lock = threading.Lock()
 
     def standing(self, partition: int) -> Standing:
         with self._lock:
@@ -198,8 +217,10 @@ class JobStream:
             if renewal:
                 self._next_renewal = now + self.renew_interval_s
             for p, stream in enumerate(self._partitions):
+                if stream.standing is Standing.REFUSED and now >= stream.retry_at:
+                    stream.standing = Standing.UNREGISTERED
                 if stream.standing is Standing.REGISTERING and now - stream.sent_at >= REGISTER_ANSWER_S:
-                    stream.standing = Standing.UNREGISTERED  # its request id stays: a late answer counts
+                    stream.standing = Standing.UNREGISTERED  # a late answer still counts (`registers`)
                     unanswered.append(p)
                 if stream.standing is Standing.REGISTERED and (renewal or credits != stream.credits):
                     due.append(self._prepare(p, JobStreamIntent.RENEW, credits, now))
@@ -223,6 +244,7 @@ class JobStream:
         stream.sent_at, stream.credits = now, credits
         if intent == JobStreamIntent.REGISTER:
             stream.standing = Standing.REGISTERING
+            stream.registers.add(stream.request_id)
         return partition, intent, credits, stream.request_id
 
     def _send(self, partition: int, intent: str, credits: int, request_id: str) -> None:
@@ -230,11 +252,14 @@ class JobStream:
                             ANSWER_TTL_S)
         send = (self.commands.register_job_stream if intent == JobStreamIntent.REGISTER
                 else self.commands.renew_job_stream)
-        try:
-            send(partition, queue=self.queue, stream_id=self.stream_id, worker=self.worker, credits=credits,
-                 lease_ms=self.lease_ms, request_id=request_id, reply_partition=self.replies.partition)
-        except RequestNotSentError as exc:  # the broker is away: a REGISTER times out, a RENEW comes again
-            log.warning("job_stream_command_not_sent", intent=intent, partition=partition, error=str(exc))
+        with self._send_lock:
+            if self._closing:  # unregistered (or about to be): a REGISTER now would outlive the worker
+                return
+            try:
+                send(partition, queue=self.queue, stream_id=self.stream_id, worker=self.worker, credits=credits,
+                     lease_ms=self.lease_ms, request_id=request_id, reply_partition=self.replies.partition)
+            except RequestNotSentError as exc:  # the broker is away: a REGISTER times out, a RENEW comes again
+                log.warning("job_stream_command_not_sent", intent=intent, partition=partition, error=str(exc))
 
     # answers ----------------------------------------------------------------------------
     def _answered(self, partition: int, intent: str, request_id: str, reply: Reply) -> bool:
@@ -242,12 +267,24 @@ class JobStream:
         record = reply.record
         rejected = record.record_type is RecordType.COMMAND_REJECTION
         register_again = None
+        refusal_news = False
         with self._lock:
             stream = self._partitions[partition]
-            if self._closing or request_id != stream.request_id:
+            accepted_register = intent == JobStreamIntent.REGISTER and not rejected and request_id in stream.registers
+            if self._closing or (request_id != stream.request_id and not accepted_register):
                 return True  # superseded by a later command (or stopping): its answer decides
             if intent == JobStreamIntent.REGISTER:
-                stream.standing = Standing.UNREGISTERED if rejected else Standing.REGISTERED
+                if rejected:
+                    # Refused as invalid (credits, names, the queue's policy): asking again gets the
+                    # same answer. For want of room: asked again after a while. Logged once a reason.
+                    stream.standing = Standing.REFUSED
+                    permanent = record.rejection_type == RejectionType.INVALID_ARGUMENT
+                    stream.retry_at = float("inf") if permanent else self._clock() + REFUSED_RETRY_S
+                    refusal_news = record.rejection_reason != stream.refusal
+                    stream.refusal = record.rejection_reason or ""
+                else:
+                    stream.standing, stream.refusal = Standing.REGISTERED, ""
+                    stream.registers.clear()
                 became_available = not rejected and self._unavailable
                 if became_available:
                     self._unavailable = False
@@ -259,9 +296,12 @@ class JobStream:
                 if credits > 0:
                     register_again = self._prepare(partition, JobStreamIntent.REGISTER, credits, self._clock())
         if intent == JobStreamIntent.REGISTER:
-            if rejected:
-                log.warning("job_stream_register_refused", task_queue=self.queue, partition=partition,
-                            rejection_type=record.rejection_type, reason=record.rejection_reason)
+            if rejected and refusal_news:
+                log.error("job_stream_register_refused", task_queue=self.queue, partition=partition,
+                          rejection_type=record.rejection_type, reason=record.rejection_reason,
+                          hint="jobs of this partition come through the task queue's topic only"
+                               + ("" if record.rejection_type == RejectionType.INVALID_ARGUMENT
+                                  else f"; registering again in {REFUSED_RETRY_S:.0f} s"))
             else:
                 if became_available:
                     log.info("job_push_available", task_queue=self.queue, stream_id=self.stream_id)
@@ -282,8 +322,9 @@ class JobStream:
     def unregister(self, timeout_s: float = UNREGISTER_ANSWER_S) -> int:
         """Send UNREGISTER to every partition and wait up to `timeout_s` for the answers;
         the number answered. Nothing is registered or renewed after this."""
-        with self._lock:
-            self._closing = True
+        with self._send_lock:  # after any REGISTER or RENEW being sent; none is sent after this
+            with self._lock:
+                self._closing = True
         answers: list[Future[Reply]] = []
         for p in range(len(self._partitions)):
             request_id, answer = uuid.uuid4().hex, Future()

@@ -129,6 +129,8 @@ class JobWorker:
         #: Set once the stream is registered on every partition (push=True).
         self.stream_registered = threading.Event()
         self._pushes = PushedAttempts()
+        #: Whether a push that arrived past its deadline was logged (once a worker).
+        self._clock_ahead_said = False
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self._partitions = partitions
@@ -257,13 +259,24 @@ class JobWorker:
         job = ActivatedJob(key=record.key, attempt=v["attempt"], type=v["type"], payload=orjson.loads(v["payload"]),
                            retries=v["retries"], timeout_ms=v["timeout_ms"])
         # Its timeout counts to the engine's deadline, not from now (`pushed_attempt_began`).
+        now = time.monotonic()
         began = pushed_attempt_began(job.timeout_ms, v["deadline_ms"], record.timestamp_ms, reply.log_time_ms,
-                                     int(time.time() * 1000), time.monotonic())
+                                     int(time.time() * 1000), now)
+        if began + job.timeout_ms / 1000 <= now:
+            # Past its deadline as it arrives: this host's clock is ahead of the engine's (or the
+            # record is that late). Dropped, it would be timed out and pushed here again without
+            # end; run, it runs at worst once more, as a late START's job may.
+            if not self._clock_ahead_said:
+                self._clock_ahead_said = True
+                log.warning("job_push_arrived_past_its_deadline", job_key=record.key, attempt=v["attempt"],
+                            hint="this host's clock may be ahead of the engine's: pushed jobs count their "
+                                 "timeout from their arrival here")
+            began = now
+        if self.metrics is not None:  # made startable and started in one command
+            self.metrics.task_started(self.task_queue, "job", record.timestamp_ms, record.timestamp_ms)
         with self._lock:  # a slot like an accepted START's: the topic intake takes that many fewer
             self._in_flight += 1
             self.pushed += 1
-        if self.metrics is not None:  # made startable and started in one command
-            self.metrics.task_started(self.task_queue, "job", record.timestamp_ms, record.timestamp_ms)
         self._submit(job, began)
 
     def _submit(self, job: ActivatedJob, sent_at: float) -> None:

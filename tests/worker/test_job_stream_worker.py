@@ -18,6 +18,8 @@ from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.protocol.records import Record, RecordType
 from streamproc.protocol.topics import Topics
 from streamproc.worker.job_streams import (
+    MAX_CREDITS,
+    REFUSED_RETRY_S,
     REGISTER_ANSWER_S,
     JobStream,
     PushedAttempts,
@@ -238,26 +240,59 @@ def test_no_answer_to_register_means_push_unavailable_and_registering_again_at_r
     assert logs == [] and [i for i, *_ in latest] == ["REGISTER", "REGISTER"]
     assert not stream.registered_everywhere.is_set()
 
-    replies.answer(first[0][3], "REGISTERED")           # a superseded REGISTER's late answer
-    assert stream.standing(0) is Standing.REGISTERING
     with capture_logs() as logs:
-        for _, _, _, request_id in latest:
-            replies.answer(request_id, "REGISTERED")    # the engine answers after all
+        replies.answer(first[0][3], "REGISTERED")       # the first REGISTER's answer, late: it counts
+        assert stream.standing(0) is Standing.REGISTERED and stream.standing(1) is Standing.REGISTERING
+        replies.answer(latest[1][3], "REGISTERED")      # the engine answers the latest on partition 1
     assert [e["event"] for e in logs] == ["job_push_available", "job_stream_registered"]
     assert stream.registered_everywhere.is_set()
+    replies.answer(latest[0][3], "REGISTERED")          # another REGISTER of partition 0 answered: no change
+    assert stream.standing(0) is Standing.REGISTERED
 
 
-def test_a_refused_register_is_tried_again_at_the_next_renewal():
+def test_a_register_refused_as_invalid_is_said_once_and_not_sent_again():
     stream, clock, commands, replies, _ = _stream(partitions=1, credits=3)
     stream.tick()
     (register,) = commands.take()
     with capture_logs() as logs:
         replies.answer(register[3], "REGISTER", rejection="INVALID_ARGUMENT")
+        for _ in range(20):  # renewals for 100 s: asking again would get the same answer
+            clock.now += 5
+            stream.tick()
     assert [e["event"] for e in logs] == ["job_stream_register_refused"]
-    assert stream.standing(0) is Standing.UNREGISTERED and commands.take() == []
-    clock.now += 5
+    assert stream.standing(0) is Standing.REFUSED and commands.take() == []
+
+
+def test_a_register_refused_for_want_of_room_is_sent_again_after_a_while_and_said_once():
+    stream, clock, commands, replies, _ = _stream(partitions=1, credits=3)
     stream.tick()
-    assert [i for i, *_ in commands.take()] == ["REGISTER"]
+    (register,) = commands.take()
+    with capture_logs() as logs:
+        replies.answer(register[3], "REGISTER", rejection="RESOURCE_EXHAUSTED")
+        clock.now += REFUSED_RETRY_S - 0.01
+        stream.tick()
+        assert commands.take() == []
+        clock.now += 5
+        stream.tick()
+        (again,) = commands.take()
+        replies.answer(again[3], "REGISTER", rejection="RESOURCE_EXHAUSTED")  # the same reason: not said again
+    assert [e["event"] for e in logs] == ["job_stream_register_refused"]
+    assert again[0] == "REGISTER" and stream.standing(0) is Standing.REFUSED
+
+
+def test_credits_are_capped_at_what_the_engine_takes():
+    assert credits_per_partition(20_000, 4) == MAX_CREDITS
+
+
+def test_a_register_prepared_before_unregistering_is_not_sent_after_it():
+    """The renewer decided on a REGISTER (under the lock) and is about to send it when stop's
+    UNREGISTERs go out: sent after them, it would register a worker that is gone."""
+    stream, clock, commands, replies, _ = _stream(partitions=1, credits=3)
+    with stream._lock:
+        prepared = stream._prepare(0, "REGISTER", 3, clock.now)
+    stream.unregister(timeout_s=0.01)
+    stream._send(*prepared)
+    assert [i for i, *_ in commands.take()] == ["UNREGISTER"]
 
 
 def test_unregister_on_every_partition_waits_for_the_answers_and_ends_the_renewals():
@@ -414,13 +449,33 @@ def test_pushed_jobs_take_slots_the_topic_intake_then_does_not_offer():
 
 
 def test_a_pushed_job_whose_deadline_passed_while_it_waited_for_a_thread_is_not_run():
+    runs, release = [], threading.Event()
+    rig = PushRig(lambda job: release.wait(WAIT_S) and runs.append(job.key), max_concurrent=1)
+    try:
+        with capture_logs() as logs:
+            rig.push(4)                                           # holds the one thread
+            rig.push(5, timeout_ms=60_000, deadline_in_ms=300)    # waits for it past its deadline
+            time.sleep(0.4)
+            release.set()
+            rig.wait_handled(1)
+        assert runs == [4] and rig.worker.pushed == 2
+        assert "job_expired_before_its_handler_ran" in [e["event"] for e in logs]
+    finally:
+        release.set()
+        rig.close()
+
+
+def test_a_push_that_arrives_past_its_deadline_runs_counting_from_its_arrival():
+    """This host's clock ahead of the engine's: dropped, such a job would be timed out and
+    pushed here again without end."""
     runs = []
     rig = PushRig(lambda job: runs.append(job.key))
     try:
         with capture_logs() as logs:
-            rig.push(5, timeout_ms=60_000, deadline_in_ms=-1)     # the engine's deadline is behind us
-            _wait(lambda: rig.worker._in_flight == 0, "the slot freed")
-        assert runs == [] and rig.worker._in_flight == 0 and rig.worker.pushed == 1
-        assert "job_expired_before_its_handler_ran" in [e["event"] for e in logs]
+            rig.push(5, timeout_ms=60_000, deadline_in_ms=-1)     # the engine's deadline is behind our clock
+            rig.push(6, timeout_ms=60_000, deadline_in_ms=-1)
+            rig.wait_handled(2)
+        assert sorted(runs) == [5, 6]
+        assert [e["event"] for e in logs].count("job_push_arrived_past_its_deadline") == 1
     finally:
         rig.close()
