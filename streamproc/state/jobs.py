@@ -168,6 +168,12 @@ class Jobs:
             self._w.put(Family.JOB_BACKOFF, time_key(recur_at_ms, key), b"")
         self.put(key, job)
 
+    def forget_due_date(self, field: str, due_ms: int, key: int) -> None:
+        """Drop an index entry that no job document implies (`deadline_ms` or `recur_at_ms`
+        at `due_ms`): a deleted key that is not there writes nothing to the changelog, which
+        leaves these indexes out."""
+        self._w.delete(_JOB_DEADLINES if field == "deadline_ms" else _JOB_BACKOFF, time_key(due_ms, key))
+
     def _clear_due_dates(self, key: int, job: Job) -> None:
         # Whatever is >= 0 in the document is indexed (`job_due_dates` rebuilds it so).
         if job.deadline_ms >= 0:

@@ -335,3 +335,26 @@ def test_a_processor_writing_an_unencodable_record_costs_one_command(h, monkeypa
     assert h.proc.output.events == []
     monkeypatch.undo()
     create(h)
+
+
+@pytest.mark.parametrize("family_name, field, intent", [
+    ("JOB_DEADLINES", "deadline_ms", "TIME_OUT"), ("JOB_BACKOFF", "recur_at_ms", "RECUR_AFTER_BACKOFF")])
+def test_a_due_date_entry_no_job_implies_is_dropped_by_its_rejection_not_sent_at_every_pass(
+        h, family_name, field, intent):
+    """What an engine from before can leave behind on a rollback: an index entry whose job
+    no longer has that due date (or no longer exists)."""
+    from streamproc.state.families import Family
+    from streamproc.state.keys import time_key
+    family = Family[family_name]
+    key = create(h, timeout_ms=1000).key
+    started(h, key)
+    phantoms = {(family, time_key(500, key)): b"", (family, time_key(600, 999_999)): b""}
+    h.db.apply(phantoms, {"changelog_offset": h.position})
+    h.checker.refresh()
+    h.clock.advance(700)
+    refused = h.check_due()
+    assert sorted(r.rejection_type for r in refused) == ["INVALID_STATE", "NOT_FOUND"]
+    assert all(r.intent == intent for r in refused)
+    assert h.check_due() == []  # not sent again
+    assert [k for k, _ in h.db.scan(family) if k in {k for _, k in phantoms}] == []
+    assert h.job(key)["state"] == "STARTED"  # the job itself is untouched

@@ -172,6 +172,10 @@ def _fire_due_date(cmd: Record, ctx: ProcessingContext, *, verb: str, state: Job
         ctx.out.event(JOB, event, cmd.key, job.record())
         _republish(cmd.key, job, ctx, avoid=pushed_to)
         return
+    if job is None or getattr(job, field) != due:
+        # The due-date entry that made the checker send this says what the job does not (left
+        # by an engine from before on a rollback): kept, it would be sent again at every pass.
+        ctx.jobs.forget_due_date(field, due, cmd.key)
     ctx.out.reject(cmd, RejectionType.NOT_FOUND if job is None else RejectionType.INVALID_STATE, reason)
 
 
