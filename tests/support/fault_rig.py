@@ -1,5 +1,5 @@
-"""A broker (or a cluster of them), an engine, two job workers (one taking tasks from the
-topic, one pushed jobs: `worker run --push`) and a workflow worker under a steady load, and the checks that every job and workflow completed exactly once: shared by
+"""A broker (or a cluster of them), an engine, a job worker and a workflow worker under a
+steady load, and the checks that every job and workflow completed exactly once: shared by
 the broker-restart and the cluster-failover tests."""
 
 from __future__ import annotations
@@ -52,12 +52,6 @@ class Rig:
         self.job_worker = worker_process(self.bootstrap, NAMESPACE, "flow", "jobs", tmp_path,
                                          handler="tests.support.handlers:recorded_double",
                                          STREAMPROC_TEST_RUNS=str(self.job_runs), STREAMPROC_TEST_WORKER="jobs")
-        # Pushed jobs across broker faults: its leases may end while the broker is away (its
-        # RENEWs are then refused and it registers again); the topic worker takes what finds
-        # no stream with free credit.
-        self.push_worker = worker_process(self.bootstrap, NAMESPACE, "flow", "jobs-push", tmp_path,
-                                          handler="tests.support.handlers:recorded_double", options=("--push",),
-                                          STREAMPROC_TEST_RUNS=str(self.job_runs), STREAMPROC_TEST_WORKER="jobs-push")
         self.flow_worker = combined_worker_process(self.bootstrap, NAMESPACE, QUEUE, "flows", tmp_path,
                                                    workflows=[WORKFLOW], activities=[ACTIVITY],
                                                    **{EFFECTS_DIR_VARIABLE: str(effects)})
@@ -73,13 +67,12 @@ class Rig:
 
     def start(self) -> None:
         self.engine.wait_for_log("partitions_assigned", timeout=90)
-        for w in (self.job_worker, self.push_worker, self.flow_worker):
+        for w in (self.job_worker, self.flow_worker):
             w.start()
         self.flow_worker.wait_for_log("workflow_tasks_assigned", timeout=90)
         # A fault while a worker still starts is not what is tested (a job worker that could
         # not read its replies partition for 60 s at start exits).
         self.job_worker.wait_for_log("tasks_assigned", timeout=90)
-        self.push_worker.wait_for_log("job_stream_registered", timeout=90)
         self.starter = Starter(self.bootstrap, NAMESPACE, QUEUE)
         self._creator.start()
 
@@ -135,7 +128,7 @@ class Rig:
             failed = self.starter.failures() if self.starter is not None else []
             return (f"\nworkflow starts that failed ({len(failed)}): {failed[:10]}"
                     f"\nbroker stalls: {self.broker_stalls() or 'none'}")
-        with with_process_logs((self.engine, self.job_worker, self.push_worker, self.flow_worker), failed_starts):
+        with with_process_logs((self.engine, self.job_worker, self.flow_worker), failed_starts):
             self.events.read_until(done, timeout=timeout)
 
     def stop_creating(self) -> int:
@@ -145,7 +138,7 @@ class Rig:
         return self.jobs
 
     def assert_alive(self) -> None:
-        for p in (self.engine, self.job_worker, self.push_worker, self.flow_worker):
+        for p in (self.engine, self.job_worker, self.flow_worker):
             assert p.alive(), f"{p.log_path.name} died:\n{p.log_text()[-3000:]}"
 
     def check_everything_once(self) -> None:
@@ -166,9 +159,6 @@ class Rig:
         handler_runs = collections.Counter(tuple(line.split()[:2]) for line in self.job_runs.read_text().splitlines())
         twice = [run for run, n in handler_runs.items() if n > 1]
         assert not twice, f"job handlers ran twice for one attempt: {twice[:5]}"
-        #: jobs started in their CREATE's command for the push worker (its STARTED carries the CREATE's request id)
-        self.jobs_pushed = sum(1 for e in self.events.events(intent="STARTED") if e.request_id.startswith("job-"))
-        assert self.jobs_pushed > 0, "no job was pushed"
         runs = runs_from_events(self.events)
         assert_nothing_written_twice(self.events, runs)
         check_completed_once(runs, self.workflow_ids)
@@ -183,7 +173,7 @@ class Rig:
         if self.starter is not None:
             self.starter.abandon()
         self.events.close()
-        for p in (self.flow_worker, self.job_worker, self.push_worker, self.engine):
+        for p in (self.flow_worker, self.job_worker, self.engine):
             p.stop()
         self.client.close()
         self.broker.kill()
