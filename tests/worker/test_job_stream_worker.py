@@ -6,13 +6,19 @@ given by hand."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from unittest import mock
+
+import structlog
+import structlog.testing
+
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
-from structlog.testing import capture_logs
 
 from streamproc.kafka.replies import Reply, ReplyListener
 from streamproc.protocol.records import Record, RecordType
@@ -27,8 +33,27 @@ from streamproc.worker.job_streams import (
     credits_per_partition,
     pushed_attempt_began,
 )
+from streamproc.worker import job_streams as job_streams_module
+from streamproc.worker import job_worker as job_worker_module
 from streamproc.worker.job_worker import JobWorker
 from streamproc.worker.task_leases import OverdueAttempts
+
+@contextlib.contextmanager
+def capture_logs():
+    """structlog's `capture_logs`, with the worker modules' loggers made anew inside it and
+    nothing filtered by level: a logger used before caches the processors and level of the
+    configuration then (`cache_logger_on_first_use`), and another test may have configured
+    logging again since, so the module's own logger would not be captured."""
+    wrapper = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with structlog.testing.capture_logs() as logs, \
+                mock.patch.object(job_streams_module, "log", structlog.get_logger("streamproc.worker")), \
+                mock.patch.object(job_worker_module, "log", structlog.get_logger("streamproc.worker")):
+            yield logs
+    finally:
+        structlog.configure(wrapper_class=wrapper)
+
 
 #: A bound on waits that end as soon as what they wait for happens.
 WAIT_S = 10
