@@ -133,6 +133,9 @@ class WorkflowIntent(StrEnum):
     # commands from workflow workers
     TASK_COMPLETE = "TASK_COMPLETE"
     TASK_FAIL = "TASK_FAIL"
+    #: Local activity markers of the task out, kept until it completes (a checkpointing
+    #: worker's step on the log before the next runs; engine/workflows/journaled_markers.py).
+    JOURNAL_MARKERS = "JOURNAL_MARKERS"
     # commands from the due-date checker (re-checked against state; stale -> rejection)
     TASK_TIME_OUT = "TASK_TIME_OUT"
     TIMER_FIRE = "TIMER_FIRE"

@@ -126,6 +126,9 @@ class WorkflowRun:
     #: Clients waiting for the run's close, answered when it closes (stored only once set;
     #: at most MAX_RESULT_WAITERS, engine/workflows/result_waiters.py).
     result_waiters: list[ResultWaiter] = field(default_factory=list)
+    #: Local activity markers journaled while a task is out, in the order they came
+    #: (RECORD_MARKER attributes; stored only once set): written when a task completes.
+    journaled_markers: list[dict] = field(default_factory=list)
 
     @classmethod
     def begin(cls, start: RunStart, now_ms: int, run_expiration_ms: int, execution_time_ms: int) -> WorkflowRun:
@@ -152,6 +155,7 @@ class WorkflowRun:
         self.task = None
         self.buffered = []
         self.activities = {}
+        self.journaled_markers = []
 
     def successor(self, new_run_id: str, initiator: ContinueAsNewInitiator, *, attempt: int, backoff_ms: int = 0,
                   continued_failure: dict | None = None, last_completion_result: str | None = None,
@@ -265,6 +269,8 @@ class WorkflowRun:
             doc["search_attributes"] = self.search_attributes
         if self.result_waiters:
             doc["result_waiters"] = [w.to_json() for w in self.result_waiters]
+        if self.journaled_markers:
+            doc["journaled_markers"] = self.journaled_markers
         return doc
 
     @classmethod
@@ -293,4 +299,5 @@ class WorkflowRun:
             externals={int(i): kind for i, kind in d.get("externals", {}).items()}, parent=d.get("parent"),
             waiting_queries=d.get("waiting_queries", []), cron_schedule=d.get("cron_schedule", ""),
             scheduled_by=d.get("scheduled_by"), memo=d.get("memo"), search_attributes=d.get("search_attributes"),
-            result_waiters=[ResultWaiter.from_json(w) for w in d.get("result_waiters", ())])
+            result_waiters=[ResultWaiter.from_json(w) for w in d.get("result_waiters", ())],
+            journaled_markers=d.get("journaled_markers", []))

@@ -28,6 +28,7 @@ WORKFLOW_PROCESSORS = {
     W.EXTERNAL_CANCEL_FAILED: externals.external_cancel_failed,
     W.TASK_COMPLETE: tasks.task_complete,
     W.TASK_FAIL: tasks.task_fail,
+    W.JOURNAL_MARKERS: tasks.journal_markers,
     W.TASK_TIME_OUT: tasks.task_time_out,
     W.TIMER_FIRE: timeouts.timer_fire,
     W.RUN_TIME_OUT: timeouts.run_time_out,

@@ -28,6 +28,7 @@ import orjson
 import structlog
 
 from streamproc.engine.processing import ProcessingContext
+from streamproc.engine.workflows.journaled_markers import carried
 from streamproc.engine.workflows.relatives import on_run_closed
 from streamproc.engine.workflows.result_waiters import answer_waiters
 from streamproc.engine.workflows.update_answers import abort_updates
@@ -201,7 +202,7 @@ class RunWriter:
                      "workflow_type": run.workflow_type, "task_queue": run.task_queue,
                      "attempt": attempt, "scheduled_event_id": event_id, "event_time_ms": ctx.now_ms,
                      "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages),
-                     "attributes": _carried_updates(run, updates)}
+                     "attributes": _task_attributes(run, updates)}
             if handed_back:
                 ctx.out.reply(WF, _WORKFLOW_TASK, run_key, value)
             else:
@@ -342,13 +343,17 @@ def send_query_tasks(ctx: ProcessingContext, run_key: int, run: WorkflowRun, que
             request_id=query["request_id"])
 
 
-def _carried_updates(run: WorkflowRun, update_ids: list[str]) -> str | None:
-    """The updates a task carries to the code, as the worker reads them (None: none)."""
-    if not update_ids:
-        return None
-    return orjson.dumps({"updates": [
-        {"update_id": u, "name": run.updates[u].name, "input": run.updates[u].input,
-         "identity": run.updates[u].identity} for u in update_ids]}).decode()
+def _task_attributes(run: WorkflowRun, update_ids: list[str]) -> str | None:
+    """The updates a task carries to the code and the local activity markers journaled for
+    the run (`journaled_markers`), as the worker reads them (None: neither)."""
+    attributes: dict = {}
+    if update_ids:
+        attributes["updates"] = [
+            {"update_id": u, "name": run.updates[u].name, "input": run.updates[u].input,
+             "identity": run.updates[u].identity} for u in update_ids]
+    if run.journaled_markers:
+        attributes["journaled_markers"] = carried(run)
+    return orjson.dumps(attributes).decode() if attributes else None
 
 
 def history_pages(ctx: ProcessingContext, run_key: int, first_event_id: int, last_event_id: int,

@@ -1,4 +1,5 @@
-"""Answers to workflow tasks (TASK_COMPLETE, TASK_FAIL) and their timeout (TASK_TIME_OUT).
+"""Answers to workflow tasks (TASK_COMPLETE, TASK_FAIL), the markers journaled while one
+is out (JOURNAL_MARKERS, `journaled_markers`) and their timeout (TASK_TIME_OUT).
 
 An answer is for the task it names (scheduled_event_id, and attempt when given: the
 attempts of a transient task share their scheduled id) of an open run; anything else is
@@ -13,10 +14,12 @@ import orjson
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.workflows import updates
 from streamproc.engine.workflows.commands import BadCommand, apply, validate
+from streamproc.engine.workflows.journaled_markers import check_journal, merge_into_answer
 from streamproc.engine.workflows.runs import TASK_TIME_OUT, E, RunWriter
 from streamproc.protocol.failures import check_failure_record
 from streamproc.protocol.records import Record, RejectionType, ValueType, WorkflowIntent
 from streamproc.protocol.workflow_commands import WorkflowCommandType
+from streamproc.semantics import InvalidArgument
 from streamproc.semantics.enums import TimeoutType
 from streamproc.semantics.workflow_timeout_outcomes import fail_workflow_task, fire_workflow_task_timeout
 from streamproc.state.workflow_run import WorkflowRun
@@ -66,7 +69,7 @@ def task_complete(cmd: Record, ctx: ProcessingContext) -> None:
     else:
         carried = list(run.task.updates)
         if run.task.speculative and all(kind is WorkflowCommandType.REJECT_UPDATE for kind, _ in validated) \
-                and flags.get(FORCE_NEW_TASK) is not True:
+                and flags.get(FORCE_NEW_TASK) is not True and not run.journaled_markers:
             _drop_speculative_task(writer, validated)
         else:
             finish_task(writer, validated, identity, carried, force_new=flags.get(FORCE_NEW_TASK) is True,
@@ -104,7 +107,7 @@ def finish_task(writer: RunWriter, validated: list, identity: str, carried: list
     run.task_history_from = scheduled_id  # the next task shows the worker what follows its answer
     run.task_answered_by = identity
     eager_for = identity if ctx.out.caller_listens else None
-    needs_task = apply(writer, validated, completed_id, eager_for)
+    needs_task = apply(writer, merge_into_answer(run, validated), completed_id, eager_for)
     if run.is_open:
         updates.reject_unhandled(writer, carried)
         if writer.flush_buffer() or needs_task or run.admitted_updates() or force_new:
@@ -113,6 +116,24 @@ def finish_task(writer: RunWriter, validated: list, identity: str, carried: list
             # unless queries wait for it: through the queue, they go right after it
             # on its partition (handed back, they would wait for the task after it).
             writer.schedule_task(hand_back=return_new and not run.waiting_queries)
+
+
+def journal_markers(cmd: Record, ctx: ProcessingContext) -> None:
+    """Markers of the task out, kept with the run until it completes (`journaled_markers`)."""
+    run = _task_run(cmd, ctx, "journal markers for")
+    if run is None:
+        return
+    try:
+        new = check_journal(ctx, run, orjson.loads(cmd.value["commands"] or "[]"))
+    except orjson.JSONDecodeError as exc:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"commands is not valid JSON: {exc}")
+        return
+    except InvalidArgument as exc:
+        ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, str(exc))
+        return
+    if new:
+        run.journaled_markers = [*run.journaled_markers, *new]
+        ctx.workflows.put(cmd.key, run)
 
 
 def asked_eager(commands: object) -> bool:

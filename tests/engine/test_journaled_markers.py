@@ -1,0 +1,142 @@
+"""JOURNAL_MARKERS: local activity markers kept with the run while its task is out, written
+as MarkerRecorded events when the task completes (in Temporal's place: after its
+WORKFLOW_TASK_COMPLETED), carried to the next attempt when it does not."""
+
+from __future__ import annotations
+
+import orjson
+
+from streamproc.engine.processing import Limits
+from tests.engine.workflow_driver import S, attrs, rejections
+
+DRIVER_OPTIONS = {"limits": Limits(max_payload_bytes=1000)}
+
+
+def marker(seq: int, result: str = "r") -> dict:
+    return {"type": "RECORD_MARKER", "marker_name": "LocalActivity",
+            "details": {"seq": str(seq), "activity_id": str(seq), "activity_type": "step", "attempt": 1,
+                        "result": f'"{result}{seq}"'}}
+
+
+def journal(d, key, markers, attempt=None, scheduled_event_id=None, request_id=None):
+    task = d.task(key)
+    events, _ = d.send("JOURNAL_MARKERS", key, request_id=request_id,
+                       scheduled_event_id=task["scheduled_event_id"] if scheduled_event_id is None else scheduled_event_id,
+                       attempt=task["attempt"] if attempt is None else attempt, identity="w",
+                       commands=orjson.dumps(markers).decode())
+    return events
+
+
+def seqs(events):
+    return [m["details"]["seq"] for m in attrs(events, "MARKER_RECORDED")]
+
+
+def test_journaled_markers_write_no_event_and_are_written_after_the_completed_task_in_their_order(d):
+    key, _ = d.start()
+    before = d.types(key)
+    assert journal(d, key, [marker(1)]) == [] and journal(d, key, [marker(2), marker(3)]) == []
+    assert d.types(key) == before  # nothing in history until the task completes
+    assert [m["details"]["seq"] for m in d.run(key)["journaled_markers"]] == ["1", "2", "3"]
+    d.complete(key, [marker(1), marker(2), marker(3), marker(4), {"type": "COMPLETE_WORKFLOW_EXECUTION",
+                                                                   "result": '"done"'}])
+    events = d.check(key)
+    types = [e["event_type"] for e in events]
+    assert types[-6:] == ["WORKFLOW_TASK_COMPLETED", "MARKER_RECORDED", "MARKER_RECORDED", "MARKER_RECORDED",
+                          "MARKER_RECORDED", "WORKFLOW_EXECUTION_COMPLETED"]
+    assert seqs(events) == ["1", "2", "3", "4"]  # the answer's copies of 1-3 are not written twice
+    completed_id = events[-6]["event_id"]
+    assert {m["workflow_task_completed_event_id"] for m in attrs(events, "MARKER_RECORDED")} == {completed_id}
+    assert "journaled_markers" not in d.run(key)
+
+
+def test_an_answer_that_omits_the_journaled_markers_still_records_them_first(d):
+    key, _ = d.start()
+    journal(d, key, [marker(1), marker(2)])
+    d.complete(key, [{"type": "START_TIMER", "timer_id": "t", "start_to_fire_timeout_ms": 5 * S}])
+    events = d.check(key, closed=False)
+    assert [e["event_type"] for e in events][-4:] == ["WORKFLOW_TASK_COMPLETED", "MARKER_RECORDED",
+                                                     "MARKER_RECORDED", "TIMER_STARTED"]
+    assert seqs(events) == ["1", "2"]
+
+
+def test_a_copy_sent_again_is_kept_once(d):
+    key, _ = d.start()
+    journal(d, key, [marker(1)])
+    assert journal(d, key, [marker(1), marker(2)]) == []
+    assert [m["details"]["seq"] for m in d.run(key)["journaled_markers"]] == ["1", "2"]
+
+
+def test_a_timed_out_task_keeps_them_and_its_next_attempt_carries_them(d):
+    key, _ = d.start()
+    journal(d, key, [marker(1), marker(2)])
+    d.run_until(d.clock.now_ms() + 11 * S)  # the task's 10 s timeout
+    assert "WORKFLOW_TASK_TIMED_OUT" in d.types(key)
+    task = d.workflow_tasks()[-1].value
+    assert task["attempt"] == 2
+    carried = orjson.loads(task["attributes"])["journaled_markers"]
+    assert [m["event_type"] for m in carried] == ["MARKER_RECORDED"] * 2
+    assert [m["attributes"]["details"]["seq"] for m in carried] == ["1", "2"]
+    # The stale attempt's journal is refused; the new attempt's is kept; its answer writes all.
+    stale = journal(d, key, [marker(3)], attempt=1)
+    assert [r.rejection_type for r in rejections(stale)] == ["INVALID_STATE"]
+    journal(d, key, [marker(3)])
+    d.complete(key, [{"type": "COMPLETE_WORKFLOW_EXECUTION", "result": '"done"'}], attempt=2)
+    assert seqs(d.check(key)) == ["1", "2", "3"]
+
+
+def test_a_failed_task_keeps_them_for_the_next_attempt(d):
+    key, _ = d.start()
+    journal(d, key, [marker(1)])
+    d.fail_task(key)
+    assert [m["details"]["seq"] for m in d.run(key)["journaled_markers"]] == ["1"]
+    assert "journaled_markers" in orjson.loads(d.workflow_tasks()[-1].value["attributes"])
+
+
+def test_a_terminated_run_drops_them(d):
+    key, run_id = d.start()
+    journal(d, key, [marker(1)])
+    d.send("TERMINATE", key, workflow_id="w1", run_id=run_id, reason="stop", identity="cli")
+    assert d.run(key)["status"] == "TERMINATED" and "journaled_markers" not in d.run(key)
+    assert "MARKER_RECORDED" not in d.types(key)
+
+
+def test_a_journal_for_no_task_out_or_another_task_is_refused_with_a_reason(d):
+    key, _ = d.start()
+    wrong = journal(d, key, [marker(1)], scheduled_event_id=99, request_id="req-1")
+    (rejection,) = rejections(wrong)
+    assert rejection.rejection_type == "INVALID_STATE" and "that task is over" in rejection.rejection_reason
+    assert rejection.request_id == "req-1"
+    d.complete(key, [])
+    assert d.task(key) is None
+    (rejection,) = rejections(journal(d, key, [marker(1)], scheduled_event_id=2, attempt=1))
+    assert rejection.rejection_type == "INVALID_STATE"
+
+
+def test_bad_journals_are_refused_and_change_nothing(d):
+    key, _ = d.start()
+    bad = [
+        ([], "non-empty JSON list"),
+        ([{"type": "START_TIMER", "timer_id": "t"}], "only RECORD_MARKER"),
+        ([{"type": "RECORD_MARKER", "details": {"seq": "1"}}], "MarkerName is not set"),
+        ([{"type": "RECORD_MARKER", "marker_name": "LocalActivity", "details": {"result": "x"}}], "name its seq"),
+        ([marker(1, "x" * 2000)], "more than the limit of 1000"),
+    ]
+    for commands, reason in bad:
+        (rejection,) = rejections(journal(d, key, commands))
+        assert rejection.rejection_type == "INVALID_ARGUMENT" and reason in rejection.rejection_reason, \
+            rejection.rejection_reason
+    events, _ = d.send("JOURNAL_MARKERS", key, scheduled_event_id=d.task(key)["scheduled_event_id"], attempt=1,
+                       identity="w", commands="[not json")
+    assert "not valid JSON" in rejections(events)[0].rejection_reason
+    assert "journaled_markers" not in d.run(key)
+
+
+def test_the_journaled_bytes_of_a_run_are_bounded(d):
+    key, _ = d.start()
+    for seq in range(1, 8):  # about 100 bytes each against a limit of 1,000
+        assert rejections(journal(d, key, [marker(seq, "y" * 50)])) == []
+    over = [journal(d, key, [marker(seq, "y" * 50)]) for seq in range(8, 12)]
+    assert any(rejections(events) for events in over)
+    refused = rejections([r for events in over for r in events])[0]
+    assert "answer the task to write them" in refused.rejection_reason
+    assert len(d.run(key)["journaled_markers"]) < 11
