@@ -35,6 +35,7 @@ from streamproc.protocol.workflow_commands import CLOSE_COMMANDS
 if TYPE_CHECKING:
     from streamproc.worker.eager_activities import EagerActivities
     from streamproc.worker.handed_tasks import HandedTasks
+    from streamproc.worker.marker_journal import MarkerJournal
 
 __all__ = ["WorkflowTaskHandler", "HistoryUnavailable", "UNHANDLED_FAILURE", "not_registered"]
 
@@ -77,6 +78,11 @@ class PendingAnswer:
     def jobs(self) -> list[concurrent.futures.Future[Any]]:
         return self.instance.local_activity_jobs()
 
+    def journal_in_flight(self) -> Any:
+        """The markers it sent that the broker has not answered (a Delivery), or None."""
+        live = getattr(self.instance, "_live", None)
+        return getattr(live, "journal_in_flight", None)
+
     def heartbeat_at(self) -> float:
         return self.instance.local_activity_heartbeat_at()
 
@@ -113,6 +119,8 @@ class WorkflowTaskHandler:
         self.eager: EagerActivities | None = None
         #: Set when answers ask for the run's next task back (see `handed_tasks`).
         self.handed: HandedTasks | None = None
+        #: Set when local activities are checkpointed: sends a task's markers to the log.
+        self.journal: MarkerJournal | None = None
 
     def answer(self, task: WorkflowTask, wait: bool = True) -> Record | PendingAnswer | None:
         """TASK_COMPLETE or TASK_FAIL for `task` (None: a retried attempt failed again, left
@@ -127,6 +135,8 @@ class WorkflowTaskHandler:
             instance = self._instance_for(task, definition)
             if hasattr(instance, "offer_updates"):  # test doubles may lack it
                 instance.offer_updates(list(task.updates))
+                instance.offer_journaled(task.journaled_markers)
+                instance.marker_journal = self.journal.for_task(task) if self.journal is not None else None
             outcome = instance.activate() if wait else instance.activate(wait=False)
         except HistoryUnavailable as exc:
             self.cache.evict(task.run_id)
@@ -156,9 +166,15 @@ class WorkflowTaskHandler:
         at once, and each task is `send` its answer as soon as its code is done or must
         heartbeat."""
         while waiting:
-            jobs = [job for pending in waiting for job in pending.jobs()]
             timeout = max(min(pending.heartbeat_at() for pending in waiting) - time.monotonic(), 0)
-            concurrent.futures.wait(jobs, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED)
+            journals = [j for j in (pending.journal_in_flight() for pending in waiting) if j is not None]
+            if journals and self.journal is not None:
+                # Markers on their way to the log hold their tasks' next calls: the
+                # broker's answer first (the activities running meanwhile are seen after).
+                self.journal.wait(journals, timeout)
+            else:
+                jobs = [job for pending in waiting for job in pending.jobs()]
+                concurrent.futures.wait(jobs, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED)
             still = []
             for pending in waiting:
                 answer = self.resume(pending)

@@ -45,6 +45,9 @@ class WorkflowTask:
     first_event_id: int = 1
     #: Updates the task carries to the code (update_id, name, input, identity).
     updates: tuple[dict[str, Any], ...] = ()
+    #: Local activity markers the engine keeps journaled for the run's open task
+    #: (MarkerRecorded-shaped, without ids): its calls take them instead of running again.
+    journaled_markers: tuple[dict[str, Any], ...] = ()
 
     @property
     def is_whole(self) -> bool:
@@ -53,11 +56,12 @@ class WorkflowTask:
     @classmethod
     def from_record(cls, record: Record, history: list[dict[str, Any]]) -> WorkflowTask:
         v = record.value
+        attributes = orjson.loads(v["attributes"]) if v.get("attributes") else {}
         return cls(key=record.key, workflow_id=v["workflow_id"], run_id=v["run_id"],
                    workflow_type=v["workflow_type"], task_queue=v["task_queue"], attempt=v["attempt"],
                    scheduled_event_id=v["scheduled_event_id"], history=history,
-                   first_event_id=v.get("first_event_id") or 1,
-                   updates=tuple(orjson.loads(v["attributes"]).get("updates", ())) if v.get("attributes") else ())
+                   first_event_id=v.get("first_event_id") or 1, updates=tuple(attributes.get("updates", ())),
+                   journaled_markers=tuple(attributes.get("journaled_markers", ())))
 
 
 #: What identifies the pages of one task.

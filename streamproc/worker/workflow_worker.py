@@ -56,6 +56,7 @@ from streamproc.worker.task_queue_membership import GROUP_TIMING, TaskQueueMembe
 from streamproc.worker.sticky_cache import StickyCache
 from streamproc.worker.handed_tasks import HandedTasks
 from streamproc.worker.handed_task_thread import HandedTaskThread
+from streamproc.worker.marker_journal import MarkerJournal
 from streamproc.worker.ride_along import RideAlong
 from streamproc.worker.task_turns import TaskTurns
 from streamproc.worker.workflow_activation import InstanceFactory, PendingAnswer, WorkflowTaskHandler
@@ -86,9 +87,9 @@ class WorkflowWorker:
                  data_converter: DataConverter | None = None, metrics: WorkerMetrics | None = None,
                  checkpoint_local_activities: bool = False, disable_workflow_task_hand_back: bool = False,
                  disable_workflow_task_ride_along: bool = False) -> None:
-        """`checkpoint_local_activities`: answer a task after each local activity's outcome,
-        so that its marker is on the log before the code's next local activity starts
-        (a task per step; off: Temporal's way, the markers go with the task's completion).
+        """`checkpoint_local_activities`: each local activity's marker is on the log before
+        the code's next local activity starts (journaled while the task is out,
+        `marker_journal`; off: Temporal's way, the markers go with the task's completion).
         `disable_workflow_task_hand_back`: answers do not ask for the run's next task back
         (see `handed_tasks`); every task then comes through the task queue.
         `disable_workflow_task_ride_along`: an activity's completion never carries the run's
@@ -128,6 +129,8 @@ class WorkflowWorker:
         self.handed = None if disable_workflow_task_hand_back else HandedTasks(
             None, self.handler.cache.answered_event_id, self.handler.cache.forget_answer)
         self.handler.handed = self.handed
+        if checkpoint_local_activities:
+            self.handler.journal = MarkerJournal(self._sender, self.identity, self.stats)
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self._pages = TaskPageAssembler()

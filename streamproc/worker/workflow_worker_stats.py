@@ -31,6 +31,10 @@ class WorkflowWorkerStats:
     queries: int = 0
     #: Tasks the engine handed back on the replies partition (not through the queue).
     handed_back: int = 0
+    #: Checkpointed local activity markers sent while their task was out
+    #: (`marker_journal`), in how many JOURNAL_MARKERS commands.
+    markers_journaled: int = 0
+    journals_sent: int = 0
     #: Tasks answered with an activity's completion (`ride_along`; not counted in `completed`):
     #: sent, accepted, and refused (then handed back or queued).
     ride_along_sent: int = 0

@@ -34,7 +34,7 @@ from streamproc.workflow.errors import (
 )
 from streamproc.workflow.local_activity_markers import is_local_activity_marker, is_local_activity_marker_command
 from streamproc.workflow.local_activity_runner import LocalActivityRunner, default_runner
-from streamproc.workflow.local_activity_task import LiveLocalActivities
+from streamproc.workflow.local_activity_task import Journal, LiveLocalActivities
 from streamproc.workflow.runtime import WorkflowRuntime
 from streamproc.protocol.workflow_commands import WorkflowCommandType, has_event
 
@@ -101,6 +101,11 @@ class WorkflowInstance:
         self._history: list[dict[str, Any]] = list(history_events)
         self._run_id = run_id
         self._live_updates: list[dict[str, Any]] = []
+        #: The local activity markers the engine keeps journaled for the open task (its
+        #: next attempt carries them): their calls take them instead of running again.
+        self._journaled: list[dict[str, Any]] = []
+        #: Sends the open task's markers to the log (set by the worker for each task).
+        self.marker_journal: Journal | None = None
         #: Set while `speculate` runs the next task ahead of the engine; and why its code
         #: could not answer ahead (it read the task's time, it called a local activity).
         self._speculating = False
@@ -118,6 +123,13 @@ class WorkflowInstance:
         updates = list(updates)
         if updates != self._live_updates:  # the same again (no new task): the same outcome
             self._live_updates = updates
+            self._outcome = None
+
+    def offer_journaled(self, markers: list[dict[str, Any]]) -> None:
+        """The journaled markers the task being answered carries (`journaled_markers`)."""
+        markers = list(markers)
+        if markers != self._journaled:
+            self._journaled = markers
             self._outcome = None
 
     def extend(self, new_events: Iterable[dict[str, Any]]) -> None:
@@ -242,7 +254,7 @@ class WorkflowInstance:
                 end = self._task_end(index)
                 if end == _PENDING:
                     return self._run_activation(event, replaying=False, patches=frozenset(),
-                                                updates=self._live_updates)
+                                                updates=self._live_updates, markers=self._journaled)
                 if end != _ABANDONED and events[end]["event_type"] == _COMPLETED:
                     self._run_activation(event, replaying=True, patches=self._patches_after(end),
                                          updates=self._updates_after(end), markers=self._local_markers_after(end))
@@ -277,7 +289,7 @@ class WorkflowInstance:
             raise _NotSpeculable()
         if not replaying:
             self._live = LiveLocalActivities(self._runtime, self._local_runner or default_runner(), scheduled,
-                                             self._checkpoint_local)
+                                             self._checkpoint_local, self.marker_journal)
             return self._continue_live(commands)
         return self._activated(commands)
 

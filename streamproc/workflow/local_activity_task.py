@@ -8,20 +8,28 @@ are still running at `heartbeat_at` (80% of its timeout, as in Temporal, and at 
 as it stands with a request for a new task: a workflow task heartbeat. The calls run on,
 and the run's next task carries on with them.
 
-With `checkpoint`, a task is also answered (asking for a new one) as soon as an outcome
-leaves the code waiting on another call, before that call starts: every local activity's
-marker is on the log before the next one runs, as a journaled step of Restate is. It
-costs a task per step; without it (Temporal's way) the markers of a task are written
-when it completes.
+With `checkpoint`, every local activity's marker is on the log before the next call
+runs, as a journaled step of Restate is. As soon as an outcome leaves the code waiting on
+another call, the markers not journaled yet are sent (JOURNAL_MARKERS, through `journal`)
+and the next call starts once the broker has them; the engine keeps them with the run and
+writes them when the task completes (`engine/workflows/journaled_markers.py`). The task's
+answer still carries every marker (the engine writes each once), so a journal the engine
+refused loses nothing but its head start. Where a journal cannot be used (no `journal`,
+the task issued a command other than a marker, which must stay before the markers that
+follow it, a delivery that failed, or the task journaled `MAX_JOURNALED` markers
+already) the task is answered instead, asking for a new one: a task per step. Without
+`checkpoint` (Temporal's way) the markers of a task are written when it completes.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import time
+from collections.abc import Callable
 from typing import Any
 
 from streamproc.workflow.commands import Command
+from streamproc.workflow.local_activity_markers import is_local_activity_marker_command
 from streamproc.workflow.local_activity_runner import LocalActivityRunner
 from streamproc.workflow.runtime import WorkflowRuntime
 
@@ -30,14 +38,25 @@ __all__ = ["LiveLocalActivities"]
 HEARTBEAT_SHARE = 0.8
 MAX_HEARTBEAT_INTERVAL_S = 30.0
 _DEFAULT_TASK_TIMEOUT_MS = 10_000
+#: Markers a task journals at most before it is answered (which writes them): the engine
+#: keeps a run's journaled markers in its document, written again at every journal.
+MAX_JOURNALED = 64
+
+#: Sends markers to the log for the task (JOURNAL_MARKERS); what became of them (a
+#: `Delivery`: settled once the broker answered), or None if they could not be sent.
+Journal = Callable[[list[Command]], Any]
 
 
 class LiveLocalActivities:
     def __init__(self, runtime: WorkflowRuntime, runner: LocalActivityRunner, scheduled: dict[str, Any],
-                 checkpoint: bool = False) -> None:
+                 checkpoint: bool = False, journal: Journal | None = None) -> None:
         self._runtime = runtime
         self._runner = runner
         self._checkpoint = checkpoint
+        self._journal = journal if checkpoint else None
+        #: Sequence numbers of the markers journaled, and the journal the broker has not answered.
+        self._journaled: set[str] = set()
+        self.journal_in_flight: Any = None
         timeout_ms = (scheduled.get("attributes") or {}).get("start_to_close_timeout_ms") or _DEFAULT_TASK_TIMEOUT_MS
         #: When the task must be answered even if calls are still running (monotonic seconds).
         self.heartbeat_at = time.monotonic() + min(timeout_ms * HEARTBEAT_SHARE / 1000, MAX_HEARTBEAT_INTERVAL_S)
@@ -52,6 +71,11 @@ class LiveLocalActivities:
         self.commands = commands
         runtime, local = self._runtime, self._runtime.local_activities
         while local.pending and not runtime.closed and runtime.task_failure is None:
+            if self.journal_in_flight is not None and not self._journal_landed():
+                if self.journal_in_flight is not None and time.monotonic() < self.heartbeat_at:
+                    return None  # the next call starts once the broker has the markers
+                self.heartbeat = True
+                break
             for call in local.to_start():
                 call.job = self._runner.start(call.request)
             done = [(seq, call.job) for seq, call in local.pending.items()
@@ -64,14 +88,52 @@ class LiveLocalActivities:
             for seq, job in done:
                 self.commands = runtime.resolve_local_activity(seq, job.result())
             if self._checkpoint and local.to_start() and not runtime.closed and runtime.task_failure is None:
+                if self._send_journal():
+                    continue
                 self.heartbeat = True  # the markers so far go to the log before the next call runs
                 break
         return self.commands
+
+    def _send_journal(self) -> bool:
+        """Send the markers not journaled yet; False where a journal cannot be used."""
+        if self._journal is None or len(self._journaled) >= MAX_JOURNALED:
+            return False
+        new = []
+        for command in self.commands:
+            if not is_local_activity_marker_command(command):
+                return False  # it must stay before the markers that follow it
+            seq = str(command["details"].get("seq"))
+            if seq not in self._journaled:
+                new.append((seq, command))
+        if not new:
+            return False
+        delivery = self._journal([command for _, command in new])
+        if delivery is None:
+            self._journal = None
+            return False
+        self._journaled.update(seq for seq, _ in new)
+        self.journal_in_flight = delivery
+        return True
+
+    def _journal_landed(self) -> bool:
+        """Whether the journal in flight is on the log (then it is over); a failed one
+        stops journaling, and the task is answered with its markers instead."""
+        state = self.journal_in_flight.state
+        if not state.settled:
+            return False
+        self.journal_in_flight = None
+        if state.name != "DELIVERED":
+            self._journal = None
+            return False
+        return True
 
     def jobs(self) -> list[concurrent.futures.Future[dict[str, Any]]]:
         return [call.job for call in self._runtime.local_activities.pending.values() if call.job is not None]
 
     def wait(self) -> None:
-        """Block until a call ends or the heartbeat is due."""
-        concurrent.futures.wait(self.jobs(), timeout=max(self.heartbeat_at - time.monotonic(), 0),
-                                return_when=concurrent.futures.FIRST_COMPLETED)
+        """Block until a call ends or the heartbeat is due (or, a journal in flight, a
+        moment: its delivery is served by whoever polls the producer)."""
+        timeout = max(self.heartbeat_at - time.monotonic(), 0)
+        if self.journal_in_flight is not None:
+            timeout = min(timeout, 0.001)
+        concurrent.futures.wait(self.jobs(), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED)

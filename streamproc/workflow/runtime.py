@@ -110,7 +110,8 @@ class WorkflowRuntime:
                  patches_recorded: frozenset[str], updates: list[dict[str, Any]] = (),
                  local_markers: list[dict[str, Any]] = ()) -> list[Command]:
         """Deliver `resolutions` and `updates`, run the code until it blocks, return the
-        commands issued. `local_markers`: the local activity markers the replayed task recorded."""
+        commands issued. `local_markers`: the local activity markers the replayed task recorded
+        (or, live, the markers the engine keeps journaled for it)."""
         self._now_ms = now_ms
         self.time_read = False
         self.replaying = replaying
@@ -145,8 +146,9 @@ class WorkflowRuntime:
 
     def _on_idle(self) -> bool:
         # Replay resolves local activities from their markers where first execution had
-        # to wait for the worker: once nothing else can run.
-        return self._check_conditions() or (self.replaying and self.local_activities.resolve_recorded())
+        # to wait for the worker: once nothing else can run. So does a live task from the
+        # markers journaled by an attempt before it (none are offered otherwise).
+        return self._check_conditions() or self.local_activities.resolve_recorded()
 
     def query(self, name: str, args: list[Any]) -> Any:
         """Run the query handler `name` on the run's state as it is now, read-only."""

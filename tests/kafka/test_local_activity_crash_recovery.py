@@ -7,8 +7,8 @@ moments, five times. Afterwards, from the events topic as a read_committed reade
 it: every workflow has exactly one WORKFLOW_EXECUTION_COMPLETED with the right result and
 three markers, no history event was written twice, every history is well-formed, and
 every step ran. Once with the markers written at the task's end (Temporal's way), once with
-a task per step (`--checkpoint-local-activities`), whose next task the engine hands back
-to the worker. A step may have run more than once (a worker killed after the function
+each marker journaled to the log before the next step runs (`--checkpoint-local-activities`,
+JOURNAL_MARKERS), whose markers a task that dies hands to its next attempt. A step may have run more than once (a worker killed after the function
 ran and before its task completed leaves no marker): local activities are at least once.
 """
 
@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from tests.support.crash_chaos import KILLS_EACH, chaos_rig, tasks_handed_back
+from tests.support.crash_chaos import KILLS_EACH, chaos_rig, worker_stat
 from tests.support.crash_workflow_checks import check_completed_once
 from tests.support.crash_workflows import ThreeLocalStepsAndATimer, read_effects
 
@@ -32,7 +32,7 @@ WORKFLOW = "tests.support.crash_workflows:ThreeLocalStepsAndATimer"
 
 
 @pytest.mark.parametrize("worker_options", [(), ("--checkpoint-local-activities",)],
-                         ids=["markers_at_task_end", "checkpointed_tasks_handed_back"])
+                         ids=["markers_at_task_end", "checkpointed_markers_journaled"])
 def test_local_activity_workflows_complete_exactly_once_while_engine_and_workers_are_sigkilled(
         bootstrap, namespace, tmp_path, worker_options):
     rng = random.Random(20261127)
@@ -45,8 +45,8 @@ def test_local_activity_workflows_complete_exactly_once_while_engine_and_workers
         progress = rig.chaos(rng, ids, workflow=ThreeLocalStepsAndATimer.run)
         assert rig.starter.started() == COUNT
         runs = rig.finish(COUNT, rng.sample(ids, 20))
-        if worker_options:  # the workers' last lives logged what they were handed
-            assert tasks_handed_back(rig.workers) > 0, "no task was handed back: the path went untested"
+        if worker_options:  # the workers' last lives logged what they journaled
+            assert worker_stat(rig.workers, "markers_journaled") > 0, "no marker was journaled: the path went untested"
         check_completed_once(runs, ids, local=True)
         ran = collections.Counter((e["workflow_id"], e["step"]) for e in read_effects(effects_dir))
         assert set(ran) == {(w, step) for w in ids for step in (1, 2, 3)}, "every step ran"

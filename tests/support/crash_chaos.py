@@ -32,26 +32,26 @@ def stop_workers_that_lived(workers: list) -> None:
         w.stop()
 
 
-def tasks_handed_back(workers: list) -> int:
-    """Workflow tasks the workers' last lives got as replies (the engine handed them back),
-    from the stats a worker logs when it stops (a SIGKILLed life logs none)."""
+def worker_stat(workers: list, name: str) -> int:
+    """The sum of one count of the workers' last lives, from the stats a worker logs when it
+    stops (a SIGKILLed life logs none)."""
     total = 0
     for w in workers:
         for line in w.log_text().splitlines():
             if '"workflow_worker_stopped"' in line:
-                total += json.loads(line)["stats"].get("handed_back", 0)
+                total += json.loads(line)["stats"].get(name, 0)
     return total
+
+
+def tasks_handed_back(workers: list) -> int:
+    """Workflow tasks the workers' last lives got as replies (the engine handed them back)."""
+    return worker_stat(workers, "handed_back")
 
 
 def tasks_rode_along(workers: list) -> int:
     """Workflow tasks the workers' last lives answered with an activity's completion and the
-    engine accepted (`worker/ride_along.py`), from the stats a worker logs when it stops."""
-    total = 0
-    for w in workers:
-        for line in w.log_text().splitlines():
-            if '"workflow_worker_stopped"' in line:
-                total += json.loads(line)["stats"].get("rode_along", 0)
-    return total
+    engine accepted (`worker/ride_along.py`)."""
+    return worker_stat(workers, "rode_along")
 
 
 def completed_workflows(events: EventLog) -> int:
