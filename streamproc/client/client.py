@@ -188,12 +188,11 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations, Jo
         self.send(Record.command(ValueType.JOB, intent, value, key=key), partition_of_key(key))
 
     # transport --------------------------------------------------------------------------
-    def send(self, record: Record, partition: int, topic: str | None = None, *, urgent: bool = False) -> Delivery:
+    def send(self, record: Record, partition: int, topic: str | None = None, *, urgent: bool = False) -> None:
         """Queue `record` for the log (the commands topic, or `topic`). Raises `RequestNotSentError` if the producer refused
         it (its queue stayed full for `send_timeout_s`, or it is dead): then it is certainly
-        not on the log. `flush()` tells what became of the rest, and the Delivery returned
-        what became of this one (`wait_delivered`). `urgent`: the caller waits on its
-        answer, so `hold_sends` does not keep it."""
+        not on the log. `flush()` tells what became of the rest. `urgent`: the caller waits
+        on its answer, so `hold_sends` does not keep it."""
         key = str(record.key if record.key >= 0 else record.request_id).encode()
         name = record.request_id or f"key:{record.key}"
         delivery = Delivery()
@@ -222,19 +221,6 @@ class Client(WorkflowOperations, ScheduleOperations, AsyncActivityOperations, Jo
                 self._sent = [d for d in self._sent if d[1].state is not DeliveryState.DELIVERED]
                 self._prune_at = max(10_000, 2 * len(self._sent))
         self._producer.poll(0)
-        return delivery
-
-    def wait_delivered(self, deliveries: list[Delivery], timeout: float) -> bool:
-        """Serve the producer's delivery reports until every one of `deliveries` is settled
-        (True) or `timeout` seconds passed (False). Sends go on meanwhile: it only polls."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if all(d.state.settled for d in deliveries):
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self._producer.poll(min(left, 0.05))
 
     def hold_sends(self) -> None:
         """More commands are coming from work in progress (a worker's running attempts): those

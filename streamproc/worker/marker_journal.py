@@ -1,58 +1,90 @@
 """Sends a checkpointing workflow worker's local activity markers to the log while their
 task is out (JOURNAL_MARKERS, `engine/workflows/journaled_markers.py`).
 
-A marker is on the log once the broker has the command (acks from every in-sync replica,
-the producer's default): the next local activity may run then, and a crash after it finds
-the marker in the next attempt of the task. The command goes to the run's partition of the
-commands topic on the same producer as the task's answer, so the engine sees the markers
-before the answer. Nothing waits for the engine: it writes the markers when the task
-completes, and refuses them only when the task is over (the answer is refused too) or
-past a limit (the answer carries them as well).
+A marker is on the log once the broker has the command (acks from every in-sync replica):
+the next local activity may run then, and a crash after it finds the marker in the next
+attempt of the task. Each journal is a future that the broker's answer settles (True: on
+the log), on a producer of the journal's own whose delivery reports a thread of its own
+serves as they come, so the worker's loop waits on journals and running calls alike and
+goes on with whichever is done first. Nothing waits for the engine: it writes the markers
+when the task completes, and refuses a journal only when the task is over (the answer is
+refused too, or, the answer being first, it has the markers already) or past a limit
+(the answer carries every marker as well).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import orjson
+import structlog
+from confluent_kafka import KafkaException, Producer
 
-from streamproc.client.client import Client
-from streamproc.client.delivery import Delivery
-from streamproc.client.errors import RequestNotSentError
+from streamproc.kafka.client_log import ClientLog
+from streamproc.kafka.config import producer_config
+from streamproc.protocol import codec
 from streamproc.protocol.partitioning import partition_for
 from streamproc.protocol.records import Record, ValueType, WorkflowIntent
 from streamproc.worker.workflow_task_pages import WorkflowTask
 from streamproc.worker.workflow_worker_stats import WorkflowWorkerStats
 
+log = structlog.get_logger("streamproc.worker")
+
 __all__ = ["MarkerJournal"]
+
+#: How long the reports thread waits for the next report: how soon it sees `close`.
+_POLL_S = 0.1
+#: The broker's answer is awaited this long at most; then the task is answered instead.
+_MESSAGE_TIMEOUT_MS = 10_000
 
 
 class MarkerJournal:
-    def __init__(self, client: Client, identity: str, stats: WorkflowWorkerStats | None = None) -> None:
-        self._client = client
+    def __init__(self, bootstrap: str, commands_topic: str, partitions: Callable[[], int], identity: str,
+                 stats: WorkflowWorkerStats | None = None) -> None:
+        self._topic = commands_topic
+        self._partitions = partitions
         self._identity = identity
         self._stats = stats
+        self._producer = Producer(producer_config(bootstrap, **{
+            "message.timeout.ms": _MESSAGE_TIMEOUT_MS, **ClientLog("marker-journal").config()}))
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._serve_reports, name="marker-journal", daemon=True)
+        self._thread.start()
 
-    def for_task(self, task: WorkflowTask) -> Callable[[list[dict[str, Any]]], Delivery | None]:
+    def for_task(self, task: WorkflowTask) -> Callable[[list[dict[str, Any]]], concurrent.futures.Future | None]:
         """What sends markers for `task` (its run, task and attempt)."""
-        def send(markers: list[dict[str, Any]]) -> Delivery | None:
+        def send(markers: list[dict[str, Any]]) -> concurrent.futures.Future | None:
             record = Record.command(ValueType.WORKFLOW, WorkflowIntent.JOURNAL_MARKERS, {
                 "workflow_id": task.workflow_id, "run_id": task.run_id,
                 "scheduled_event_id": task.scheduled_event_id, "attempt": task.attempt,
                 "identity": self._identity, "commands": orjson.dumps(markers).decode()}, key=task.key)
-            client = self._client
+            landed: concurrent.futures.Future = concurrent.futures.Future()
             try:
-                # Urgent: the next local activity waits for it, held sends or not.
-                delivery = client.send(record, partition_for(task.workflow_id, client.partitions), urgent=True)
-            except RequestNotSentError:
+                self._producer.produce(self._topic, codec.encode(record), str(task.key).encode(),
+                                       partition=partition_for(task.workflow_id, self._partitions()),
+                                       headers=codec.AVRO_HEADERS,
+                                       on_delivery=lambda err, _msg: landed.set_result(err is None))
+            except (BufferError, KafkaException) as exc:
+                log.warning("markers_not_journaled", workflow_id=task.workflow_id, error=str(exc))
                 return None  # the task is answered with the markers instead
             if self._stats is not None:
                 self._stats.journals_sent += 1
                 self._stats.markers_journaled += len(markers)
-            return delivery
+            return landed
         return send
 
-    def wait(self, deliveries: list[Delivery], timeout: float) -> None:
-        """Until the broker answered for each of `deliveries`, at most `timeout` seconds."""
-        self._client.wait_delivered(deliveries, timeout)
+    def _serve_reports(self) -> None:
+        while not self._closed.is_set():
+            try:
+                self._producer.poll(_POLL_S)
+            except Exception:  # noqa: BLE001 - a report's error must not stop the others
+                log.exception("marker_journal_poll_failed")
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Send what is queued (its tasks' answers carry the markers anyway), then stop."""
+        self._producer.flush(timeout)
+        self._closed.set()
+        self._thread.join(timeout)

@@ -78,10 +78,10 @@ class PendingAnswer:
     def jobs(self) -> list[concurrent.futures.Future[Any]]:
         return self.instance.local_activity_jobs()
 
-    def journal_in_flight(self) -> Any:
-        """The markers it sent that the broker has not answered (a Delivery), or None."""
-        live = getattr(self.instance, "_live", None)
-        return getattr(live, "journal_in_flight", None)
+    def ready(self) -> bool:
+        """Whether resuming it now gets anywhere (see `LiveLocalActivities.ready`)."""
+        ready = getattr(self.instance, "local_activities_ready", None)
+        return ready() if ready is not None else True
 
     def heartbeat_at(self) -> float:
         return self.instance.local_activity_heartbeat_at()
@@ -166,17 +166,14 @@ class WorkflowTaskHandler:
         at once, and each task is `send` its answer as soon as its code is done or must
         heartbeat."""
         while waiting:
+            jobs = [job for pending in waiting for job in pending.jobs()]
             timeout = max(min(pending.heartbeat_at() for pending in waiting) - time.monotonic(), 0)
-            journals = [j for j in (pending.journal_in_flight() for pending in waiting) if j is not None]
-            if journals and self.journal is not None:
-                # Markers on their way to the log hold their tasks' next calls: the
-                # broker's answer first (the activities running meanwhile are seen after).
-                self.journal.wait(journals, timeout)
-            else:
-                jobs = [job for pending in waiting for job in pending.jobs()]
-                concurrent.futures.wait(jobs, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED)
+            concurrent.futures.wait(jobs, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED)
             still = []
             for pending in waiting:
+                if not pending.ready():  # nothing it waits on is done: no need to step its code
+                    still.append(pending)
+                    continue
                 answer = self.resume(pending)
                 if isinstance(answer, PendingAnswer):
                     still.append(answer)

@@ -129,8 +129,8 @@ class WorkflowWorker:
         self.handed = None if disable_workflow_task_hand_back else HandedTasks(
             None, self.handler.cache.answered_event_id, self.handler.cache.forget_answer)
         self.handler.handed = self.handed
-        if checkpoint_local_activities:
-            self.handler.journal = MarkerJournal(self._sender, self.identity, self.stats)
+        #: Checkpointed local activities send their markers through a journal (`run` makes it).
+        self._checkpoint_local = checkpoint_local_activities
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self._pages = TaskPageAssembler()
@@ -154,6 +154,10 @@ class WorkflowWorker:
         """Poll and answer tasks until `stop()`."""
         topics = self.client.topics
         topic = topics.workflow_tasks(self.task_queue)
+        if self._checkpoint_local:
+            sender = self._sender
+            self.handler.journal = MarkerJournal(sender.bootstrap, topics.commands, lambda: sender.partitions,
+                                                 self.identity, self.stats)
         TopicAdmin(self.client.bootstrap, topics).ensure(
             {topic: (self._partitions or self.client.partitions, {})})
         # Workflow tasks have no attempts that go overdue on a worker (a workflow task times out
@@ -204,6 +208,8 @@ class WorkflowWorker:
                 self.handed.replies.close()
             self.client.close_workflow_requests()
             self.local_activities.close()
+            if self.handler.journal is not None:
+                self.handler.journal.close()
             log.info("workflow_worker_stopped", task_queue=self.task_queue,
                      stats=dataclasses.asdict(self.stats))
 

@@ -196,6 +196,10 @@ class WorkflowInstance:
         """The local activities the live task waits on (none when it is not waiting)."""
         return self._live.jobs() if self._live is not None else []
 
+    def local_activities_ready(self) -> bool:
+        """Whether the live task can go on now (True when it is not waiting)."""
+        return self._live.ready() if self._live is not None else True
+
     def local_activity_heartbeat_at(self) -> float | None:
         """When (monotonic seconds) the waiting task must be answered all the same."""
         return self._live.heartbeat_at if self._live is not None else None

@@ -42,9 +42,9 @@ _DEFAULT_TASK_TIMEOUT_MS = 10_000
 #: keeps a run's journaled markers in its document, written again at every journal.
 MAX_JOURNALED = 64
 
-#: Sends markers to the log for the task (JOURNAL_MARKERS); what became of them (a
-#: `Delivery`: settled once the broker answered), or None if they could not be sent.
-Journal = Callable[[list[Command]], Any]
+#: Sends markers to the log for the task (JOURNAL_MARKERS): a future the broker's answer
+#: settles (True: on the log), or None if they could not be sent.
+Journal = Callable[[list[Command]], "concurrent.futures.Future[bool] | None"]
 
 
 class LiveLocalActivities:
@@ -118,22 +118,29 @@ class LiveLocalActivities:
     def _journal_landed(self) -> bool:
         """Whether the journal in flight is on the log (then it is over); a failed one
         stops journaling, and the task is answered with its markers instead."""
-        state = self.journal_in_flight.state
-        if not state.settled:
+        landed = self.journal_in_flight
+        if not landed.done():
             return False
         self.journal_in_flight = None
-        if state.name != "DELIVERED":
+        if not landed.result():
             self._journal = None
             return False
         return True
 
-    def jobs(self) -> list[concurrent.futures.Future[dict[str, Any]]]:
-        return [call.job for call in self._runtime.local_activities.pending.values() if call.job is not None]
+    def jobs(self) -> list[concurrent.futures.Future[Any]]:
+        """What the task waits on: its running calls, and the journal the broker has not answered."""
+        jobs = [call.job for call in self._runtime.local_activities.pending.values() if call.job is not None]
+        if self.journal_in_flight is not None:
+            jobs.append(self.journal_in_flight)
+        return jobs
+
+    def ready(self) -> bool:
+        """Whether stepping now gets anywhere: a call or the journal is done, a call waits
+        to be started, or the heartbeat is due."""
+        return (time.monotonic() >= self.heartbeat_at or any(job.done() for job in self.jobs())
+                or (self.journal_in_flight is None and bool(self._runtime.local_activities.to_start())))
 
     def wait(self) -> None:
-        """Block until a call ends or the heartbeat is due (or, a journal in flight, a
-        moment: its delivery is served by whoever polls the producer)."""
-        timeout = max(self.heartbeat_at - time.monotonic(), 0)
-        if self.journal_in_flight is not None:
-            timeout = min(timeout, 0.001)
-        concurrent.futures.wait(self.jobs(), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED)
+        """Block until a call ends or the heartbeat is due."""
+        concurrent.futures.wait(self.jobs(), timeout=max(self.heartbeat_at - time.monotonic(), 0),
+                                return_when=concurrent.futures.FIRST_COMPLETED)

@@ -5,6 +5,7 @@ takes them without calling the functions again."""
 
 from __future__ import annotations
 
+import concurrent.futures
 from datetime import timedelta
 
 import orjson
@@ -12,7 +13,6 @@ import pytest
 
 from streamproc import workflow
 from streamproc.activity import defn
-from streamproc.client.delivery import Delivery, DeliveryState
 from streamproc.workflow.definition import WorkflowDefinition
 from streamproc.workflow.instance import WorkflowInstance
 from streamproc.workflow.local_activity_runner import LocalActivityRunner
@@ -69,16 +69,19 @@ class Journal:
     them, the rest never land (as with a broker gone)."""
 
     def __init__(self, d: WorkflowDriver, key: int, landings: int = 1_000) -> None:
-        self.d, self.key, self.landings, self.sent = d, key, landings, []
+        self.d, self.key, self.landings, self.sent, self.pending = d, key, landings, [], []
 
     def __call__(self, markers):
         task = self.d.task(self.key)
         self.sent.append([m["details"]["seq"] for m in markers])
+        landed = concurrent.futures.Future()
+        self.pending.append(landed)
         if len(self.sent) > self.landings:
-            return Delivery()
+            return landed
         self.d.send("JOURNAL_MARKERS", self.key, scheduled_event_id=task["scheduled_event_id"],
                     attempt=task["attempt"], identity="wf-worker", commands=orjson.dumps(markers).decode())
-        return Delivery(DeliveryState.DELIVERED)
+        landed.set_result(True)
+        return landed
 
 
 def _instance(d, cls, key, journal, history=None):
@@ -142,7 +145,7 @@ def test_a_journal_that_does_not_land_gives_way_to_a_task_per_step(d):
     while not journal.sent:
         assert instance.activate(wait=False) is None
     assert [name for name, _ in CALLS] == ["a"] and journal.sent == [["1"]]
-    instance._live.journal_in_flight.state = DeliveryState.UNKNOWN  # the broker did not confirm it
+    journal.pending[0].set_result(False)  # the broker did not confirm it
     outcome = instance.activate()
     assert outcome.force_new_task and [c["details"]["seq"] for c in outcome.commands] == ["1"]
 
