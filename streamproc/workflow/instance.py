@@ -165,6 +165,9 @@ class WorkflowInstance:
         self._live = None
         # A failed task changes nothing in history, but the code ran: replay from scratch.
         self._diverged = outcome.failed
+        if not outcome.failed:
+            # Its answer writes them (with the markers it carries): the run's next task has none.
+            self._journaled = []
         self._outcome = outcome
         return outcome
 
