@@ -96,8 +96,8 @@ def worker_run(task_queue: str, handler: str, worker_id: str | None, retry_backo
 @click.option("--no-eager-activities", "no_eager", is_flag=True,
               help="Send every activity through the task queue, even those this worker could run at once.")
 @click.option("--checkpoint-local-activities", "checkpoint_local", is_flag=True,
-              help="Answer a workflow task after each local activity: each step's marker is on the log "
-                   "before the next step runs (a task per step).")
+              help="Put each local activity's marker on the log before the next step runs (journaled "
+                   "while the workflow task is out).")
 @click.option("--no-task-hand-back", "no_hand_back", is_flag=True,
               help="Take every workflow task from the task queue: answers do not ask for the run's next "
                    "task back on the worker's replies partition.")
