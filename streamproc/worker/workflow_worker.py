@@ -129,8 +129,10 @@ class WorkflowWorker:
         self.handed = None if disable_workflow_task_hand_back else HandedTasks(
             None, self.handler.cache.answered_event_id, self.handler.cache.forget_answer)
         self.handler.handed = self.handed
-        #: Checkpointed local activities send their markers through a journal (`run` makes it).
-        self._checkpoint_local = checkpoint_local_activities
+        if checkpoint_local_activities:  # its producer and thread are made at its first journal
+            sender = self._sender
+            self.handler.journal = MarkerJournal(sender.bootstrap, sender.topics.commands, lambda: sender.partitions,
+                                                 self.identity, self.stats)
         #: Set once the queue's consumer group gave this worker its partitions.
         self.ready = threading.Event()
         self._pages = TaskPageAssembler()
@@ -154,10 +156,6 @@ class WorkflowWorker:
         """Poll and answer tasks until `stop()`."""
         topics = self.client.topics
         topic = topics.workflow_tasks(self.task_queue)
-        if self._checkpoint_local:
-            sender = self._sender
-            self.handler.journal = MarkerJournal(sender.bootstrap, topics.commands, lambda: sender.partitions,
-                                                 self.identity, self.stats)
         TopicAdmin(self.client.bootstrap, topics).ensure(
             {topic: (self._partitions or self.client.partitions, {})})
         # Workflow tasks have no attempts that go overdue on a worker (a workflow task times out
@@ -206,10 +204,10 @@ class WorkflowWorker:
             self._give_back_slots()
             if self.handed is not None and self.handed.replies is not None:
                 self.handed.replies.close()
+            if self.handler.journal is not None:  # (first: what it holds goes before the rest closes)
+                self.handler.journal.close()
             self.client.close_workflow_requests()
             self.local_activities.close()
-            if self.handler.journal is not None:
-                self.handler.journal.close()
             log.info("workflow_worker_stopped", task_queue=self.task_queue,
                      stats=dataclasses.asdict(self.stats))
 
@@ -298,8 +296,17 @@ class WorkflowWorker:
             pending = self._answer(msg)
             if pending is not None:
                 waiting.append(pending)
+        if waiting and self.handler.journal is not None:
+            # Checkpointing: a task whose worker dies from now on is the engine's to time out
+            # and retry with the markers journaled for it (its steps do not run again), not
+            # the queue's to deliver again as it came (they would).
+            self._commit_answered(consumer, messages, ends, firsts)
         self.handler.answer_when_local_activities_end(waiting, self._send_answer)
-        # 1. every answer of the batch is on the log ...
+        self._commit_answered(consumer, messages, ends, firsts)
+
+    def _commit_answered(self, consumer: Consumer, messages: list[Message], ends: dict[tuple[str, int], int],
+                         firsts: dict[tuple[str, int], int]) -> None:
+        # 1. every answer sent is on the log ...
         try:
             self.client.flush()
         except CommandsNotDeliveredError as exc:

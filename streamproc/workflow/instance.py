@@ -32,7 +32,11 @@ from streamproc.workflow.errors import (
     WORKFLOW_WORKER_UNHANDLED_FAILURE,
     NonDeterminismError,
 )
-from streamproc.workflow.local_activity_markers import is_local_activity_marker, is_local_activity_marker_command
+from streamproc.workflow.local_activity_markers import (
+    is_local_activity_marker,
+    is_local_activity_marker_command,
+    marker_details,
+)
 from streamproc.workflow.local_activity_runner import LocalActivityRunner, default_runner
 from streamproc.workflow.local_activity_task import Journal, LiveLocalActivities
 from streamproc.workflow.runtime import WorkflowRuntime
@@ -296,7 +300,8 @@ class WorkflowInstance:
             raise _NotSpeculable()
         if not replaying:
             self._live = LiveLocalActivities(self._runtime, self._local_runner or default_runner(), scheduled,
-                                             self._checkpoint_local, self.marker_journal)
+                                             self._checkpoint_local, self.marker_journal,
+                                             frozenset(str(marker_details(m).get("seq")) for m in markers))
             return self._continue_live(commands)
         return self._activated(commands)
 

@@ -43,6 +43,7 @@ class LocalActivities:
         self._types: dict[str, str] = {}
         #: The markers of the task being replayed not yet used, in history order: seq -> details.
         self._recorded: dict[str, dict[str, Any]] = {}
+        self._recorded_live = False
 
     def schedule(self, request: LocalActivityRequest) -> asyncio.Future[dict[str, Any]]:
         call = PendingLocalActivity(request, self._runtime.loop.create_future())
@@ -50,9 +51,12 @@ class LocalActivities:
         self._types[request.seq] = request.activity_type
         return call.future
 
-    def offer_markers(self, markers: list[dict[str, Any]]) -> None:
-        """The local activity markers of the task about to be replayed."""
+    def offer_markers(self, markers: list[dict[str, Any]], live: bool = False) -> None:
+        """The local activity markers of the task about to be replayed; `live`: the markers
+        journaled for the live task by an attempt before it, whose outcomes its answer
+        records again (`engine/workflows/journaled_markers.py`)."""
         self._recorded = {str(d.get("seq")): d for d in map(marker_details, markers)}
+        self._recorded_live = live
 
     def resolve_recorded(self) -> bool:
         """When the code is idle on replay: settle the first pending call whose marker the
@@ -61,6 +65,8 @@ class LocalActivities:
             call = self.pending.get(seq)
             if call is not None and details.get("activity_type") == call.request.activity_type:
                 del self._recorded[seq]
+                if self._recorded_live:
+                    self._runtime.issue(marker_command(details))
                 self._settle(call, details)
                 return True
         return False

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from streamproc.workflow.commands import Command
 from streamproc.workflow.local_activity_markers import is_local_activity_marker_command
 from streamproc.workflow.local_activity_runner import LocalActivityRunner
@@ -38,25 +39,31 @@ __all__ = ["LiveLocalActivities"]
 HEARTBEAT_SHARE = 0.8
 MAX_HEARTBEAT_INTERVAL_S = 30.0
 _DEFAULT_TASK_TIMEOUT_MS = 10_000
-#: Markers a task journals at most before it is answered (which writes them): the engine
-#: keeps a run's journaled markers in its document, written again at every journal.
+#: Markers, and bytes of their details, a task journals at most before it is answered
+#: (which writes them): the engine keeps a run's journaled markers in its document, written
+#: again at every journal, and refuses more than the payload limit (256 KiB by default).
 MAX_JOURNALED = 64
+MAX_JOURNALED_BYTES = 128 * 1024
 
-#: Sends markers to the log for the task (JOURNAL_MARKERS): a future the broker's answer
-#: settles (True: on the log), or None if they could not be sent.
-Journal = Callable[[list[Command]], "concurrent.futures.Future[bool] | None"]
+#: Sends markers to the log for the task (JOURNAL_MARKERS), naming how many it journaled
+#: before: a future the broker's answer settles (True: on the log), or None if they could
+#: not be sent.
+Journal = Callable[[list[Command], int], "concurrent.futures.Future[bool] | None"]
 
 
 class LiveLocalActivities:
     def __init__(self, runtime: WorkflowRuntime, runner: LocalActivityRunner, scheduled: dict[str, Any],
-                 checkpoint: bool = False, journal: Journal | None = None) -> None:
+                 checkpoint: bool = False, journal: Journal | None = None,
+                 journaled: frozenset[str] = frozenset()) -> None:
         self._runtime = runtime
         self._runner = runner
         self._checkpoint = checkpoint
         self._journal = journal if checkpoint else None
-        #: Sequence numbers of the markers journaled, and the journal the broker has not answered.
-        self._journaled: set[str] = set()
-        self.journal_in_flight: Any = None
+        #: Sequence numbers of the markers journaled (`journaled`: by an attempt before this
+        #: one), their details' bytes, and the journal the broker has not answered.
+        self._journaled: set[str] = set(journaled)
+        self._journaled_bytes = 0
+        self.journal_in_flight: concurrent.futures.Future[bool] | None = None
         timeout_ms = (scheduled.get("attributes") or {}).get("start_to_close_timeout_ms") or _DEFAULT_TASK_TIMEOUT_MS
         #: When the task must be answered even if calls are still running (monotonic seconds).
         self.heartbeat_at = time.monotonic() + min(timeout_ms * HEARTBEAT_SHARE / 1000, MAX_HEARTBEAT_INTERVAL_S)
@@ -99,20 +106,23 @@ class LiveLocalActivities:
         if self._journal is None or len(self._journaled) >= MAX_JOURNALED:
             return False
         new = []
+        size = self._journaled_bytes
         for command in self.commands:
             if not is_local_activity_marker_command(command):
                 return False  # it must stay before the markers that follow it
             seq = str(command["details"].get("seq"))
             if seq not in self._journaled:
                 new.append((seq, command))
-        if not new:
+                size += len(orjson.dumps(command["details"]))
+        if not new or size > MAX_JOURNALED_BYTES:
             return False
-        delivery = self._journal([command for _, command in new])
-        if delivery is None:
+        landed = self._journal([command for _, command in new], len(self._journaled))
+        if landed is None:
             self._journal = None
             return False
         self._journaled.update(seq for seq, _ in new)
-        self.journal_in_flight = delivery
+        self._journaled_bytes = size
+        self.journal_in_flight = landed
         return True
 
     def _journal_landed(self) -> bool:
@@ -129,14 +139,14 @@ class LiveLocalActivities:
 
     def jobs(self) -> list[concurrent.futures.Future[Any]]:
         """What the task waits on: its running calls, and the journal the broker has not answered."""
-        jobs = [call.job for call in self._runtime.local_activities.pending.values() if call.job is not None]
         if self.journal_in_flight is not None:
-            jobs.append(self.journal_in_flight)
-        return jobs
+            # Nothing goes on before the broker's answer: a call done meanwhile waits for it.
+            return [self.journal_in_flight]
+        return [call.job for call in self._runtime.local_activities.pending.values() if call.job is not None]
 
     def ready(self) -> bool:
-        """Whether stepping now gets anywhere: a call or the journal is done, a call waits
-        to be started, or the heartbeat is due."""
+        """Whether stepping now gets anywhere: what it waits on is done, a call waits to be
+        started, or the heartbeat is due."""
         return (time.monotonic() >= self.heartbeat_at or any(job.done() for job in self.jobs())
                 or (self.journal_in_flight is None and bool(self._runtime.local_activities.to_start())))
 

@@ -116,7 +116,7 @@ class WorkflowRuntime:
         self.time_read = False
         self.replaying = replaying
         self._patches_recorded = patches_recorded
-        self.local_activities.offer_markers(list(local_markers))
+        self.local_activities.offer_markers(list(local_markers), live=not replaying)
         self._commands = []
         if self._main is None:
             self._main = self.loop.create_task(self._run_workflow(), name="workflow run")

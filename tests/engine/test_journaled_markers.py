@@ -1,6 +1,6 @@
-"""JOURNAL_MARKERS: local activity markers kept with the run while its task is out, written
-as MarkerRecorded events when the task completes (in Temporal's place: after its
-WORKFLOW_TASK_COMPLETED), carried to the next attempt when it does not."""
+"""JOURNAL_MARKERS: local activity markers kept with the run while its task is out, carried
+to the next attempt of a task that times out; the task's answer, which carries every
+marker, is what history records (Temporal's place: after its WORKFLOW_TASK_COMPLETED)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,16 @@ def marker(seq: int, result: str = "r") -> dict:
                         "result": f'"{result}{seq}"'}}
 
 
-def journal(d, key, markers, attempt=None, scheduled_event_id=None, request_id=None):
+def journal(d, key, markers, attempt=None, scheduled_event_id=None, request_id=None, before=None):
+    """A journal of `markers`, following what the run kept (or `before`)."""
     task = d.task(key)
+    if before is None:
+        before = len((d.run(key) or {}).get("journaled_markers", []))
     events, _ = d.send("JOURNAL_MARKERS", key, request_id=request_id,
                        scheduled_event_id=task["scheduled_event_id"] if scheduled_event_id is None else scheduled_event_id,
                        attempt=task["attempt"] if attempt is None else attempt, identity="w",
-                       commands=orjson.dumps(markers).decode())
+                       commands=orjson.dumps(markers).decode(),
+                       attributes=orjson.dumps({"journaled_before": before}).decode())
     return events
 
 
@@ -31,7 +35,7 @@ def seqs(events):
     return [m["details"]["seq"] for m in attrs(events, "MARKER_RECORDED")]
 
 
-def test_journaled_markers_write_no_event_and_are_written_after_the_completed_task_in_their_order(d):
+def test_journaled_markers_write_no_event_and_the_answer_is_what_history_records(d):
     key, _ = d.start()
     before = d.types(key)
     assert journal(d, key, [marker(1)]) == [] and journal(d, key, [marker(2), marker(3)]) == []
@@ -43,27 +47,40 @@ def test_journaled_markers_write_no_event_and_are_written_after_the_completed_ta
     types = [e["event_type"] for e in events]
     assert types[-6:] == ["WORKFLOW_TASK_COMPLETED", "MARKER_RECORDED", "MARKER_RECORDED", "MARKER_RECORDED",
                           "MARKER_RECORDED", "WORKFLOW_EXECUTION_COMPLETED"]
-    assert seqs(events) == ["1", "2", "3", "4"]  # the answer's copies of 1-3 are not written twice
+    assert seqs(events) == ["1", "2", "3", "4"]  # once each
     completed_id = events[-6]["event_id"]
     assert {m["workflow_task_completed_event_id"] for m in attrs(events, "MARKER_RECORDED")} == {completed_id}
     assert "journaled_markers" not in d.run(key)
 
 
-def test_an_answer_that_omits_the_journaled_markers_still_records_them_first(d):
+def test_journaled_markers_the_answer_does_not_carry_are_not_written(d):
+    # The code that answered did not make those calls (it changed, or saw something new).
     key, _ = d.start()
     journal(d, key, [marker(1), marker(2)])
     d.complete(key, [{"type": "START_TIMER", "timer_id": "t", "start_to_fire_timeout_ms": 5 * S}])
     events = d.check(key, closed=False)
-    assert [e["event_type"] for e in events][-4:] == ["WORKFLOW_TASK_COMPLETED", "MARKER_RECORDED",
-                                                     "MARKER_RECORDED", "TIMER_STARTED"]
-    assert seqs(events) == ["1", "2"]
+    assert "MARKER_RECORDED" not in [e["event_type"] for e in events]
+    assert "journaled_markers" not in d.run(key)
 
 
-def test_a_copy_sent_again_is_kept_once(d):
+def test_a_journal_that_follows_none_starts_the_kept_markers_over(d):
+    # Its worker runs the task from its start: the task came to it again from the queue.
     key, _ = d.start()
-    journal(d, key, [marker(1)])
-    assert journal(d, key, [marker(1), marker(2)]) == []
-    assert [m["details"]["seq"] for m in d.run(key)["journaled_markers"]] == ["1", "2"]
+    journal(d, key, [marker(1), marker(2)])
+    assert rejections(journal(d, key, [marker(1, "again")], before=0)) == []
+    kept = d.run(key)["journaled_markers"]
+    assert [(m["details"]["seq"], m["details"]["result"]) for m in kept] == [("1", '"again1"')]
+    (refused,) = rejections(journal(d, key, [marker(3)], before=2))  # the first worker, still going
+    assert refused.rejection_type == "INVALID_STATE" and "run kept 1" in refused.rejection_reason
+
+
+def test_a_journal_after_one_that_was_refused_is_refused_so_what_is_kept_has_no_gap(d):
+    key, _ = d.start()
+    assert rejections(journal(d, key, [marker(1)])) == []
+    assert rejections(journal(d, key, [marker(2, "b" * 950)], before=1))  # past the payload limit
+    (refused,) = rejections(journal(d, key, [marker(3)], before=2))  # the worker counted 2 journaled
+    assert "a journal before it was refused or lost" in refused.rejection_reason
+    assert [m["details"]["seq"] for m in d.run(key)["journaled_markers"]] == ["1"]
 
 
 def test_a_timed_out_task_keeps_them_and_its_next_attempt_carries_them(d):
@@ -76,20 +93,43 @@ def test_a_timed_out_task_keeps_them_and_its_next_attempt_carries_them(d):
     carried = orjson.loads(task["attributes"])["journaled_markers"]
     assert [m["event_type"] for m in carried] == ["MARKER_RECORDED"] * 2
     assert [m["attributes"]["details"]["seq"] for m in carried] == ["1", "2"]
-    # The stale attempt's journal is refused; the new attempt's is kept; its answer writes all.
+    # The stale attempt's journal is refused; the new attempt's is kept; its answer is recorded.
     stale = journal(d, key, [marker(3)], attempt=1)
     assert [r.rejection_type for r in rejections(stale)] == ["INVALID_STATE"]
-    journal(d, key, [marker(3)])
-    d.complete(key, [{"type": "COMPLETE_WORKFLOW_EXECUTION", "result": '"done"'}], attempt=2)
+    assert rejections(journal(d, key, [marker(3)])) == []
+    d.complete(key, [marker(1), marker(2), marker(3), {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": '"done"'}],
+               attempt=2)
     assert seqs(d.check(key)) == ["1", "2", "3"]
 
 
-def test_a_failed_task_keeps_them_for_the_next_attempt(d):
+def test_a_timed_out_task_whose_next_attempt_sees_a_signal_drops_them(d):
+    # Its code sees what the journaled attempt did not: it may call other things.
+    key, _ = d.start()
+    journal(d, key, [marker(1)])
+    d.send("SIGNAL", workflow_id="w1", signal_name="cancel", input="[]", identity="c")
+    d.run_until(d.clock.now_ms() + 11 * S)
+    task = d.workflow_tasks()[-1].value
+    assert "WORKFLOW_EXECUTION_SIGNALED" in d.types(key) and task["attempt"] == 1
+    assert "journaled_markers" not in orjson.loads(task["attributes"] or "{}")
+    assert "journaled_markers" not in d.run(key)
+
+
+def test_a_failed_task_drops_them(d):
+    # Its code failed, and may be changed before the next attempt runs.
     key, _ = d.start()
     journal(d, key, [marker(1)])
     d.fail_task(key)
-    assert [m["details"]["seq"] for m in d.run(key)["journaled_markers"]] == ["1"]
-    assert "journaled_markers" in orjson.loads(d.workflow_tasks()[-1].value["attributes"])
+    assert "journaled_markers" not in d.run(key)
+    assert "journaled_markers" not in orjson.loads(d.workflow_tasks()[-1].value["attributes"] or "{}")
+
+
+def test_an_answer_refused_for_a_close_command_while_a_signal_waits_drops_them(d):
+    key, _ = d.start()
+    journal(d, key, [marker(1)])
+    d.send("SIGNAL", workflow_id="w1", signal_name="cancel", input="[]", identity="c")
+    d.complete(key, [marker(1), {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": '"done"'}])
+    assert attrs(d.history(key), "WORKFLOW_TASK_FAILED")[0]["cause"] == "UNHANDLED_COMMAND"
+    assert "journaled_markers" not in d.run(key)
 
 
 def test_a_terminated_run_drops_them(d):
@@ -122,12 +162,16 @@ def test_bad_journals_are_refused_and_change_nothing(d):
         ([marker(1, "x" * 2000)], "more than the limit of 1000"),
     ]
     for commands, reason in bad:
-        (rejection,) = rejections(journal(d, key, commands))
+        (rejection,) = rejections(journal(d, key, commands, before=0))
         assert rejection.rejection_type == "INVALID_ARGUMENT" and reason in rejection.rejection_reason, \
             rejection.rejection_reason
     events, _ = d.send("JOURNAL_MARKERS", key, scheduled_event_id=d.task(key)["scheduled_event_id"], attempt=1,
                        identity="w", commands="[not json")
     assert "not valid JSON" in rejections(events)[0].rejection_reason
+    for attributes in (None, "{}", '{"journaled_before": -1}', '{"journaled_before": "0"}'):
+        events, _ = d.send("JOURNAL_MARKERS", key, scheduled_event_id=d.task(key)["scheduled_event_id"], attempt=1,
+                           identity="w", commands=orjson.dumps([marker(1)]).decode(), attributes=attributes)
+        assert "must name journaled_before" in rejections(events)[0].rejection_reason
     assert "journaled_markers" not in d.run(key)
 
 
@@ -136,7 +180,6 @@ def test_the_journaled_bytes_of_a_run_are_bounded(d):
     for seq in range(1, 8):  # about 100 bytes each against a limit of 1,000
         assert rejections(journal(d, key, [marker(seq, "y" * 50)])) == []
     over = [journal(d, key, [marker(seq, "y" * 50)]) for seq in range(8, 12)]
-    assert any(rejections(events) for events in over)
-    refused = rejections([r for events in over for r in events])[0]
-    assert "answer the task to write them" in refused.rejection_reason
+    refused = rejections([r for events in over for r in events])
+    assert refused and "answer the task to write them" in refused[0].rejection_reason
     assert len(d.run(key)["journaled_markers"]) < 11

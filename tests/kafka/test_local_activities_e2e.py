@@ -1,6 +1,7 @@
 """Local activities end to end on a real broker: the workflow worker runs them inside the
 workflow task, so a one-step workflow costs two commands (START and one task completion),
-and a worker killed while one runs leaves it to the next worker, which runs it again."""
+and a worker killed while one runs leaves it to the next worker, which runs it again; with
+checkpoints, not the steps whose markers it journaled."""
 
 from __future__ import annotations
 
@@ -104,4 +105,48 @@ def test_a_worker_sigkilled_mid_activity_leaves_it_to_the_next_worker_and_the_ru
         events = handle.fetch_history().events
         types = [e["event_type"] for e in events]
         assert types.count("MARKER_RECORDED") == 1 and types.count("WORKFLOW_EXECUTION_COMPLETED") == 1
+        assert _well_formed(events)
+
+
+def test_a_checkpointing_worker_sigkilled_mid_task_leaves_its_journaled_steps_to_the_next_attempt(
+        bootstrap, namespace, tmp_path):
+    from tests.support.local_activity_crash import QuickThenSlowSteps
+
+    effects = tmp_path / "effects"
+    effects.mkdir()
+    spec = ["tests.support.local_activity_crash:QuickThenSlowSteps"]
+    env = {EFFECTS_DIR_VARIABLE: str(effects)}
+    options = ("--checkpoint-local-activities",)
+    clock = ManualClock()
+    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path / "state",
+                        engine_id="journal-crash")
+    first = combined_worker_process(bootstrap, namespace, "journal-crash", "first", tmp_path, workflows=spec,
+                                    options=options, **env)
+    second = combined_worker_process(bootstrap, namespace, "journal-crash", "second", tmp_path, workflows=spec,
+                                     options=options, **env)
+    with EngineThread(settings, clock=clock, idle_poll_ms=10), Client(bootstrap, namespace) as client:
+        try:
+            first.start()
+            first.wait_for_log("workflow_tasks_assigned")
+            handle = client.start_workflow(QuickThenSlowSteps.run, "jc", id="jc", task_queue="journal-crash")
+            # The quick step ran and its marker was journaled before the slow one started.
+            wait_until(lambda: len(read_effects(effects)) == 2, 60, "the first worker did not reach the slow step")
+            first.kill()
+            (effects / "release").touch()
+            second.start()
+            second.wait_for_log("workflow_tasks_assigned")
+            clock.advance(timedelta(seconds=11))  # the task times out; its next attempt carries the journal
+            assert handle.result(90) == ["jc quick", "jc done"]
+        finally:
+            first.kill()
+            second.stop()
+        runs = read_effects(effects)
+        quick = [r for r in runs if r.get("step") == "quick"]
+        slow = [r for r in runs if r.get("step") != "quick"]
+        assert len(quick) == 1, f"the journaled step ran again: {runs}"
+        assert len(slow) == 2 and slow[0]["pid"] != slow[1]["pid"], "the slow step ran again: at least once"
+        events = handle.fetch_history().events
+        types = [e["event_type"] for e in events]
+        assert "WORKFLOW_TASK_TIMED_OUT" in types
+        assert types.count("MARKER_RECORDED") == 2 and types.count("WORKFLOW_EXECUTION_COMPLETED") == 1
         assert _well_formed(events)

@@ -31,3 +31,21 @@ class SlowLocalStep:
     @workflow.run
     async def run(self, workflow_id: str) -> str:
         return await workflow.execute_local_activity(slow_step, workflow_id, start_to_close_timeout=timedelta(minutes=1))
+
+
+@activity.defn
+def quick_step(workflow_id: str) -> str:
+    _record_effect(workflow_id=workflow_id, step="quick", pid=os.getpid())
+    return f"{workflow_id} quick"
+
+
+@workflow.defn
+class QuickThenSlowSteps:
+    """A quick local activity, then a slow one: checkpointed, the quick one's marker is
+    journaled before the slow one runs."""
+
+    @workflow.run
+    async def run(self, workflow_id: str) -> list[str]:
+        timeout = timedelta(minutes=1)
+        return [await workflow.execute_local_activity(quick_step, workflow_id, start_to_close_timeout=timeout),
+                await workflow.execute_local_activity(slow_step, workflow_id, start_to_close_timeout=timeout)]

@@ -6,6 +6,7 @@ takes them without calling the functions again."""
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from datetime import timedelta
 
 import orjson
@@ -69,17 +70,19 @@ class Journal:
     them, the rest never land (as with a broker gone)."""
 
     def __init__(self, d: WorkflowDriver, key: int, landings: int = 1_000) -> None:
-        self.d, self.key, self.landings, self.sent, self.pending = d, key, landings, [], []
+        self.d, self.key, self.landings, self.sent, self.pending, self.before = d, key, landings, [], [], []
 
-    def __call__(self, markers):
+    def __call__(self, markers, journaled_before):
         task = self.d.task(self.key)
         self.sent.append([m["details"]["seq"] for m in markers])
+        self.before.append(journaled_before)
         landed = concurrent.futures.Future()
         self.pending.append(landed)
         if len(self.sent) > self.landings:
             return landed
         self.d.send("JOURNAL_MARKERS", self.key, scheduled_event_id=task["scheduled_event_id"],
-                    attempt=task["attempt"], identity="wf-worker", commands=orjson.dumps(markers).decode())
+                    attempt=task["attempt"], identity="wf-worker", commands=orjson.dumps(markers).decode(),
+                    attributes=orjson.dumps({"journaled_before": journaled_before}).decode())
         landed.set_result(True)
         return landed
 
@@ -102,7 +105,7 @@ def test_each_marker_is_with_the_engine_before_the_next_step_runs_and_one_answer
     journal = Journal(d, key)
     outcome = _instance(d, ThreeSteps, key, journal).activate()
     assert CALLS == [("a", []), ("b", ["1"]), ("c", ["1", "2"])]
-    assert journal.sent == [["1"], ["2"]]
+    assert journal.sent == [["1"], ["2"]] and journal.before == [0, 1]
     assert not outcome.force_new_task  # one task for the three steps
     _answer(d, key, outcome)
     events = d.check(key)
@@ -126,11 +129,14 @@ def test_a_task_that_dies_after_a_journal_hands_its_markers_to_the_next_attempt(
     carried = orjson.loads(task["attributes"])["journaled_markers"]
     assert task["attempt"] == 2 and [m["attributes"]["details"]["seq"] for m in carried] == ["1"]
     CALLS.clear()
-    second = _instance(d, ThreeSteps, key, Journal(d, key), history=d.shown(key))  # with its transient task
+    journal = Journal(d, key)
+    second = _instance(d, ThreeSteps, key, journal, history=d.shown(key))  # with its transient task
     second.offer_journaled(carried)
     outcome = second.activate()
     assert not outcome.failed, outcome.failure
     assert [name for name, _ in CALLS] == ["b", "c"]  # a is not called again
+    assert journal.sent == [["2"]] and journal.before == [1]  # it follows what the run kept
+    assert [c["details"]["seq"] for c in outcome.commands if c["type"] == "RECORD_MARKER"] == ["1", "2", "3"]
     _answer(d, key, outcome, attempt=2)
     events = d.check(key)
     assert [m["details"]["seq"] for m in attrs(events, "MARKER_RECORDED")] == ["1", "2", "3"]
@@ -157,3 +163,51 @@ def test_a_task_with_a_command_before_its_markers_is_answered_per_step_not_journ
     assert journal.sent == []  # the activity's command must stay before the markers
     assert outcome.force_new_task and [c["type"] for c in outcome.commands] == ["SCHEDULE_ACTIVITY_TASK",
                                                                                 "RECORD_MARKER"]
+
+
+@defn
+def slow_background() -> str:
+    RELEASE.wait(5)
+    return "bg"
+
+
+RELEASE = threading.Event()
+
+
+@workflow.defn(name="Order")
+class WithBackground:
+    @workflow.run
+    async def run(self, _order: str) -> list:
+        t = timedelta(seconds=30)
+        bg = workflow.start_local_activity(slow_background, start_to_close_timeout=t)
+        first = await workflow.execute_local_activity(step, "a", start_to_close_timeout=t)
+        second = await workflow.execute_local_activity(step, "b", start_to_close_timeout=t)
+        return [first, second, await bg]
+
+
+def test_a_call_that_ends_while_a_journal_is_in_flight_waits_for_it_without_spinning(d):
+    RELEASE.clear()
+    key, _ = d.start()
+    journal = Journal(d, key, landings=0)
+    instance = _instance(d, WithBackground, key, journal)
+    while not journal.sent:
+        assert instance.activate(wait=False) is None
+    RELEASE.set()  # the background call ends while the journal is in flight
+    background = [call.job for call in instance._runtime.local_activities.pending.values()
+                  if call.request.activity_type == "slow_background"]
+    concurrent.futures.wait(background, timeout=5)
+    assert instance.local_activity_jobs() == [journal.pending[0]]  # the one thing it waits on
+    assert not instance.local_activities_ready()
+    threading.Timer(0.3, journal.pending[0].set_result, (True,)).start()  # the broker answers
+    resumes = 0
+    while True:
+        concurrent.futures.wait(instance.local_activity_jobs(), timeout=5,
+                                return_when=concurrent.futures.FIRST_COMPLETED)
+        if not instance.local_activities_ready():
+            continue
+        resumes += 1
+        outcome = instance.activate(wait=False)
+        if outcome is not None:
+            break
+    assert resumes < 20, f"{resumes} resumes: the wait spins"
+    assert orjson.loads(outcome.commands[-1]["result"]) == ["A", "B", "bg"]

@@ -4,16 +4,25 @@ A worker that checkpoints local activities sends each outcome's marker before th
 call runs and waits only until the broker has it: every step is on the log (the commands
 topic) before the next one starts, as a journaled step of Restate is, without ending the
 workflow task and waiting for the next (a transaction and a hop per step). The engine
-keeps the markers with the run, writes no event for them, and they become MarkerRecorded
-events when the task completes: right after its WORKFLOW_TASK_COMPLETED, in the order
-they came, before the answer's own commands (the worker journals only while the task has
-issued nothing but markers, so that is the order the code issued them in) and in place of
-the answer's markers of the same sequence numbers. The history is Temporal's.
+keeps the markers with the run and writes no event for them. The task's answer carries
+every marker of the task, journaled or not, and is what history records (Temporal's
+history: the markers after its WORKFLOW_TASK_COMPLETED); the journal is then forgotten.
 
-A task that times out or fails keeps them: the next attempt carries them to its worker
-(`journaled_markers` in the task's attributes), whose code takes their outcomes without
-calling the functions again. A run that ends otherwise (terminated, timed out) drops them,
-as Temporal drops the markers of a task that never completed.
+What the journal is for is a task that does not complete: one that times out keeps it, and
+the next attempt carries it to its worker (`journaled_markers` in the task's attributes),
+whose code takes the outcome of each call of the same sequence number and activity type
+without running the function again (and answers with those markers). Only an attempt
+that sees what the journaled one saw: a task that failed (its code may change before the
+next attempt), or whose next attempt is shown new events or updates, drops it, and so
+does a run that ends otherwise; their steps run again, at least once as in Temporal.
+
+A journal names how many markers the task journaled before it (`journaled_before` in its
+attributes); one that does not match what the run kept (a journal before it was refused
+or lost) is refused, so what is kept is always the task's first markers, without a gap.
+A journal that follows none starts the kept markers over: its worker runs the task from
+its start (a task delivered again from the queue after its first worker died carries no
+journal, so its steps run again, at least once as in Temporal; from then on they are
+journaled again).
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from streamproc.semantics import InvalidArgument
 from streamproc.semantics.workflow_events import EventType
 from streamproc.state.workflow_run import WorkflowRun
 
-__all__ = ["MAX_JOURNALED_MARKERS", "check_journal", "merge_into_answer", "carried"]
+__all__ = ["MAX_JOURNALED_MARKERS", "check_journal", "forget", "carried"]
 
 #: Markers a run keeps journaled at most: a worker answers its task (which writes them)
 #: long before this (`workflow/local_activity_task.py`); a client that does not is refused.
@@ -45,14 +54,28 @@ def marker_seq(attributes: dict[str, Any]) -> str | None:
     return None if seq is None else str(seq)
 
 
-def check_journal(ctx: ProcessingContext, run: WorkflowRun, commands: Any) -> list[dict[str, Any]]:
-    """The new markers of a JOURNAL_MARKERS command (those journaled before are skipped: a
-    copy sent again); raises InvalidArgument for anything that is not one, or past the limits."""
+class JournalGap(Exception):
+    """The journal does not follow what the run kept: a journal before it was refused or lost."""
+
+
+def check_journal(ctx: ProcessingContext, run: WorkflowRun, commands: Any,
+                  journaled_before: Any) -> list[dict[str, Any]]:
+    """The markers the run keeps after a JOURNAL_MARKERS command (a copy of a marker kept
+    already is skipped); raises InvalidArgument for anything that is not a marker, or past
+    the limits, and JournalGap when `journaled_before` is not what the run kept."""
     if not isinstance(commands, list) or not commands or not all(isinstance(c, dict) for c in commands):
         raise InvalidArgument("commands must be a non-empty JSON list of RECORD_MARKER commands")
-    known = {marker_seq(m) for m in run.journaled_markers}
-    new: list[dict[str, Any]] = []
-    size = sum(len(orjson.dumps(m.get("details"))) for m in run.journaled_markers)
+    if not isinstance(journaled_before, int) or isinstance(journaled_before, bool) or journaled_before < 0:
+        raise InvalidArgument("attributes must name journaled_before: how many markers the task journaled "
+                              "before this journal")
+    # A worker that starts the task over (it came to it again from the queue after the
+    # worker before died) journals from nothing: its markers take the place of those kept.
+    kept = [] if journaled_before == 0 else list(run.journaled_markers)
+    if journaled_before != len(kept):
+        raise JournalGap(f"the journal follows {journaled_before} markers but the run kept "
+                         f"{len(kept)} for the task: a journal before it was refused or lost")
+    known = {marker_seq(m) for m in kept}
+    size = sum(len(orjson.dumps(m.get("details"))) for m in kept)
     for command in commands:
         if WorkflowCommandType.parse(command.get("type")) is not _RECORD_MARKER:
             raise InvalidArgument(f"only RECORD_MARKER commands can be journaled, got {command.get('type')!r}")
@@ -66,26 +89,20 @@ def check_journal(ctx: ProcessingContext, run: WorkflowRun, commands: Any) -> li
             continue
         known.add(seq)
         size += len(orjson.dumps(attributes["details"]))
-        new.append(attributes)
+        kept.append(attributes)
     if size > ctx.limits.max_payload_bytes:
         raise InvalidArgument(f"the journaled markers of the task would hold {size} bytes, more than the limit "
                               f"of {ctx.limits.max_payload_bytes}: answer the task to write them")
-    if len(run.journaled_markers) + len(new) > MAX_JOURNALED_MARKERS:
+    if len(kept) > MAX_JOURNALED_MARKERS:
         raise InvalidArgument(f"a run keeps at most {MAX_JOURNALED_MARKERS} journaled markers: answer the "
                               f"task to write them")
-    return new
+    return kept
 
 
-def merge_into_answer(run: WorkflowRun, validated: list[Validated]) -> list[Validated]:
-    """The journaled markers first, then the answer's commands without its copies of them;
-    the run keeps none after."""
-    journaled = run.journaled_markers
-    if not journaled:
-        return validated
-    run.journaled_markers = []
-    seqs = {marker_seq(m) for m in journaled}
-    return [*((_RECORD_MARKER, m) for m in journaled),
-            *(v for v in validated if v[0] is not _RECORD_MARKER or marker_seq(v[1]) not in seqs)]
+def forget(run: WorkflowRun) -> None:
+    """The task's answer carries its markers, or its next attempt must run them again."""
+    if run.journaled_markers:
+        run.journaled_markers = []
 
 
 def carried(run: WorkflowRun) -> list[dict[str, Any]] | None:

@@ -29,6 +29,7 @@ import structlog
 
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.workflows.journaled_markers import carried
+from streamproc.engine.workflows.journaled_markers import forget as forget_journaled
 from streamproc.engine.workflows.relatives import on_run_closed
 from streamproc.engine.workflows.result_waiters import answer_waiters
 from streamproc.engine.workflows.update_answers import abort_updates
@@ -202,7 +203,7 @@ class RunWriter:
                      "workflow_type": run.workflow_type, "task_queue": run.task_queue,
                      "attempt": attempt, "scheduled_event_id": event_id, "event_time_ms": ctx.now_ms,
                      "first_event_id": first_event_id, "history": history, "page": page, "pages": len(pages),
-                     "attributes": _task_attributes(run, updates)}
+                     "attributes": _task_attributes(run, updates, first_page=page == 0)}
             if handed_back:
                 ctx.out.reply(WF, _WORKFLOW_TASK, run_key, value)
             else:
@@ -259,7 +260,12 @@ class RunWriter:
         """After a failed or timed-out task: buffered events, then the next attempt. New events
         make it a normal task again (attempt 1), as in Temporal: the workflow has something
         new to see, and the events it is shown must be in history."""
-        self.run.task_attempt = 1 if self.flush_buffer() else next_attempt
+        run = self.run
+        shown_new = self.flush_buffer()
+        run.task_attempt = 1 if shown_new else next_attempt
+        if shown_new or run.admitted_updates():
+            # Its code sees what the journaled attempt did not: their calls may differ.
+            forget_journaled(run)
         self.schedule_task()
 
     # the close -----------------------------------------------------------------------------
@@ -343,15 +349,16 @@ def send_query_tasks(ctx: ProcessingContext, run_key: int, run: WorkflowRun, que
             request_id=query["request_id"])
 
 
-def _task_attributes(run: WorkflowRun, update_ids: list[str]) -> str | None:
+def _task_attributes(run: WorkflowRun, update_ids: list[str], first_page: bool = True) -> str | None:
     """The updates a task carries to the code and the local activity markers journaled for
-    the run (`journaled_markers`), as the worker reads them (None: neither)."""
+    the run (`journaled_markers`, on its first page only: the worker reads that page's), as
+    the worker reads them (None: neither)."""
     attributes: dict = {}
     if update_ids:
         attributes["updates"] = [
             {"update_id": u, "name": run.updates[u].name, "input": run.updates[u].input,
              "identity": run.updates[u].identity} for u in update_ids]
-    if run.journaled_markers:
+    if run.journaled_markers and first_page:
         attributes["journaled_markers"] = carried(run)
     return orjson.dumps(attributes).decode() if attributes else None
 

@@ -14,7 +14,7 @@ import orjson
 from streamproc.engine.processing import ProcessingContext
 from streamproc.engine.workflows import updates
 from streamproc.engine.workflows.commands import BadCommand, apply, validate
-from streamproc.engine.workflows.journaled_markers import check_journal, merge_into_answer
+from streamproc.engine.workflows import journaled_markers
 from streamproc.engine.workflows.runs import TASK_TIME_OUT, E, RunWriter
 from streamproc.protocol.failures import check_failure_record
 from streamproc.protocol.records import Record, RejectionType, ValueType, WorkflowIntent
@@ -107,7 +107,8 @@ def finish_task(writer: RunWriter, validated: list, identity: str, carried: list
     run.task_history_from = scheduled_id  # the next task shows the worker what follows its answer
     run.task_answered_by = identity
     eager_for = identity if ctx.out.caller_listens else None
-    needs_task = apply(writer, merge_into_answer(run, validated), completed_id, eager_for)
+    journaled_markers.forget(run)  # the answer carries every marker of the task
+    needs_task = apply(writer, validated, completed_id, eager_for)
     if run.is_open:
         updates.reject_unhandled(writer, carried)
         if writer.flush_buffer() or needs_task or run.admitted_updates() or force_new:
@@ -124,15 +125,19 @@ def journal_markers(cmd: Record, ctx: ProcessingContext) -> None:
     if run is None:
         return
     try:
-        new = check_journal(ctx, run, orjson.loads(cmd.value["commands"] or "[]"))
+        kept = journaled_markers.check_journal(ctx, run, orjson.loads(cmd.value["commands"] or "[]"),
+                                              _flags(cmd).get("journaled_before"))
     except orjson.JSONDecodeError as exc:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"commands is not valid JSON: {exc}")
         return
     except InvalidArgument as exc:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, str(exc))
         return
-    if new:
-        run.journaled_markers = [*run.journaled_markers, *new]
+    except journaled_markers.JournalGap as exc:
+        ctx.out.reject(cmd, RejectionType.INVALID_STATE, str(exc))
+        return
+    if kept != run.journaled_markers:
+        run.journaled_markers = kept
         ctx.workflows.put(cmd.key, run)
 
 
@@ -183,6 +188,8 @@ def fail_task(writer: RunWriter, cause: str, failure: dict | None, identity: str
     """WORKFLOW_TASK_FAILED (none for a transient attempt), then what was buffered and the
     next attempt (SEMANTICS 3.4)."""
     attempt = writer.run.task.attempt
+    # Its code failed (it may be changed before the next attempt): its steps run again.
+    journaled_markers.forget(writer.run)
     writer.end_failed_task(identity, E.WORKFLOW_TASK_FAILED, {"cause": cause, "failure": failure, "identity": identity})
     writer.retry_task(fail_workflow_task(attempt=attempt, sticky=False).next_attempt)
 
