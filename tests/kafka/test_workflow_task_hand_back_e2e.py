@@ -1,9 +1,11 @@
 """The next workflow task handed straight back to the worker on a real broker: a worker that
-checkpoints its local activities gets each step's next task as a reply to its answer (no
-trip through the task queue), histories as the queue path writes them; with the option
-off every task comes through the queue."""
+checkpoints its local activities after another command (not journaled) gets each step's
+next task as a reply to its answer (no trip through the task queue), histories as the
+queue path writes them; with the option off every task comes through the queue. Journaled
+checkpoints keep the steps in one task."""
 
 from __future__ import annotations
+
 
 import threading
 import time
@@ -35,10 +37,12 @@ class Steps:
     """Adds one `steps` times: by local activities, or by activities through the engine."""
 
     @workflow.run
-    async def run(self, steps: int, local: bool) -> int:
+    async def run(self, steps: int, local: bool, patch_first: bool = False) -> int:
         execute = workflow.execute_local_activity if local else workflow.execute_activity
         n = 0
-        for _ in range(steps):
+        for step in range(steps):
+            if patch_first:  # a command before the marker: a checkpointed step is a task each
+                workflow.patched(f"step-{step}")
             n = await execute(add_one, n, start_to_close_timeout=STEP)
         return n
 
@@ -60,17 +64,31 @@ def engine(bootstrap, namespace, tmp_path):
 def test_checkpointed_local_steps_get_their_next_task_handed_back(engine, disabled):
     with Worker(engine, task_queue=QUEUE, workflows=[Steps], identity="checkpointing",
                 checkpoint_local_activities=True, disable_workflow_task_hand_back=disabled) as worker:
-        handles = [engine.start_workflow(Steps.run, args=[5, True], id=f"local-{disabled}-{n}", task_queue=QUEUE)
+        handles = [engine.start_workflow(Steps.run, args=[5, True, True], id=f"local-{disabled}-{n}",
+                                         task_queue=QUEUE) for n in range(3)]
+        assert [h.result(60) for h in handles] == [5, 5, 5]
+        stats = worker.workflow_worker.stats
+    for handle in handles:
+        types = _types(handle)
+        # a task per step (a patch marker and the step's), the last going with the completion
+        assert types.count("MARKER_RECORDED") == 10 and types.count("WORKFLOW_TASK_COMPLETED") == 5
+    # each run's first task comes through the queue; with the path on, its next four come back
+    assert stats.handed_back == (0 if disabled else 12)
+    assert stats.completed == 15 and stats.history_fetches == 0 and stats.journals_sent == 0
+
+
+def test_checkpointed_local_steps_are_journaled_in_one_task(engine):
+    with Worker(engine, task_queue=QUEUE, workflows=[Steps], identity="journaling",
+                checkpoint_local_activities=True) as worker:
+        handles = [engine.start_workflow(Steps.run, args=[5, True], id=f"journaled-{n}", task_queue=QUEUE)
                    for n in range(3)]
         assert [h.result(60) for h in handles] == [5, 5, 5]
         stats = worker.workflow_worker.stats
     for handle in handles:
         types = _types(handle)
-        # a task per step, the last step's marker going with the completion
-        assert types.count("MARKER_RECORDED") == 5 and types.count("WORKFLOW_TASK_COMPLETED") == 5
-    # each run's first task comes through the queue; with the path on, its next four come back
-    assert stats.handed_back == (0 if disabled else 12)
-    assert stats.completed == 15 and stats.history_fetches == 0
+        assert types.count("MARKER_RECORDED") == 5 and types.count("WORKFLOW_TASK_COMPLETED") == 1
+    # four journals a run (the fifth marker goes with the answer), no task handed back
+    assert (stats.journals_sent, stats.markers_journaled, stats.handed_back, stats.completed) == (12, 12, 0, 3)
 
 
 @pytest.mark.parametrize("disabled", [False, True])

@@ -6,6 +6,7 @@ for handed-back tasks, over an idle stretch and over a run."""
 
 from __future__ import annotations
 
+
 import time
 from datetime import timedelta
 
@@ -32,10 +33,15 @@ def add_one(n: int) -> int:
 
 @workflow.defn
 class LocalSteps:
+    """Checkpointed local steps, a workflow task each: a patch marker before each step's
+    marker is a command they must follow, so they are not journaled (`local_activity_task`)
+    and each step answers its task, whose next one comes back to the worker."""
+
     @workflow.run
     async def run(self, steps: int) -> int:
         n = 0
-        for _ in range(steps):
+        for step in range(steps):
+            workflow.patched(f"step-{step}")
             n = await workflow.execute_local_activity(add_one, n, start_to_close_timeout=timedelta(seconds=10))
         return n
 
