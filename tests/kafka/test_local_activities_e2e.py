@@ -5,6 +5,7 @@ checkpoints, not the steps whose markers it journaled."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 import pytest
@@ -75,78 +76,78 @@ def test_ten_local_steps_complete_in_one_task(client):
     assert types.count("MARKER_RECORDED") == 10 and types.count("WORKFLOW_TASK_COMPLETED") == 1
 
 
+@contextlib.contextmanager
+def two_workers(bootstrap, namespace, tmp_path, queue: str, workflow_spec: str, clock: ManualClock,
+                options: tuple[str, ...] = ()):
+    """An engine on `clock`, a client, and two worker processes of `queue` (not started;
+    the first killed and the second stopped at the end), sharing an effects directory."""
+    effects = tmp_path / "effects"
+    effects.mkdir()
+    env = {EFFECTS_DIR_VARIABLE: str(effects)}
+    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path / "state",
+                        engine_id=queue)
+    first, second = (combined_worker_process(bootstrap, namespace, queue, name, tmp_path, workflows=[workflow_spec],
+                                             options=options, **env) for name in ("first", "second"))
+    with EngineThread(settings, clock=clock, idle_poll_ms=10), Client(bootstrap, namespace) as client:
+        try:
+            yield client, first, second, effects
+        finally:
+            first.kill()
+            second.stop()
+
+
+def kill_the_first_in_its_slow_step(client, first, second, effects, run, workflow_id: str, queue: str,
+                                    effects_before: int):
+    """Start the workflow on the first worker, SIGKILL it once `effects_before` steps ran (the
+    last, `slow_step`, waiting for its release), release the step and start the second."""
+    first.start()
+    first.wait_for_log("workflow_tasks_assigned")
+    handle = client.start_workflow(run, workflow_id, id=workflow_id, task_queue=queue)
+    wait_until(lambda: len(read_effects(effects)) == effects_before, 60, "the first worker did not reach the slow step")
+    first.kill()
+    (effects / "release").touch()
+    second.start()
+    return handle
+
+
 def test_a_worker_sigkilled_mid_activity_leaves_it_to_the_next_worker_and_the_run_completes_once(
         bootstrap, namespace, tmp_path):
     from tests.support.local_activity_crash import SlowLocalStep
 
-    effects = tmp_path / "effects"
-    effects.mkdir()
-    spec = ["tests.support.local_activity_crash:SlowLocalStep"]
-    env = {EFFECTS_DIR_VARIABLE: str(effects)}
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path / "state",
-                        engine_id="local-crash")
-    first = combined_worker_process(bootstrap, namespace, "local-crash", "first", tmp_path, workflows=spec, **env)
-    second = combined_worker_process(bootstrap, namespace, "local-crash", "second", tmp_path, workflows=spec, **env)
-    with EngineThread(settings, clock=ManualClock(), idle_poll_ms=10), Client(bootstrap, namespace) as client:
-        try:
-            first.start()
-            first.wait_for_log("workflow_tasks_assigned")
-            handle = client.start_workflow(SlowLocalStep.run, "crashy", id="crashy", task_queue="local-crash")
-            wait_until(lambda: len(read_effects(effects)) == 1, 60, "the first worker did not start the activity")
-            first.kill()
-            (effects / "release").touch()
-            second.start()
-            assert handle.result(90) == "crashy done"
-        finally:
-            first.kill()
-            second.stop()
-        runs = read_effects(effects)
-        assert len(runs) == 2 and runs[0]["pid"] != runs[1]["pid"], "run again by the second worker: at least once"
+    with two_workers(bootstrap, namespace, tmp_path, "local-crash", "tests.support.local_activity_crash:SlowLocalStep",
+                     ManualClock()) as (client, first, second, effects):
+        handle = kill_the_first_in_its_slow_step(client, first, second, effects, SlowLocalStep.run, "crashy",
+                                                 "local-crash", effects_before=1)
+        assert handle.result(90) == "crashy done"
         events = handle.fetch_history().events
-        types = [e["event_type"] for e in events]
-        assert types.count("MARKER_RECORDED") == 1 and types.count("WORKFLOW_EXECUTION_COMPLETED") == 1
-        assert _well_formed(events)
+    runs = read_effects(effects)
+    assert len(runs) == 2 and runs[0]["pid"] != runs[1]["pid"], "run again by the second worker: at least once"
+    types = [e["event_type"] for e in events]
+    assert types.count("MARKER_RECORDED") == 1 and types.count("WORKFLOW_EXECUTION_COMPLETED") == 1
+    assert _well_formed(events)
 
 
 def test_a_checkpointing_worker_sigkilled_mid_task_leaves_its_journaled_steps_to_the_next_attempt(
         bootstrap, namespace, tmp_path):
     from tests.support.local_activity_crash import QuickThenSlowSteps
 
-    effects = tmp_path / "effects"
-    effects.mkdir()
-    spec = ["tests.support.local_activity_crash:QuickThenSlowSteps"]
-    env = {EFFECTS_DIR_VARIABLE: str(effects)}
-    options = ("--checkpoint-local-activities",)
     clock = ManualClock()
-    settings = Settings(bootstrap=bootstrap, namespace=namespace, partitions=2, state_dir=tmp_path / "state",
-                        engine_id="journal-crash")
-    first = combined_worker_process(bootstrap, namespace, "journal-crash", "first", tmp_path, workflows=spec,
-                                    options=options, **env)
-    second = combined_worker_process(bootstrap, namespace, "journal-crash", "second", tmp_path, workflows=spec,
-                                     options=options, **env)
-    with EngineThread(settings, clock=clock, idle_poll_ms=10), Client(bootstrap, namespace) as client:
-        try:
-            first.start()
-            first.wait_for_log("workflow_tasks_assigned")
-            handle = client.start_workflow(QuickThenSlowSteps.run, "jc", id="jc", task_queue="journal-crash")
-            # The quick step ran and its marker was journaled before the slow one started.
-            wait_until(lambda: len(read_effects(effects)) == 2, 60, "the first worker did not reach the slow step")
-            first.kill()
-            (effects / "release").touch()
-            second.start()
-            second.wait_for_log("workflow_tasks_assigned")
-            clock.advance(timedelta(seconds=11))  # the task times out; its next attempt carries the journal
-            assert handle.result(90) == ["jc quick", "jc done"]
-        finally:
-            first.kill()
-            second.stop()
-        runs = read_effects(effects)
-        quick = [r for r in runs if r.get("step") == "quick"]
-        slow = [r for r in runs if r.get("step") != "quick"]
-        assert len(quick) == 1, f"the journaled step ran again: {runs}"
-        assert len(slow) == 2 and slow[0]["pid"] != slow[1]["pid"], "the slow step ran again: at least once"
+    with two_workers(bootstrap, namespace, tmp_path, "journal-crash",
+                     "tests.support.local_activity_crash:QuickThenSlowSteps", clock,
+                     options=("--checkpoint-local-activities",)) as (client, first, second, effects):
+        # The quick step ran and its marker was journaled before the slow one started.
+        handle = kill_the_first_in_its_slow_step(client, first, second, effects, QuickThenSlowSteps.run, "jc",
+                                                 "journal-crash", effects_before=2)
+        second.wait_for_log("workflow_tasks_assigned")
+        clock.advance(timedelta(seconds=11))  # the task times out; its next attempt carries the journal
+        assert handle.result(90) == ["jc quick", "jc done"]
         events = handle.fetch_history().events
-        types = [e["event_type"] for e in events]
-        assert "WORKFLOW_TASK_TIMED_OUT" in types
-        assert types.count("MARKER_RECORDED") == 2 and types.count("WORKFLOW_EXECUTION_COMPLETED") == 1
-        assert _well_formed(events)
+    runs = read_effects(effects)
+    quick = [r for r in runs if r.get("step") == "quick"]
+    slow = [r for r in runs if r.get("step") != "quick"]
+    assert len(quick) == 1, f"the journaled step ran again: {runs}"
+    assert len(slow) == 2 and slow[0]["pid"] != slow[1]["pid"], "the slow step ran again: at least once"
+    types = [e["event_type"] for e in events]
+    assert "WORKFLOW_TASK_TIMED_OUT" in types
+    assert types.count("MARKER_RECORDED") == 2 and types.count("WORKFLOW_EXECUTION_COMPLETED") == 1
+    assert _well_formed(events)

@@ -95,9 +95,16 @@ def _instance(d, cls, key, journal, history=None):
     return instance
 
 
-def _answer(d, key, outcome, attempt=0):
+def _answer_three_steps(d, key, outcome, attempt=0):
+    """Answer ThreeSteps' task with `outcome`: its history, checked (three markers, the
+    result, a replay that agrees)."""
     d.send("TASK_COMPLETE", key, scheduled_event_id=d.task(key)["scheduled_event_id"], identity="wf-worker",
            attempt=attempt, commands=orjson.dumps(outcome.commands).decode())
+    events = d.check(key)
+    assert [m["details"]["seq"] for m in attrs(events, "MARKER_RECORDED")] == ["1", "2", "3"]
+    assert orjson.loads(attrs(events, "WORKFLOW_EXECUTION_COMPLETED")[0]["result"]) == ["A", "B", "C"]
+    Replayer(workflows=[ThreeSteps]).replay(events)
+    return events
 
 
 def test_each_marker_is_with_the_engine_before_the_next_step_runs_and_one_answer_writes_them(d):
@@ -107,12 +114,8 @@ def test_each_marker_is_with_the_engine_before_the_next_step_runs_and_one_answer
     assert CALLS == [("a", []), ("b", ["1"]), ("c", ["1", "2"])]
     assert journal.sent == [["1"], ["2"]] and journal.before == [0, 1]
     assert not outcome.force_new_task  # one task for the three steps
-    _answer(d, key, outcome)
-    events = d.check(key)
-    assert [m["details"]["seq"] for m in attrs(events, "MARKER_RECORDED")] == ["1", "2", "3"]
+    events = _answer_three_steps(d, key, outcome)
     assert [e["event_type"] for e in events].count("WORKFLOW_TASK_COMPLETED") == 1
-    assert orjson.loads(attrs(events, "WORKFLOW_EXECUTION_COMPLETED")[0]["result"]) == ["A", "B", "C"]
-    Replayer(workflows=[ThreeSteps]).replay(events)
 
 
 def test_a_task_that_dies_after_a_journal_hands_its_markers_to_the_next_attempt(d):
@@ -137,11 +140,7 @@ def test_a_task_that_dies_after_a_journal_hands_its_markers_to_the_next_attempt(
     assert [name for name, _ in CALLS] == ["b", "c"]  # a is not called again
     assert journal.sent == [["2"]] and journal.before == [1]  # it follows what the run kept
     assert [c["details"]["seq"] for c in outcome.commands if c["type"] == "RECORD_MARKER"] == ["1", "2", "3"]
-    _answer(d, key, outcome, attempt=2)
-    events = d.check(key)
-    assert [m["details"]["seq"] for m in attrs(events, "MARKER_RECORDED")] == ["1", "2", "3"]
-    assert orjson.loads(attrs(events, "WORKFLOW_EXECUTION_COMPLETED")[0]["result"]) == ["A", "B", "C"]
-    Replayer(workflows=[ThreeSteps]).replay(events)
+    _answer_three_steps(d, key, outcome, attempt=2)
 
 
 def test_a_journal_that_does_not_land_gives_way_to_a_task_per_step(d):
