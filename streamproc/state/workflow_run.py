@@ -129,6 +129,8 @@ class WorkflowRun:
     #: Local activity markers journaled while a task is out, in the order they came
     #: (RECORD_MARKER attributes; stored only once set): written when a task completes.
     journaled_markers: list[dict] = field(default_factory=list)
+    #: The worker whose journal they are (stored with them).
+    journaled_by: str = ""
 
     @classmethod
     def begin(cls, start: RunStart, now_ms: int, run_expiration_ms: int, execution_time_ms: int) -> WorkflowRun:
@@ -155,7 +157,7 @@ class WorkflowRun:
         self.task = None
         self.buffered = []
         self.activities = {}
-        self.journaled_markers = []
+        self.journaled_markers, self.journaled_by = [], ""
 
     def successor(self, new_run_id: str, initiator: ContinueAsNewInitiator, *, attempt: int, backoff_ms: int = 0,
                   continued_failure: dict | None = None, last_completion_result: str | None = None,
@@ -271,6 +273,7 @@ class WorkflowRun:
             doc["result_waiters"] = [w.to_json() for w in self.result_waiters]
         if self.journaled_markers:
             doc["journaled_markers"] = self.journaled_markers
+            doc["journaled_by"] = self.journaled_by
         return doc
 
     @classmethod
@@ -300,4 +303,4 @@ class WorkflowRun:
             waiting_queries=d.get("waiting_queries", []), cron_schedule=d.get("cron_schedule", ""),
             scheduled_by=d.get("scheduled_by"), memo=d.get("memo"), search_attributes=d.get("search_attributes"),
             result_waiters=[ResultWaiter.from_json(w) for w in d.get("result_waiters", ())],
-            journaled_markers=d.get("journaled_markers", []))
+            journaled_markers=d.get("journaled_markers", []), journaled_by=d.get("journaled_by", ""))

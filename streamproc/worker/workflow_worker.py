@@ -296,16 +296,19 @@ class WorkflowWorker:
             pending = self._answer(msg)
             if pending is not None:
                 waiting.append(pending)
+        sought_back = False
         if waiting and self.handler.journal is not None:
             # Checkpointing: a task whose worker dies from now on is the engine's to time out
             # and retry with the markers journaled for it (its steps do not run again), not
             # the queue's to deliver again as it came (they would).
-            self._commit_answered(consumer, messages, ends, firsts)
+            sought_back = not self._commit_answered(consumer, messages, ends, firsts)
         self.handler.answer_when_local_activities_end(waiting, self._send_answer)
-        self._commit_answered(consumer, messages, ends, firsts)
+        if not sought_back:  # (else the batch comes again: its offsets stay)
+            self._commit_answered(consumer, messages, ends, firsts)
 
     def _commit_answered(self, consumer: Consumer, messages: list[Message], ends: dict[tuple[str, int], int],
-                         firsts: dict[tuple[str, int], int]) -> None:
+                         firsts: dict[tuple[str, int], int]) -> bool:
+        """False if the answers were not all delivered: the batch is sought back to be answered again."""
         # 1. every answer sent is on the log ...
         try:
             self.client.flush()
@@ -318,7 +321,7 @@ class WorkflowWorker:
                     consumer.seek(TopicPartition(topic, partition, first))
                 except KafkaException:  # taken away meanwhile: its next owner answers
                     pass
-            return
+            return False
         # 2. ... then its tasks are done, except pages of tasks that are not whole yet.
         offsets = [TopicPartition(topic, partition, min([end, *self._pages.pending_offsets(partition)]))
                    for (topic, partition), end in ends.items()]
@@ -329,6 +332,7 @@ class WorkflowWorker:
             # refuses answers to tasks that are already answered (`_on_commit`).
             consumer.commit(offsets=offsets, asynchronous=True)
             self._last_offsets.update(((tp.topic, tp.partition), tp) for tp in offsets)
+        return True
 
     def _on_commit(self, err, partitions) -> None:
         if err is not None:

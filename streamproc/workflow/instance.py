@@ -301,7 +301,7 @@ class WorkflowInstance:
         if not replaying:
             self._live = LiveLocalActivities(self._runtime, self._local_runner or default_runner(), scheduled,
                                              self._checkpoint_local, self.marker_journal,
-                                             frozenset(str(marker_details(m).get("seq")) for m in markers))
+                                             [marker_details(m) for m in markers])
             return self._continue_live(commands)
         return self._activated(commands)
 

@@ -16,8 +16,9 @@ writes them when the task completes (`engine/workflows/journaled_markers.py`). T
 answer still carries every marker (the engine writes each once), so a journal the engine
 refused loses nothing but its head start. Where a journal cannot be used (no `journal`,
 the task issued a command other than a marker, which must stay before the markers that
-follow it, a delivery that failed, or the task journaled `MAX_JOURNALED` markers
-already) the task is answered instead, asking for a new one: a task per step. Without
+follow it, the code read the task's time, a delivery that failed, or the task journaled
+`MAX_JOURNALED` markers or `MAX_JOURNALED_BYTES` already) the task is answered instead,
+asking for a new one: a task per step. Without
 `checkpoint` (Temporal's way) the markers of a task are written when it completes.
 """
 
@@ -54,15 +55,16 @@ Journal = Callable[[list[Command], int], "concurrent.futures.Future[bool] | None
 class LiveLocalActivities:
     def __init__(self, runtime: WorkflowRuntime, runner: LocalActivityRunner, scheduled: dict[str, Any],
                  checkpoint: bool = False, journal: Journal | None = None,
-                 journaled: frozenset[str] = frozenset()) -> None:
+                 journaled: list[dict[str, Any]] = ()) -> None:
         self._runtime = runtime
         self._runner = runner
         self._checkpoint = checkpoint
         self._journal = journal if checkpoint else None
-        #: Sequence numbers of the markers journaled (`journaled`: by an attempt before this
-        #: one), their details' bytes, and the journal the broker has not answered.
-        self._journaled: set[str] = set(journaled)
-        self._journaled_bytes = 0
+        #: Sequence numbers of the markers journaled (`journaled`: the details of those an
+        #: attempt before this one journaled), their details' bytes, and the journal the
+        #: broker has not answered.
+        self._journaled: set[str] = {str(details.get("seq")) for details in journaled}
+        self._journaled_bytes = sum(len(orjson.dumps(details)) for details in journaled)
         self.journal_in_flight: concurrent.futures.Future[bool] | None = None
         timeout_ms = (scheduled.get("attributes") or {}).get("start_to_close_timeout_ms") or _DEFAULT_TASK_TIMEOUT_MS
         #: When the task must be answered even if calls are still running (monotonic seconds).
@@ -104,6 +106,11 @@ class LiveLocalActivities:
     def _send_journal(self) -> bool:
         """Send the markers not journaled yet; False where a journal cannot be used."""
         if self._journal is None or len(self._journaled) >= MAX_JOURNALED:
+            return False
+        if self._runtime.time_read:
+            # The code read the task's time: a retried attempt would read another one and
+            # could call other things after the journaled steps. A task a step keeps each
+            # step with the time it ran under.
             return False
         new = []
         size = self._journaled_bytes

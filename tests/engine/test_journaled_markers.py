@@ -18,14 +18,14 @@ def marker(seq: int, result: str = "r") -> dict:
                         "result": f'"{result}{seq}"'}}
 
 
-def journal(d, key, markers, attempt=None, scheduled_event_id=None, request_id=None, before=None):
-    """A journal of `markers`, following what the run kept (or `before`)."""
+def journal(d, key, markers, attempt=None, scheduled_event_id=None, request_id=None, before=None, identity="w"):
+    """A journal of `markers` from `identity`, following what the run kept (or `before`)."""
     task = d.task(key)
     if before is None:
         before = len((d.run(key) or {}).get("journaled_markers", []))
     events, _ = d.send("JOURNAL_MARKERS", key, request_id=request_id,
                        scheduled_event_id=task["scheduled_event_id"] if scheduled_event_id is None else scheduled_event_id,
-                       attempt=task["attempt"] if attempt is None else attempt, identity="w",
+                       attempt=task["attempt"] if attempt is None else attempt, identity=identity,
                        commands=orjson.dumps(markers).decode(),
                        attributes=orjson.dumps({"journaled_before": before}).decode())
     return events
@@ -74,6 +74,18 @@ def test_a_journal_that_follows_none_starts_the_kept_markers_over(d):
     assert refused.rejection_type == "INVALID_STATE" and "run kept 1" in refused.rejection_reason
 
 
+def test_two_executions_of_one_attempt_do_not_mix_their_journals(d):
+    # The task delivered again while its first worker ran on: the second starts over, and
+    # the first's next journal does not follow the second's markers.
+    key, _ = d.start()
+    journal(d, key, [marker(1, "first")], identity="a")
+    assert rejections(journal(d, key, [marker(1, "second")], before=0, identity="b")) == []
+    (refused,) = rejections(journal(d, key, [marker(2, "first")], before=1, identity="a"))
+    assert refused.rejection_type == "INVALID_STATE" and "'b''s, not 'a''s" in refused.rejection_reason
+    kept = d.run(key)["journaled_markers"]
+    assert [(m["details"]["seq"], m["details"]["result"]) for m in kept] == [("1", '"second1"')]
+
+
 def test_a_journal_after_one_that_was_refused_is_refused_so_what_is_kept_has_no_gap(d):
     key, _ = d.start()
     assert rejections(journal(d, key, [marker(1)])) == []
@@ -100,6 +112,20 @@ def test_a_timed_out_task_keeps_them_and_its_next_attempt_carries_them(d):
     d.complete(key, [marker(1), marker(2), marker(3), {"type": "COMPLETE_WORKFLOW_EXECUTION", "result": '"done"'}],
                attempt=2)
     assert seqs(d.check(key)) == ["1", "2", "3"]
+
+
+def test_a_journal_is_carried_to_the_third_attempt_at_most(d):
+    # An attempt after the first never reports its failure: code that fails on what was
+    # journaled would otherwise get it for ever.
+    key, _ = d.start()
+    journal(d, key, [marker(1)])
+    carried = []
+    for _ in range(3):  # attempts 2, 3 and 4, after a 10 s timeout each
+        d.run_until(d.clock.now_ms() + 10 * S)
+        task = d.workflow_tasks()[-1].value
+        carried.append((task["attempt"], "journaled_markers" in orjson.loads(task["attributes"] or "{}")))
+    assert carried == [(2, True), (3, True), (4, False)]
+    assert "journaled_markers" not in d.run(key)
 
 
 def test_a_timed_out_task_whose_next_attempt_sees_a_signal_drops_them(d):

@@ -210,3 +210,41 @@ def test_a_call_that_ends_while_a_journal_is_in_flight_waits_for_it_without_spin
             break
     assert resumes < 20, f"{resumes} resumes: the wait spins"
     assert orjson.loads(outcome.commands[-1]["result"]) == ["A", "B", "bg"]
+
+
+@workflow.defn(name="Order")
+class StampedSteps:
+    """Reads the task's time once and passes it to each step."""
+
+    @workflow.run
+    async def run(self, _order: str) -> list:
+        stamp = str(workflow.time_ns())
+        return [await workflow.execute_local_activity(step, stamp, start_to_close_timeout=timedelta(seconds=5))
+                for _ in range(2)]
+
+
+def test_a_task_whose_code_read_its_time_is_answered_per_step_not_journaled(d):
+    # A retried attempt runs under another time: after journaled steps it could call other things.
+    key, _ = d.start()
+    journal = Journal(d, key)
+    outcome = _instance(d, StampedSteps, key, journal).activate()
+    assert journal.sent == [] and outcome.force_new_task
+
+
+def test_a_retried_attempt_counts_the_bytes_carried_to_it(d):
+    # 100 KiB carried: with the next step's marker past 128 KiB the task is answered instead.
+    key, _ = d.start()
+    big = {"seq": "1", "activity_id": "1", "activity_type": "step", "attempt": 1, "result": '"' + "z" * 100_000 + '"'}
+    carried = [{"event_type": "MARKER_RECORDED", "attributes": {"marker_name": "LocalActivity", "details": big}}]
+    journal = Journal(d, key)
+    instance = _instance(d, ThreeSteps, key, journal)
+    instance.offer_journaled(carried)
+    outcome = instance.activate()
+    assert journal.sent == [["2"]]  # 100 KiB and the small marker 2: still under the bound
+    CALLS.clear()
+    carried[0]["attributes"]["details"] = {**big, "result": '"' + "z" * 131_000 + '"'}
+    journal = Journal(d, key)
+    instance = _instance(d, ThreeSteps, key, journal)
+    instance.offer_journaled(carried)
+    outcome = instance.activate()
+    assert journal.sent == [] and outcome.force_new_task and [name for name, _ in CALLS] == ["b"]

@@ -11,7 +11,9 @@ history: the markers after its WORKFLOW_TASK_COMPLETED); the journal is then for
 What the journal is for is a task that does not complete: one that times out keeps it, and
 the next attempt carries it to its worker (`journaled_markers` in the task's attributes),
 whose code takes the outcome of each call of the same sequence number and activity type
-without running the function again (and answers with those markers). Only an attempt
+without running the function again (and answers with those markers); up to the third
+attempt (an attempt after the first never reports a failure, so a journal its code fails
+on would otherwise be carried for ever). Only an attempt
 that sees what the journaled one saw: a task that failed (its code may change before the
 next attempt), or whose next attempt is shown new events or updates, drops it, and so
 does a run that ends otherwise; their steps run again, at least once as in Temporal.
@@ -19,8 +21,8 @@ does a run that ends otherwise; their steps run again, at least once as in Tempo
 A journal names how many markers the task journaled before it (`journaled_before` in its
 attributes); one that does not match what the run kept (a journal before it was refused
 or lost) is refused, so what is kept is always the task's first markers, without a gap.
-A journal that follows none starts the kept markers over: its worker runs the task from
-its start (a task delivered again from the queue after its first worker died carries no
+A journal that follows none starts the kept markers over (one that follows some must come
+from the worker whose markers are kept): its worker runs the task from its start (a task delivered again from the queue after its first worker died carries no
 journal, so its steps run again, at least once as in Temporal; from then on they are
 journaled again).
 """
@@ -37,7 +39,7 @@ from streamproc.semantics import InvalidArgument
 from streamproc.semantics.workflow_events import EventType
 from streamproc.state.workflow_run import WorkflowRun
 
-__all__ = ["MAX_JOURNALED_MARKERS", "check_journal", "forget", "carried"]
+__all__ = ["MAX_JOURNALED_MARKERS", "MAX_ATTEMPT_CARRIED_TO", "check_journal", "forget", "carried"]
 
 #: Markers a run keeps journaled at most: a worker answers its task (which writes them)
 #: long before this (`workflow/local_activity_task.py`); a client that does not is refused.
@@ -58,8 +60,8 @@ class JournalGap(Exception):
     """The journal does not follow what the run kept: a journal before it was refused or lost."""
 
 
-def check_journal(ctx: ProcessingContext, run: WorkflowRun, commands: Any,
-                  journaled_before: Any) -> list[dict[str, Any]]:
+def check_journal(ctx: ProcessingContext, run: WorkflowRun, commands: Any, journaled_before: Any,
+                  identity: str) -> list[dict[str, Any]]:
     """The markers the run keeps after a JOURNAL_MARKERS command (a copy of a marker kept
     already is skipped); raises InvalidArgument for anything that is not a marker, or past
     the limits, and JournalGap when `journaled_before` is not what the run kept."""
@@ -74,6 +76,10 @@ def check_journal(ctx: ProcessingContext, run: WorkflowRun, commands: Any,
     if journaled_before != len(kept):
         raise JournalGap(f"the journal follows {journaled_before} markers but the run kept "
                          f"{len(kept)} for the task: a journal before it was refused or lost")
+    if kept and identity != run.journaled_by:
+        # Two executions of one attempt (the task delivered again while its worker ran on):
+        # what is kept must come from one of them.
+        raise JournalGap(f"the journaled markers of the task are {run.journaled_by!r}'s, not {identity!r}'s")
     known = {marker_seq(m) for m in kept}
     size = sum(len(orjson.dumps(m.get("details"))) for m in kept)
     for command in commands:
@@ -99,10 +105,17 @@ def check_journal(ctx: ProcessingContext, run: WorkflowRun, commands: Any,
     return kept
 
 
+#: The last attempt a journal is carried to: one that also times out (its code may fail on
+#: what was journaled, and an attempt after the first never reports its failure) leaves the
+#: next attempts to run those steps again.
+MAX_ATTEMPT_CARRIED_TO = 3
+
+
 def forget(run: WorkflowRun) -> None:
     """The task's answer carries its markers, or its next attempt must run them again."""
     if run.journaled_markers:
         run.journaled_markers = []
+        run.journaled_by = ""
 
 
 def carried(run: WorkflowRun) -> list[dict[str, Any]] | None:

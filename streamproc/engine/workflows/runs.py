@@ -28,7 +28,7 @@ import orjson
 import structlog
 
 from streamproc.engine.processing import ProcessingContext
-from streamproc.engine.workflows.journaled_markers import carried
+from streamproc.engine.workflows.journaled_markers import MAX_ATTEMPT_CARRIED_TO, carried
 from streamproc.engine.workflows.journaled_markers import forget as forget_journaled
 from streamproc.engine.workflows.relatives import on_run_closed
 from streamproc.engine.workflows.result_waiters import answer_waiters
@@ -263,8 +263,9 @@ class RunWriter:
         run = self.run
         shown_new = self.flush_buffer()
         run.task_attempt = 1 if shown_new else next_attempt
-        if shown_new or run.admitted_updates():
-            # Its code sees what the journaled attempt did not: their calls may differ.
+        if shown_new or run.admitted_updates() or run.task_attempt > MAX_ATTEMPT_CARRIED_TO:
+            # Its code sees what the journaled attempt did not (their calls may differ), or
+            # the attempts the journal was carried to timed out too.
             forget_journaled(run)
         self.schedule_task()
 

@@ -126,7 +126,7 @@ def journal_markers(cmd: Record, ctx: ProcessingContext) -> None:
         return
     try:
         kept = journaled_markers.check_journal(ctx, run, orjson.loads(cmd.value["commands"] or "[]"),
-                                              _flags(cmd).get("journaled_before"))
+                                               _flags(cmd).get("journaled_before"), cmd.value["identity"])
     except orjson.JSONDecodeError as exc:
         ctx.out.reject(cmd, RejectionType.INVALID_ARGUMENT, f"commands is not valid JSON: {exc}")
         return
@@ -137,7 +137,7 @@ def journal_markers(cmd: Record, ctx: ProcessingContext) -> None:
         ctx.out.reject(cmd, RejectionType.INVALID_STATE, str(exc))
         return
     if kept != run.journaled_markers:
-        run.journaled_markers = kept
+        run.journaled_markers, run.journaled_by = kept, cmd.value["identity"]
         ctx.workflows.put(cmd.key, run)
 
 
