@@ -11,15 +11,15 @@ and the run's next task carries on with them.
 With `checkpoint`, every local activity's marker is on the log before the next call
 runs, as a journaled step of Restate is. As soon as an outcome leaves the code waiting on
 another call, the markers not journaled yet are sent (JOURNAL_MARKERS, through `journal`)
-and the next call starts once the broker has them; the engine keeps them with the run and
-writes them when the task completes (`engine/workflows/journaled_markers.py`). The task's
-answer still carries every marker (the engine writes each once), so a journal the engine
-refused loses nothing but its head start. Where a journal cannot be used (no `journal`,
-the task issued a command other than a marker, which must stay before the markers that
-follow it, the code read the task's time, a delivery that failed, or the task journaled
-`MAX_JOURNALED` markers or `MAX_JOURNALED_BYTES` already) the task is answered instead,
-asking for a new one: a task per step. Without
-`checkpoint` (Temporal's way) the markers of a task are written when it completes.
+and the next call starts once the broker has them; the engine keeps them with the run for
+an attempt after this one, should this one not complete (`engine/workflows/
+journaled_markers.py`). The task's answer carries every marker and is what history
+records, so a journal the engine refused loses nothing but its head start. Where a journal
+cannot be used (no `journal`, the task issued a command other than a marker, which must
+stay before the markers that follow it, the code read the task's time, a delivery that
+failed, or the task journaled `MAX_JOURNALED` markers or `MAX_JOURNALED_BYTES` already)
+the task is answered instead, asking for a new one: a task per step. Without `checkpoint`
+(Temporal's way) the markers of a task are written when it completes.
 """
 
 from __future__ import annotations

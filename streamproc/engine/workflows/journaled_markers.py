@@ -8,23 +8,23 @@ keeps the markers with the run and writes no event for them. The task's answer c
 every marker of the task, journaled or not, and is what history records (Temporal's
 history: the markers after its WORKFLOW_TASK_COMPLETED); the journal is then forgotten.
 
-What the journal is for is a task that does not complete: one that times out keeps it, and
-the next attempt carries it to its worker (`journaled_markers` in the task's attributes),
-whose code takes the outcome of each call of the same sequence number and activity type
-without running the function again (and answers with those markers); up to the third
-attempt (an attempt after the first never reports a failure, so a journal its code fails
-on would otherwise be carried for ever). Only an attempt
-that sees what the journaled one saw: a task that failed (its code may change before the
-next attempt), or whose next attempt is shown new events or updates, drops it, and so
-does a run that ends otherwise; their steps run again, at least once as in Temporal.
+What the journal is for is a task that does not complete. One that times out keeps it,
+and the next attempt carries it to its worker (`journaled_markers` in the task's
+attributes), whose code takes the outcome of each call of the same sequence number and
+activity type without running the function again (and answers with those markers), up to
+the third attempt: an attempt after the first never reports a failure, so a journal its
+code fails on would otherwise be carried for ever. Only an attempt that sees what the
+journaled one saw gets it: a task that failed (its code may change before the next
+attempt), or whose next attempt is shown new events or updates, drops it, and so does a
+run that ends otherwise; their steps run again, at least once as in Temporal.
 
 A journal names how many markers the task journaled before it (`journaled_before` in its
 attributes); one that does not match what the run kept (a journal before it was refused
-or lost) is refused, so what is kept is always the task's first markers, without a gap.
-A journal that follows none starts the kept markers over (one that follows some must come
-from the worker whose markers are kept): its worker runs the task from its start (a task delivered again from the queue after its first worker died carries no
-journal, so its steps run again, at least once as in Temporal; from then on they are
-journaled again).
+or lost) is refused, so what is kept is always the task's first markers, without a gap,
+and one that follows some must come from the worker whose markers are kept. A journal
+that follows none starts the kept markers over: its worker runs the task from its start
+(a task delivered again from the queue after its first worker died carries no journal, so
+its steps run again, at least once as in Temporal, and are journaled again).
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ MAX_JOURNALED_MARKERS = 1_000
 
 _RECORD_MARKER = WorkflowCommandType.RECORD_MARKER
 _MARKER_RECORDED = EventType.MARKER_RECORDED.name
-Validated = tuple[WorkflowCommandType, dict[str, Any]]
 
 
 def marker_seq(attributes: dict[str, Any]) -> str | None:
+    """The sequence number a marker's details name (what a journal is deduplicated by)."""
     details = attributes.get("details")
     seq = details.get("seq") if isinstance(details, dict) else None
     return None if seq is None else str(seq)
