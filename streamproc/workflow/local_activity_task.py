@@ -83,7 +83,7 @@ class LiveLocalActivities:
             if self.journal_in_flight is not None and not self._journal_landed():
                 if self.journal_in_flight is not None and time.monotonic() < self.heartbeat_at:
                     return None  # the next call starts once the broker has the markers
-                self.heartbeat = True
+                self.heartbeat = True  # it failed, or the heartbeat is due: answer the task
                 break
             for call in local.to_start():
                 call.job = self._runner.start(call.request)

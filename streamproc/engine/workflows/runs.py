@@ -28,8 +28,7 @@ import orjson
 import structlog
 
 from streamproc.engine.processing import ProcessingContext
-from streamproc.engine.workflows.journaled_markers import MAX_ATTEMPT_CARRIED_TO, carried
-from streamproc.engine.workflows.journaled_markers import forget as forget_journaled
+from streamproc.engine.workflows.journaled_markers import MAX_ATTEMPT_CARRIED_TO, carried, forget as forget_journaled
 from streamproc.engine.workflows.relatives import on_run_closed
 from streamproc.engine.workflows.result_waiters import answer_waiters
 from streamproc.engine.workflows.update_answers import abort_updates

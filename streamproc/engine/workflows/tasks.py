@@ -12,9 +12,8 @@ from __future__ import annotations
 import orjson
 
 from streamproc.engine.processing import ProcessingContext
-from streamproc.engine.workflows import updates
+from streamproc.engine.workflows import journaled_markers, updates
 from streamproc.engine.workflows.commands import BadCommand, apply, validate
-from streamproc.engine.workflows import journaled_markers
 from streamproc.engine.workflows.runs import TASK_TIME_OUT, E, RunWriter
 from streamproc.protocol.failures import check_failure_record
 from streamproc.protocol.records import Record, RejectionType, ValueType, WorkflowIntent
