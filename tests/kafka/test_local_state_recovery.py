@@ -13,6 +13,7 @@ from streamproc.settings import Settings
 from streamproc.state.db import PartitionDb
 from tests.support.engines import EngineThread
 from tests.support.history import EventLog
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -32,6 +33,9 @@ def test_restart_after_a_lost_local_write_replays_the_changelog(bootstrap, names
         client.flush()
         events.read_until(lambda e: e.count("CREATED") == 1, timeout=30)
         key = events.events(intent="CREATED")[0].key
+        # The event is readable once its transaction commits; the local write follows it.
+        # Fail only the writes after it, or the restart has nothing local to build on.
+        wait_until(lambda: engine.stats.commands >= 1, timeout=30, what="the create written locally")
 
         real_apply = PartitionDb.apply
 
