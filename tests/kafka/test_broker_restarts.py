@@ -22,6 +22,7 @@ import time
 import pytest
 
 from streamproc.devenv.broker import LocalBroker
+from tests.support.crash_chaos import worker_stat
 from tests.support.fault_rig import RECOVERY_S, Rig
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -41,12 +42,15 @@ def _engine_log_lines(rig: Rig, since: int) -> list[dict]:
     return lines
 
 
-def _faults_under_load(rig: Rig, seed: int, count: int, fault, probe_name: str, after_each=None) -> list[float]:
+def _faults_under_load(rig: Rig, seed: int, count: int, fault, probe_name: str, after_each=None,
+                       after_start=None) -> list[float]:
     """`count` times, with workflows starting: `fault(rig)`, then a probe job and workflow
     must complete; returns the seconds each probe took. At the end, everything once."""
     rng = random.Random(seed)
     recoveries = []
     rig.start()
+    if after_start is not None:
+        after_start()
     rig.start_workflows("before", 40)
     for n in range(count):
         time.sleep(rng.uniform(1.0, 3.0))  # the fault finds transactions and workflows in flight
@@ -76,6 +80,33 @@ def test_the_broker_sigkilled_under_load_5_times_and_back_after_10_s(tmp_path):
               f"{rig.jobs} jobs and {len(rig.workflow_ids)} workflows completed once each; activity attempts "
               f"that ran twice: {rig.attempts_run_twice}; starts the client gave up and asked again: "
               f"{rig.start_give_ups[:3]}; broker stalls: {rig.broker_stalls() or 'none'}")
+    finally:
+        rig.close()
+
+
+@pytest.mark.timeout(900)
+def test_the_broker_sigkilled_3_times_with_jobs_pushed_and_local_steps_journaled(tmp_path):
+    """The paths that bypass the task topics: jobs started in their CREATE's transaction and
+    pushed to the worker's stream, and local activities each journaled by the workflow worker's
+    own producer before the next runs. A restart finds pushed jobs and journals in flight; the
+    lease of the worker's stream ends while the broker is away (jobs then go through the topic)
+    and push must come back by itself after each restart."""
+    rig = Rig(tmp_path, _broker(tmp_path, 29116), push_jobs=True, journaled_local_steps=True)
+    push_back: list[float] = []
+    try:
+        def push_is_back(*_) -> None:
+            push_back.append(round(rig.wait_for_push(timeout=RECOVERY_S), 1))
+        # Push is on before the first restart, so that each finds pushed jobs in flight.
+        recoveries = _faults_under_load(rig, 20261128, 3, _kill_and_restart, "restart",
+                                        after_start=push_is_back, after_each=push_is_back)
+        pushed = rig.pushed_jobs()
+        rig.flow_worker.stop()  # its last life logs what it journaled
+        journaled = worker_stat([rig.flow_worker], "markers_journaled")
+        print(f"\n3 broker restarts: back after {recoveries} s, push back after that {push_back[1:]} s; "
+              f"{rig.jobs} jobs ({pushed} pushed) and {len(rig.workflow_ids)} workflows of local steps "
+              f"completed once each; markers journaled by the worker's last life: {journaled}; "
+              f"broker stalls: {rig.broker_stalls() or 'none'}")
+        assert journaled > 0, "no marker was journaled: the path went untested"
     finally:
         rig.close()
 

@@ -15,13 +15,14 @@ from streamproc.devenv.broker_process import read_pid
 from tests.support.broker_pulse import BrokerPulse
 from tests.support.crash_workflow_checks import (COMPLETED, Starter, assert_nothing_written_twice,
                                                  check_completed_once, runs_from_events)
-from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE, read_effects
+from tests.support.crash_workflows import EFFECTS_DIR_VARIABLE, ThreeLocalStepsAndATimer, read_effects
 from tests.support.engines import combined_worker_process, engine_process, with_process_logs, worker_process
 from tests.support.history import EventLog
 
 NAMESPACE = "restarts"
 QUEUE = "restart-flows"
 WORKFLOW = "tests.support.crash_workflows:ThreeStepsAndATimer"
+LOCAL_WORKFLOW = "tests.support.crash_workflows:ThreeLocalStepsAndATimer"
 ACTIVITY = "tests.support.crash_workflows:crash_step"
 #: Seconds within which the engine and the workers must be back after each restart, counted
 #: from when the broker answers again (a single broker: see `broker_pulse`; a cluster: from
@@ -36,8 +37,11 @@ RECOVERY_S = 120
 class Rig:
     """The broker, an engine, a job worker, a workflow worker, paced job creates and the events."""
 
-    def __init__(self, tmp_path, broker) -> None:
-        """`broker`: a LocalBroker or LocalCluster, not started yet (started here, killed by close)."""
+    def __init__(self, tmp_path, broker, *, push_jobs: bool = False, journaled_local_steps: bool = False) -> None:
+        """`broker`: a LocalBroker or LocalCluster, not started yet (started here, killed by close).
+        `push_jobs`: the job worker takes its jobs pushed (`--push`); `journaled_local_steps`: the
+        workflows' steps are local activities, each journaled before the next
+        (`--checkpoint-local-activities`)."""
         self.broker = broker
         self.bootstrap = self.broker.start()
         #: the broker's answers, apart from the processes under test (a single broker only)
@@ -51,10 +55,14 @@ class Rig:
         self.job_runs = tmp_path / "job-runs.txt"  # `key attempt worker` per handler run
         self.job_worker = worker_process(self.bootstrap, NAMESPACE, "flow", "jobs", tmp_path,
                                          handler="tests.support.handlers:recorded_double",
+                                         options=("--push",) if push_jobs else (),
                                          STREAMPROC_TEST_RUNS=str(self.job_runs), STREAMPROC_TEST_WORKER="jobs")
-        self.flow_worker = combined_worker_process(self.bootstrap, NAMESPACE, QUEUE, "flows", tmp_path,
-                                                   workflows=[WORKFLOW], activities=[ACTIVITY],
-                                                   **{EFFECTS_DIR_VARIABLE: str(effects)})
+        self.local = journaled_local_steps
+        self.flow_worker = combined_worker_process(
+            self.bootstrap, NAMESPACE, QUEUE, "flows", tmp_path,
+            **(dict(workflows=[LOCAL_WORKFLOW], options=("--checkpoint-local-activities",)) if self.local
+               else dict(workflows=[WORKFLOW], activities=[ACTIVITY])),
+            **{EFFECTS_DIR_VARIABLE: str(effects)})
         self.events = EventLog(self.bootstrap, NAMESPACE)
         self.client = Client(self.bootstrap, NAMESPACE)
         self.starter: Starter | None = None
@@ -73,7 +81,8 @@ class Rig:
         # A fault while a worker still starts is not what is tested (a job worker that could
         # not read its replies partition for 60 s at start exits).
         self.job_worker.wait_for_log("tasks_assigned", timeout=90)
-        self.starter = Starter(self.bootstrap, NAMESPACE, QUEUE)
+        self.starter = Starter(self.bootstrap, NAMESPACE, QUEUE,
+                               **({"workflow": ThreeLocalStepsAndATimer.run} if self.local else {}))
         self._creator.start()
 
     def _create_jobs(self) -> None:
@@ -161,10 +170,23 @@ class Rig:
         assert not twice, f"job handlers ran twice for one attempt: {twice[:5]}"
         runs = runs_from_events(self.events)
         assert_nothing_written_twice(self.events, runs)
-        check_completed_once(runs, self.workflow_ids)
+        check_completed_once(runs, self.workflow_ids, local=self.local)
         # Activity side effects: at most once per attempt (a worker's slice, reported, not asserted).
         ran = collections.Counter((e["workflow_id"], e["step"], e["attempt"]) for e in read_effects(self.effects))
         self.attempts_run_twice = sum(1 for n in ran.values() if n > 1)
+
+    def pushed_jobs(self, since: int = 0) -> int:
+        """Jobs from the `since`-th created on that were started in their CREATE's command (a
+        pushed STARTED carries the CREATE's request id, `job-N`; a START's carries the worker's)."""
+        return sum(1 for e in self.events.events(intent="STARTED")
+                   if (e.request_id or "").startswith("job-") and int(e.request_id[4:]) >= since)
+
+    def wait_for_push(self, timeout: float) -> float:
+        """Seconds until a job created from now on is pushed (the push worker's stream is
+        registered again); fails after `timeout` s."""
+        began, since = time.monotonic(), self.jobs
+        self._read_until(lambda events: self.pushed_jobs(since) > 0, timeout)
+        return time.monotonic() - began
 
     def close(self) -> None:
         self._stop.set()
