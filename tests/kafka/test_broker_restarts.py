@@ -99,7 +99,7 @@ def test_the_broker_sigkilled_3_times_with_jobs_pushed_and_local_steps_journaled
         # Push is on before the first restart, so that each finds pushed jobs in flight.
         recoveries = _faults_under_load(rig, 20261128, 3, _kill_and_restart, "restart",
                                         after_start=push_is_back, after_each=push_is_back)
-        pushed = rig.pushed_jobs()
+        pushed = rig.events.pushed_jobs()
         rig.flow_worker.stop()  # its last life logs what it journaled
         journaled = worker_stat([rig.flow_worker], "markers_journaled")
         print(f"\n3 broker restarts: back after {recoveries} s, push back after that {push_back[1:]} s; "

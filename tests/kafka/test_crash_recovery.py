@@ -48,12 +48,6 @@ def _check_exactly_once(events: EventLog, count: int) -> None:
     assert refused == [], [r.rejection_reason for r in refused[:5]]
 
 
-def _pushed(events: EventLog) -> int:
-    """Jobs started in their CREATE's command (a pushed STARTED carries the CREATE's request
-    id; a START's carries the worker's)."""
-    return sum(1 for e in events.events(intent="STARTED") if (e.request_id or "").startswith("job-"))
-
-
 def _assert_no_open_state(state_dir) -> None:
     for path in sorted(state_dir.glob("*/partition-*")):
         db = PartitionDb(path, int(path.name.split("-")[1]))
@@ -117,7 +111,7 @@ def test_sigkill_the_engine_repeatedly_while_5000_jobs_flow(bootstrap, namespace
         assert restores >= 4 * (kills + 1)
         if worker_options:
             # the jobs really went the push way (not all through the topic)
-            assert _pushed(events) > 2500, _pushed(events)
+            assert events.pushed_jobs() > 2500, events.pushed_jobs()
     finally:
         events.close()
         for p in (engine, *workers):

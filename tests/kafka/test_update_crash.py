@@ -25,7 +25,7 @@ import orjson
 import pytest
 
 from streamproc.client import SyncClient
-from tests.support.crash_chaos import assert_lived, chaos_rig
+from tests.support.crash_chaos import chaos_rig, kill_in_turn
 from tests.support.crash_updates import (SIGNALS_EACH, UPDATES_EACH, Tally, expected_names, expected_total,
                                          send_all)
 from tests.support.crash_workflow_checks import COMPLETED, Starter, check_histories
@@ -48,13 +48,15 @@ def test_updates_and_signals_are_applied_once_while_engine_and_workers_are_sigki
         starter = Starter(bootstrap, namespace, QUEUE, workflow=Tally.run)
         rig.starter = starter
         give_ups: list[str] = []
+        senders: dict = {}
         with SyncClient(bootstrap, namespace) as client, ThreadPoolExecutor(8) as pool:
             def send(workflow_ids: list[str]) -> None:
                 starter.start(workflow_ids)
                 senders.update({wid: pool.submit(_after_start, starter, wid, client, give_ups)
                                 for wid in workflow_ids})
-            senders: dict = {}
-            kills = _kill_while_sending(rng, rig, ids, send, senders)
+            kills = kill_in_turn(rng, rig.engine, rig.workers, ids, send,
+                                 lambda: (len(senders), sum(f.done() for f in senders.values())),
+                                 kills_each=KILLS_EACH, pause_s=(0.5, 2.0))
             answers = {wid: f.result(timeout=300) for wid, f in senders.items()}
             client.close_workflow_requests()
         starter.close()
@@ -86,28 +88,6 @@ def _after_start(starter: Starter, workflow_id: str, client: SyncClient, give_up
     index = starter.workflow_ids.index(workflow_id)
     starter.futures[index].result(timeout=300)
     return send_all(client, workflow_id, give_ups, pause_s=PAUSE_S)
-
-
-def _kill_while_sending(rng: random.Random, rig, ids: list[str], send, senders: dict) -> list[tuple[int, int]]:
-    """SIGKILL and restart the engine and each worker KILLS_EACH times, in random order; before
-    each kill `send` a new slice of the workflows, so that every kill finds updates and signals
-    at every stage. Returns (workflows sent, done) at each kill."""
-    victims = [rig.engine, *rig.workers] * KILLS_EACH
-    rng.shuffle(victims)
-    slices = [ids[n::len(victims) + 1] for n in range(len(victims) + 1)]
-    progress = []
-    for victim, workflow_ids in zip(victims, slices):
-        send(workflow_ids)
-        time.sleep(rng.uniform(0.5, 2.0))
-        assert_lived(victim)
-        progress.append((len(senders), sum(f.done() for f in senders.values())))
-        victim.kill()
-        mark = len(victim.log_text())
-        victim.start()
-        victim.wait_for_log("partitions_assigned" if victim is rig.engine else "workflow_tasks_assigned",
-                            since=mark)
-    send(slices[-1])
-    return progress
 
 
 def _update_id(event) -> str:

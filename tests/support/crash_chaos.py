@@ -66,21 +66,32 @@ def kill_at_random_moments(rng: random.Random, engine, workers: list, ids: list[
     each kill a new slice of the workflows is started, so every kill finds runs at every
     stage; after each restart wait until the process has its partitions back, so that work
     goes on between kills. Returns (submitted, completed) workflows at each kill."""
-    victims = [engine, *workers] * KILLS_EACH
+    return kill_in_turn(rng, engine, workers, ids, starter.start,
+                        lambda: (starter.submitted(), completed_workflows(events)),
+                        pause_s=(0.3, 1.5))  # a run takes about 2 s: most kills catch this slice running
+
+
+def kill_in_turn(rng: random.Random, engine, workers: list, ids: list[str], begin, progress, *,
+                 kills_each: int = KILLS_EACH, pause_s: tuple[float, float] = (0.3, 1.5)) -> list:
+    """SIGKILL and restart the engine and each worker `kills_each` times, in random order:
+    before each kill `begin(slice)` of `ids` and wait a random `pause_s`; after each restart
+    wait until the process has its partitions back. The last slice is begun after the last
+    kill. Returns `progress()` as it was at each kill."""
+    victims = [engine, *workers] * kills_each
     rng.shuffle(victims)
     slices = [ids[n::len(victims) + 1] for n in range(len(victims) + 1)]
-    progress = []
+    at_kills = []
     for victim, workflow_ids in zip(victims, slices):
-        starter.start(workflow_ids)
-        time.sleep(rng.uniform(0.3, 1.5))  # a run takes about 2 s: most kills catch this slice running
+        begin(workflow_ids)
+        time.sleep(rng.uniform(*pause_s))
         assert_lived(victim)
-        progress.append((starter.submitted(), completed_workflows(events)))
+        at_kills.append(progress())
         victim.kill()
         mark = len(victim.log_text())
         victim.start()
         victim.wait_for_log("partitions_assigned" if victim is engine else "workflow_tasks_assigned", since=mark)
-    starter.start(slices[-1])
-    return progress
+    begin(slices[-1])
+    return at_kills
 
 
 class ChaosRig:

@@ -175,17 +175,11 @@ class Rig:
         ran = collections.Counter((e["workflow_id"], e["step"], e["attempt"]) for e in read_effects(self.effects))
         self.attempts_run_twice = sum(1 for n in ran.values() if n > 1)
 
-    def pushed_jobs(self, since: int = 0) -> int:
-        """Jobs from the `since`-th created on that were started in their CREATE's command (a
-        pushed STARTED carries the CREATE's request id, `job-N`; a START's carries the worker's)."""
-        return sum(1 for e in self.events.events(intent="STARTED")
-                   if (e.request_id or "").startswith("job-") and int(e.request_id[4:]) >= since)
-
     def wait_for_push(self, timeout: float) -> float:
         """Seconds until a job created from now on is pushed (the push worker's stream is
         registered again); fails after `timeout` s."""
         began, since = time.monotonic(), self.jobs
-        self._read_until(lambda events: self.pushed_jobs(since) > 0, timeout)
+        self._read_until(lambda events: events.pushed_jobs(since) > 0, timeout)
         return time.monotonic() - began
 
     def close(self) -> None:

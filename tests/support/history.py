@@ -85,6 +85,12 @@ class EventLog:
     def rejections(self) -> list:
         return [r for r in self.records if r.record_type is RecordType.COMMAND_REJECTION]
 
+    def pushed_jobs(self, since: int = 0) -> int:
+        """Jobs of request id `job-N` (N >= `since`) started in their CREATE's command: a pushed
+        STARTED carries the CREATE's request id, a START's carries the worker's."""
+        return sum(1 for e in self.events(intent="STARTED")
+                   if (e.request_id or "").startswith("job-") and int(e.request_id[4:]) >= since)
+
     def count(self, intent: str) -> int:
         return len(self.events(intent=intent))
 
